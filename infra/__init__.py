@@ -1,0 +1,1 @@
+"""The inference-platform toolkit: configuration, planner, offline plan and the Pulumi program."""

@@ -1,0 +1,98 @@
+"""DigitalOcean GPU Droplet sizes usable as DOKS node-pool sizes.
+
+Sources: docs.digitalocean.com droplets/details/features and /pricing (self-serve prices), vendor
+datasheets for the accelerators (dense, no sparsity). Contract-only slugs do not appear in
+`GET /v2/sizes` and have no public price: their `usd_per_hour` is None and the stack must state
+the contract price (`gpu_pools[].usd_per_hour`) for cost figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One GPU model's hardware figures (per GPU, dense)."""
+
+    vendor: str  # "amd" | "nvidia"
+    model: str  # DOKS label value of doks.digitalocean.com/gpu-model, e.g. "mi300x"
+    family: str  # calibration family for the planner's efficiency factors
+    hbm_gb: float
+    hbm_bandwidth_tb_s: float
+    bf16_tflops: float
+    fp8_tflops: float
+    link_gb_s: float  # GPU-to-GPU bandwidth per GPU, one direction (Infinity Fabric / NVLink)
+    supports_fp8: bool = True
+
+
+@dataclass(frozen=True)
+class GpuSize:
+    """A DO GPU Droplet size: how many of which accelerator, host resources, price."""
+
+    slug: str
+    accelerator: Accelerator
+    gpus: int
+    vcpus: int
+    ram_gib: int
+    boot_disk_gib: int | None
+    scratch_disk_gib: int | None
+    usd_per_hour: float | None  # None: contract pricing, not public
+    contract_only: bool = False
+    fabric: bool = False  # multi-node RDMA fabric sizes
+
+    @property
+    def vendor(self) -> str:
+        return self.accelerator.vendor
+
+    @property
+    def hbm_gb_total(self) -> float:
+        return self.accelerator.hbm_gb * self.gpus
+
+    @property
+    def gpu_resource_name(self) -> str:
+        """The extended resource the device plugin advertises."""
+        return "amd.com/gpu" if self.vendor == "amd" else "nvidia.com/gpu"
+
+    @property
+    def taint_key(self) -> str:
+        """DOKS taints GPU nodes with `<vendor resource>:NoSchedule`."""
+        return self.gpu_resource_name
+
+
+MI300X = Accelerator("amd", "mi300x", "cdna3", 192, 5.3, 1307, 2615, 448)
+MI325X = Accelerator("amd", "mi325x", "cdna3", 256, 6.0, 1307, 2615, 448)
+MI350X = Accelerator("amd", "mi350x", "cdna4", 288, 8.0, 2300, 4600, 1075)
+H100 = Accelerator("nvidia", "h100", "hopper", 80, 3.35, 989, 1979, 450)
+H200 = Accelerator("nvidia", "h200", "hopper", 141, 4.8, 989, 1979, 450)
+L40S = Accelerator("nvidia", "l40s", "ada", 48, 0.864, 362, 733, 32)
+RTX4000ADA = Accelerator("nvidia", "rtx4000ada", "ada", 20, 0.36, 82, 164, 32)
+RTX6000ADA = Accelerator("nvidia", "rtx6000ada", "ada", 48, 0.96, 364, 728, 32)
+
+_SIZES = [
+    GpuSize("gpu-mi300x1-192gb", MI300X, 1, 20, 240, 720, 5120, 1.99),
+    GpuSize("gpu-mi300x8-1536gb", MI300X, 8, 160, 1920, 2046, 40960, 15.92),
+    GpuSize("gpu-mi325x1-256gb-contracted", MI325X, 1, 20, 164, 720, 5120, None, True),
+    GpuSize("gpu-mi325x8-2048gb-contracted", MI325X, 8, 160, 1310, 2046, 40960, None, True),
+    GpuSize(
+        "gpu-mi325x8-2048gb-fabric-contracted", MI325X, 8, 160, 1310, None, 40960, None, True, True
+    ),
+    # Not yet documented by DO; figures from AMD's MI350X datasheet.
+    GpuSize("gpu-mi350x8-2304gb", MI350X, 8, 160, 1310, 2046, 40960, None, True),
+    GpuSize("gpu-h100x1-80gb", H100, 1, 20, 240, 720, 5120, 3.39),
+    GpuSize("gpu-h100x8-640gb", H100, 8, 160, 1920, 2046, 40960, 23.92),
+    GpuSize("gpu-h200x1-141gb", H200, 1, 24, 240, 720, 5120, 3.44),
+    GpuSize("gpu-h200x8-1128gb", H200, 8, 192, 1920, 2046, 40960, 27.52),
+    GpuSize("gpu-l40sx1-48gb", L40S, 1, 8, 64, 500, None, 1.57),
+    GpuSize("gpu-4000adax1-20gb", RTX4000ADA, 1, 8, 32, 500, None, 0.76),
+    GpuSize("gpu-6000adax1-48gb", RTX6000ADA, 1, 8, 64, 500, None, 1.57),
+]
+
+GPU_SIZES: dict[str, GpuSize] = {s.slug: s for s in _SIZES}
+
+HOURS_PER_MONTH = 730  # DO bills monthly caps at 672 h for Droplets; 730 h is the calendar month.
+
+
+def gpu_size(slug: str) -> GpuSize | None:
+    """The catalog entry for a slug, or None if it is not a GPU size we know."""
+    return GPU_SIZES.get(slug)

@@ -1,0 +1,26 @@
+"""Every pinned version (images, charts, vLLM) in one place.
+
+A diff of this file is how an upgrade shows up in review. Each value can be overridden in the
+stack config where noted; nothing here is ever `latest`.
+"""
+
+VLLM_VERSION = "0.33.0"
+VLLM_IMAGE_ROCM = f"vllm/vllm-openai-rocm:v{VLLM_VERSION}"
+VLLM_IMAGE_CUDA = f"vllm/vllm-openai:v{VLLM_VERSION}"
+
+# ROCm/k8s-device-plugin and its node labeller (self-managed runtime mode).
+ROCM_DEVICE_PLUGIN_IMAGE = "rocm/k8s-device-plugin:1.31.0.9"
+ROCM_NODE_LABELLER_IMAGE = "rocm/k8s-device-plugin:labeller-1.31.0.9"
+ROCM_DEVICE_METRICS_EXPORTER_IMAGE = "rocm/device-metrics-exporter:v1.5.2"
+
+# AMD GPU Operator (gpu-operator runtime mode) and its prerequisite.
+AMD_GPU_OPERATOR_CHART_REPO = "https://rocm.github.io/gpu-operator"
+AMD_GPU_OPERATOR_CHART = "gpu-operator-charts"
+AMD_GPU_OPERATOR_CHART_VERSION = "v1.5.0"
+CERT_MANAGER_CHART_REPO = "https://charts.jetstack.io"
+CERT_MANAGER_CHART = "cert-manager"
+CERT_MANAGER_CHART_VERSION = "v1.19.1"
+
+# Small helper image for node tuning and weight prefetch (huggingface_hub CLI lives in vLLM's image,
+# so the prefetch Job reuses the vLLM image instead).
+BUSYBOX_IMAGE = "busybox:1.37.0"

@@ -1,0 +1,1 @@
+"""Subcommands of the `infra` CLI; each module exposes register(subparsers)."""

@@ -1,0 +1,1 @@
+"""Pure manifest renderers: config-derived inputs in, plain Kubernetes dicts out (no Pulumi)."""
