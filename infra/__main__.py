@@ -1,0 +1,58 @@
+"""Pulumi entry point: load and validate the stack config, build the platform, export outputs.
+
+A configuration error stops the program before any resource is declared, with one clear message
+(pulumi.RunError prints it without a traceback), so a bad config never half-applies a stack.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(os.environ.get("INFRA_STACK_ROOT") or Path(__file__).resolve().parent.parent)
+if str(Path(__file__).resolve().parent.parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pulumi  # noqa: E402
+
+from infra.config import NS, SECRET_KEYS, load_config, values_from_pulumi_runtime  # noqa: E402
+from infra.errors import ConfigError  # noqa: E402
+from infra.platform import Secrets, build_platform  # noqa: E402
+
+
+def _secret(key: str, required: bool):
+    """A secret config value as a secret Output, or None when unset (never read in plain text).
+
+    Under the offline plan a required-but-unset secret becomes a redacted placeholder so the plan
+    still shows every resource; the summary lists it under "secrets to set".
+    """
+    value = pulumi.Config("inference-platform").get_secret(key)
+    if value is None and required and _offline():
+        value = pulumi.Output.secret("[secret]")
+    return value
+
+
+def main() -> None:
+    values, secret_keys = values_from_pulumi_runtime()
+    try:
+        cfg = load_config(values, stack=pulumi.get_stack(), secret_keys=secret_keys, base_dir=ROOT, source=f"stack {pulumi.get_stack()}")
+    except ConfigError as err:
+        raise pulumi.RunError(err.render()) from None
+    if cfg.missing_secrets and not _offline():
+        raise pulumi.RunError(
+            "missing secrets: "
+            + "; ".join(f"{NS}{k} ({SECRET_KEYS[k]}): pulumi config set --secret {k} ..." for k in cfg.missing_secrets)
+        )
+    secrets = Secrets(**{k: _secret(k, k in cfg.secrets_required) for k in SECRET_KEYS})
+    outputs = build_platform(cfg, secrets, ROOT)
+    for name, value in outputs.items():
+        pulumi.export(name, value)
+
+
+def _offline() -> bool:
+    """True under `infra plan` (mock runtime), where missing secrets are listed instead of fatal."""
+    return os.environ.get("INFRA_OFFLINE_PLAN") == "1"
+
+
+main()

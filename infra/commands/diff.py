@@ -1,0 +1,81 @@
+"""`infra diff`: what a change would do to a stack, as Markdown for a pull-request comment.
+
+Two forms:
+  infra diff OLD.json NEW.json          compare two saved plans
+  infra diff STACK [--base REF]         plan the working tree and REF (default origin/main) and compare
+
+The base plan is computed by running the base revision's own code in a temporary checkout (`git
+worktree`), so a change to the toolkit itself shows up in the diff too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from infra.config import repo_root
+from infra.errors import UserError
+from infra.offline import build_plan
+from infra.plandiff import diff_plans, render_markdown
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("diff", help="Markdown diff of offline plans (two JSON files, or a stack vs a git ref)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a", help="OLD.json, or a stack name")
+    p.add_argument("b", nargs="?", help="NEW.json (when comparing two files)")
+    p.add_argument("--base", default="origin/main", help="git ref to compare the working tree against (default origin/main)")
+    p.add_argument("--fail-on-replace", action="store_true", help="exit 3 when a stateful or protected resource would be replaced or deleted")
+    p.set_defaults(func=run)
+
+
+def _load(path: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: cannot read plan JSON ({err})") from None
+
+
+def plan_at_ref(stack: str, ref: str, root: Path | None = None) -> dict:
+    """The plan of `stack` as the code and stack file at git `ref` produce it (empty if absent there)."""
+    root = root or repo_root()
+    check = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+                           capture_output=True, text=True)
+    if check.returncode != 0:
+        raise UserError(f"--base {ref!r}: not a commit in {root} (fetch it first, e.g. `git fetch origin main`)")
+    tmp = Path(tempfile.mkdtemp(prefix="infra-diff-"))
+    worktree = tmp / "base"
+    try:
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", "--quiet", str(worktree), ref],
+                       check=True, capture_output=True, text=True)
+        if not (worktree / "stacks" / f"Pulumi.{stack}.yaml").is_file() or not (worktree / "infra" / "cli.py").is_file():
+            return {"stack": stack, "project": "inference-platform", "resources": [], "models": [], "cost": {}}
+        out = tmp / "plan.json"
+        env = dict(os.environ, PYTHONPATH=str(worktree))
+        proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out), "--quiet"],
+                              cwd=worktree, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise UserError(f"planning {stack} at {ref} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        return json.loads(out.read_text())
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(worktree)], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(args) -> int:
+    if args.b is not None:
+        old, new = _load(args.a), _load(args.b)
+    else:
+        old = plan_at_ref(args.a, args.base)
+        new = build_plan(args.a).to_dict()
+    diff = diff_plans(old, new)
+    print(render_markdown(diff), end="")
+    if args.fail_on_replace and diff.dangerous():
+        return 3
+    return 0

@@ -1,0 +1,825 @@
+"""The typed, validated stack configuration: the toolkit's user interface.
+
+Everything a stack file can say is declared here, with a type, a default and a description; the
+configuration reference (docs/configuration.md) is generated from these declarations so the two
+cannot drift. Validation happens in two passes before a single resource is declared:
+
+1. structure (pydantic, strict): unknown keys, wrong types, bad enum values, out-of-range numbers,
+   unknown regions / GPU slugs, malformed CIDRs and model ids — all collected in one pass;
+2. cross-references (only once the structure is sound): pools that models name, duplicates,
+   node-count ranges, CIDR overlaps, layouts against the model and the node, secrets.
+
+Every problem is reported together, as `inference-platform:<key path>: <what is wrong>; <what is
+allowed>`, via `ConfigError`. Secrets are never read here as values: only whether each is set and
+whether it was set as a secret.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+)
+
+from infra.catalog.gpus import GPU_SIZES, GpuSize
+from infra.catalog.regions import REGIONS
+from infra.errors import ConfigError, Problem
+from infra.planner.layout import Layout, Slo, Workload
+
+PROJECT = "inference-platform"
+NS = f"{PROJECT}:"
+ENVIRONMENTS = ("dev", "staging", "prod")
+
+# Config keys that hold secrets. They are only ever read as Pulumi secrets and never appear in the
+# validated config object; the program fetches them with `pulumi.Config.require_secret`.
+SECRET_KEYS: dict[str, str] = {
+    "huggingface_token": "Hugging Face access token for gated models and higher download limits",
+    "api_key": "API key clients must send (`Authorization: Bearer ...`) to the router / model services",
+    "grafana_admin_password": "Grafana admin password (required when observability is enabled)",
+    "alert_webhook_url": "Alertmanager webhook URL (Slack or generic); required by receiver kinds slack|webhook",
+}
+PROVIDER_SECRET_KEYS = ("digitalocean:token",)
+
+# DOKS default pod and service networks; a VPC must not overlap them unless custom subnets are set.
+DOKS_DEFAULT_CLUSTER_SUBNET = "10.244.0.0/16"
+DOKS_DEFAULT_SERVICE_SUBNET = "10.245.0.0/16"
+
+_HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
+_DURATION = re.compile(r"^[1-9][0-9]*(h|d|w|y)$")
+_HHMM = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+_K8S_VERSION_PREFIX = re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$")
+
+
+# --------------------------------------------------------------------------- field validators
+
+
+def _one_of(value: str, allowed: list[str], what: str) -> str:
+    if value in allowed:
+        return value
+    close = difflib.get_close_matches(value, allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"{value!r} is not a {what}{hint}; allowed: {', '.join(allowed)}")
+
+
+def _region(value: str) -> str:
+    return _one_of(value, sorted(REGIONS), "DigitalOcean region")
+
+
+def _gpu_slug(value: str) -> str:
+    return _one_of(value, sorted(GPU_SIZES), "GPU Droplet size")
+
+
+def _cidr(value: str) -> str:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as err:
+        raise ValueError(f"{value!r} is not a valid CIDR ({err}); e.g. 10.20.0.0/20") from None
+    if net.version != 4:
+        raise ValueError(f"{value!r} is not an IPv4 CIDR; DigitalOcean VPCs and DOKS subnets are IPv4")
+    return str(net)
+
+
+def _private_cidr(value: str) -> str:
+    value = _cidr(value)
+    if not ipaddress.ip_network(value).is_private:
+        raise ValueError(f"{value!r} is not a private (RFC 1918) range; use e.g. 10.20.0.0/20")
+    return value
+
+
+def _hf_id(value: str) -> str:
+    if not _HF_ID.match(value) or ".." in value or value.endswith((".", "-")):
+        raise ValueError(
+            f"{value!r} is not a Hugging Face model id; expected <org>/<name>, e.g. Qwen/Qwen3-8B"
+        )
+    return value
+
+
+def _dns_label(value: str) -> str:
+    if not _DNS_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid name; use lowercase letters, digits and '-', start with a letter, "
+            "at most 40 characters"
+        )
+    if value == "vllm":
+        raise ValueError("'vllm' is reserved: a Service named vllm injects VLLM_* env vars that clash with vLLM's own")
+    return value
+
+
+def _duration(value: str) -> str:
+    if not _DURATION.match(value):
+        raise ValueError(f"{value!r} is not a retention period; use e.g. 15d, 720h, 8w")
+    return value
+
+
+def _hhmm(value: str) -> str:
+    if not _HHMM.match(value):
+        raise ValueError(f"{value!r} is not a time of day; use HH:MM in UTC, e.g. 04:00")
+    return value
+
+
+def _k8s_prefix(value: str) -> str:
+    if not _K8S_VERSION_PREFIX.match(value):
+        raise ValueError(f"{value!r} is not a Kubernetes version prefix; use e.g. \"1.33\"")
+    return value
+
+
+def _auto_or_layout(value: Any) -> Any:
+    if value == "auto" or value is None:
+        return None
+    if isinstance(value, str):
+        raise ValueError(f"{value!r} is not a layout; use 'auto' or a mapping such as {{tp: 4, ep: true, replicas_per_node: 2}}")
+    return value
+
+
+Region = Annotated[str, AfterValidator(_region)]
+GpuSlug = Annotated[str, AfterValidator(_gpu_slug)]
+Cidr = Annotated[str, AfterValidator(_cidr)]
+PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
+HfId = Annotated[str, AfterValidator(_hf_id)]
+Name = Annotated[str, AfterValidator(_dns_label)]
+Retention = Annotated[str, AfterValidator(_duration)]
+TimeOfDay = Annotated[str, AfterValidator(_hhmm)]
+K8sPrefix = Annotated[str, AfterValidator(_k8s_prefix)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# --------------------------------------------------------------------------- sections
+
+
+class NetworkConfig(_Strict):
+    """The environment's VPC and, optionally, VPC-native cluster subnets."""
+
+    vpc_cidr: PrivateCidr = Field(description="IPv4 range of the VPC (RFC 1918), e.g. 10.20.0.0/20. Changing it replaces the VPC.")
+    cluster_subnet: PrivateCidr | None = Field(None, description="Pod network for a VPC-native cluster; unset: DOKS default 10.244.0.0/16. Create-time only.")
+    service_subnet: PrivateCidr | None = Field(None, description="Service network for a VPC-native cluster; unset: DOKS default 10.245.0.0/16. Create-time only.")
+
+
+class SystemPoolConfig(_Strict):
+    """The cluster's default node pool: CPU nodes for system workloads (router, Prometheus, operators)."""
+
+    size: str = Field("s-4vcpu-8gb", description="Droplet size slug. Changing it REPLACES THE CLUSTER (DOKS default pool); pick once.")
+    nodes: int = Field(2, ge=1, le=100, description="Node count of the system pool.")
+
+
+class MaintenanceConfig(_Strict):
+    """When DOKS may apply patch upgrades."""
+
+    day: Literal["any", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"] = Field(
+        "sunday", description="Day of the week for the maintenance window."
+    )
+    start_time: TimeOfDay = Field("04:00", description="Start of the window, HH:MM UTC.")
+
+
+class ClusterConfig(_Strict):
+    """The DOKS cluster. Unset booleans take the environment's defaults (prod: HA and protected)."""
+
+    version: K8sPrefix = Field("1.33", description="Kubernetes version prefix; resolved to the latest DOKS patch release.")
+    ha: bool | None = Field(None, description="Highly available control plane. Default: true in prod, false elsewhere.")
+    protect: bool | None = Field(None, description="Pulumi `protect` on the cluster, node pools and weight cache. Default: true in prod.")
+    auto_upgrade: bool = Field(True, description="Let DOKS apply patch upgrades in the maintenance window.")
+    surge_upgrade: bool = Field(True, description="Upgrade by adding new nodes before draining old ones.")
+    system_pool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, description="The default (system) node pool.")
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig, description="Maintenance window.")
+    control_plane_allowed_cidrs: list[Cidr] = Field(
+        default_factory=list,
+        description="Allow-list for the Kubernetes API (control-plane firewall). Empty: firewall off (API open to the internet, token-protected).",
+    )
+    kubeconfig_expire_seconds: int = Field(
+        7 * 24 * 3600, ge=3600, le=7 * 24 * 3600, description="Lifetime of the kubeconfig token DOKS issues (1 h to 7 days)."
+    )
+
+
+class GpuPoolConfig(_Strict):
+    """A GPU node pool. Either a fixed `nodes` count or an autoscaling `min_nodes`..`max_nodes` range."""
+
+    name: Name = Field(description="Pool name (DOKS node-pool name and the `inference-platform/pool` label).")
+    size: GpuSlug = Field(description="GPU Droplet size slug (see the GPU catalog). Changing it replaces the pool.")
+    nodes: int | None = Field(None, ge=0, le=512, description="Fixed node count. Mutually exclusive with min_nodes/max_nodes.")
+    min_nodes: int | None = Field(None, ge=0, le=512, description="Autoscaling lower bound (GPU pools may scale to zero).")
+    max_nodes: int | None = Field(None, ge=1, le=512, description="Autoscaling upper bound.")
+    partition_mode: Literal["AMD_PARTITION_MODE_SPX_NPS1", "AMD_PARTITION_MODE_DPX_NPS2"] | None = Field(
+        None, description="AMD compute/memory partition mode; create-time only (a change replaces the pool)."
+    )
+    usd_per_hour: float | None = Field(
+        None, gt=0, description="Price per node-hour. Required for cost figures on contract-only sizes; overrides the catalog price."
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
+
+    @property
+    def autoscale(self) -> bool:
+        return self.nodes is None
+
+    @property
+    def min_node_count(self) -> int:
+        return self.nodes if self.nodes is not None else (self.min_nodes or 0)
+
+    @property
+    def max_node_count(self) -> int:
+        return self.nodes if self.nodes is not None else (self.max_nodes or 0)
+
+    @property
+    def gpu(self) -> GpuSize:
+        return GPU_SIZES[self.size]
+
+    @property
+    def node_usd_per_hour(self) -> float | None:
+        return self.usd_per_hour if self.usd_per_hour is not None else self.gpu.usd_per_hour
+
+
+class GpuRuntimeConfig(_Strict):
+    """How GPUs are exposed to Kubernetes on AMD pools."""
+
+    mode: Literal["doks-managed", "device-plugin", "gpu-operator"] = Field(
+        "doks-managed",
+        description="doks-managed: the DOKS cluster flag installs ROCm/k8s-device-plugin; device-plugin: our own pinned DaemonSets; gpu-operator: AMD GPU Operator (Helm) with cert-manager.",
+    )
+    disable_numa_balancing: bool = Field(True, description="Run a DaemonSet on AMD GPU nodes that sets kernel.numa_balancing=0 (AMD's vLLM guidance).")
+    dra_driver: bool = Field(False, description="Enable DOKS's AMD GPU DRA driver instead of a device plugin (never both).")
+
+
+class ModelCacheConfig(_Strict):
+    """Shared model-weight cache: a DigitalOcean NFS share mounted read-write-many in the cluster."""
+
+    kind: Literal["nfs", "none"] = Field("nfs", description="nfs: DO Network File Storage share; none: each pod downloads to local scratch.")
+    size_gib: int = Field(1024, ge=50, le=16384, description="Share size in GiB (≥ 50; it can grow, never shrink).")
+    tier: Literal["standard", "high"] = Field("high", description="NFS performance tier.")
+
+
+class LayoutConfig(_Strict):
+    """An explicit serving layout (instead of `auto`). Checked against the model and the node."""
+
+    tp: int = Field(ge=1, le=64, description="Tensor-parallel size of one vLLM replica.")
+    ep: bool = Field(False, description="Expert parallelism (MoE models only).")
+    dp: int = Field(1, ge=1, le=64, description="Data-parallel attention ranks inside one replica.")
+    replicas_per_node: int = Field(1, ge=1, le=64, description="Independent vLLM replicas per node.")
+    max_num_seqs: int | None = Field(None, ge=1, le=4096, description="vLLM --max-num-seqs; unset: the planner's choice.")
+    max_num_batched_tokens: int | None = Field(None, ge=256, le=262144, description="vLLM --max-num-batched-tokens; unset: the planner's choice.")
+    gpu_memory_utilization: float = Field(0.90, gt=0.3, le=0.98, description="vLLM --gpu-memory-utilization.")
+    kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="vLLM --kv-cache-dtype.")
+    max_model_len: int | None = Field(None, ge=256, le=1048576, description="vLLM --max-model-len; unset: input+output tokens rounded up.")
+    provenance: dict[str, Any] | None = Field(None, description="Where a measured layout came from (written by `infra tune ingest --write`).")
+
+    def to_layout(self) -> Layout:
+        base = Layout()
+        return Layout(
+            tp=self.tp,
+            ep=self.ep,
+            dp=self.dp,
+            replicas_per_node=self.replicas_per_node,
+            max_num_seqs=self.max_num_seqs or base.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens or base.max_num_batched_tokens,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            kv_cache_dtype=self.kv_cache_dtype,
+            max_model_len=self.max_model_len,
+        )
+
+
+class WorkloadConfig(_Strict):
+    """The traffic a model serves: it drives the planner."""
+
+    input_tokens: int = Field(ge=1, le=1048576, description="Typical prompt length in tokens.")
+    output_tokens: int = Field(ge=1, le=262144, description="Typical completion length in tokens.")
+    peak_rps: float | None = Field(None, gt=0, description="Peak requests per second the model must sustain (sizes the node count).")
+    prefix_cache_hit_rate: float = Field(0.0, ge=0, lt=1, description="Share of prompt tokens expected from the prefix cache (multi-turn chat).")
+
+    def to_workload(self) -> Workload:
+        return Workload(self.input_tokens, self.output_tokens, self.peak_rps, self.prefix_cache_hit_rate)
+
+
+class SloConfig(_Strict):
+    """Latency objectives at the 90th percentile."""
+
+    ttft_p90_ms: float = Field(gt=0, description="p90 time to first token, ms.")
+    tpot_p90_ms: float = Field(gt=0, description="p90 time per output token, ms.")
+
+    def to_slo(self) -> Slo:
+        return Slo(self.ttft_p90_ms, self.tpot_p90_ms)
+
+
+class ModelConfig(_Strict):
+    """One served model: what, where, how laid out, for which traffic and SLOs."""
+
+    name: Name = Field(description="Service name of the model (Kubernetes names, labels, metrics).")
+    source: HfId = Field(description="Hugging Face model id, e.g. Qwen/Qwen3-235B-A22B-Instruct-2507-FP8.")
+    pool: Name = Field(description="Name of the GPU pool that serves it.")
+    layout: Annotated[LayoutConfig | None, BeforeValidator(_auto_or_layout)] = Field(
+        None, description="'auto' (the planner chooses) or an explicit layout mapping."
+    )
+    workload: WorkloadConfig = Field(description="Traffic shape.")
+    slo: SloConfig = Field(description="p90 latency objectives.")
+    served_model_name: str | None = Field(None, description="Name clients use in the OpenAI API; default: the source id.")
+    hf_config: str | None = Field(None, description="Path (relative to the repo) to a local Hugging Face config.json for models not in the catalog.")
+    image: str | None = Field(None, description="Override the pinned vLLM image (must carry an explicit tag).")
+    extra_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments, appended verbatim.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra container environment variables.")
+
+    @property
+    def api_model_name(self) -> str:
+        return self.served_model_name or self.source
+
+
+class RouterConfig(_Strict):
+    """The request router in front of each model's replicas."""
+
+    kind: Literal["service", "session", "prefix", "round-robin"] = Field(
+        "session",
+        description="service: kube-proxy balancing to the model Service; session/prefix/round-robin: the vLLM production-stack router.",
+    )
+    session_header: str = Field("x-session-id", description="Header that pins a conversation to a replica (kind: session).")
+    replicas: int = Field(2, ge=1, le=20, description="Router replicas (a PodDisruptionBudget keeps one up).")
+    public: bool = Field(False, description="Expose through a DigitalOcean LoadBalancer (requires the api_key secret).")
+    tls_certificate_id: str | None = Field(None, description="DO certificate id for TLS termination on the LoadBalancer.")
+    allowed_source_cidrs: list[Cidr] = Field(default_factory=list, description="LoadBalancer source allow-list; empty: open.")
+
+
+class AlertReceiverConfig(_Strict):
+    """Where Alertmanager sends alerts."""
+
+    kind: Literal["none", "slack", "webhook"] = Field("none", description="none, or slack/webhook with the alert_webhook_url secret.")
+    channel: str | None = Field(None, description="Slack channel (kind: slack).")
+
+
+class ObservabilityConfig(_Strict):
+    """Prometheus, Grafana, Alertmanager, SLO rules and dashboards."""
+
+    enabled: bool | None = Field(None, description="Default: true in staging and prod, false in dev.")
+    retention: Retention = Field("15d", description="Prometheus retention, e.g. 15d.")
+    storage_gib: int = Field(100, ge=10, le=16384, description="Prometheus volume size (do-block-storage).")
+    alert_receiver: AlertReceiverConfig = Field(default_factory=AlertReceiverConfig, description="Alert destination.")
+
+
+class StackInput(_Strict):
+    """All `inference-platform:*` keys of a stack file (secrets excluded)."""
+
+    environment: Literal["dev", "staging", "prod"] = Field(description="Environment; drives safe defaults (prod: HA, protect, observability).")
+    region: Region = Field(description="DigitalOcean region slug, e.g. atl1.")
+    network: NetworkConfig = Field(description="VPC and cluster networks.")
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="DOKS cluster.")
+    gpu_pools: list[GpuPoolConfig] = Field(min_length=1, description="GPU node pools.")
+    gpu_runtime: GpuRuntimeConfig = Field(default_factory=GpuRuntimeConfig, description="AMD GPU runtime (device plugin).")
+    model_cache: ModelCacheConfig = Field(default_factory=ModelCacheConfig, description="Shared weight cache.")
+    models: list[ModelConfig] = Field(default_factory=list, description="Served models.")
+    router: RouterConfig = Field(default_factory=RouterConfig, description="Request router.")
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig, description="Monitoring and alerting.")
+
+
+# --------------------------------------------------------------------------- the validated result
+
+
+class StackConfig(BaseModel):
+    """A validated stack: the input with environment defaults applied, plus what the program needs."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    stack: str
+    environment: Literal["dev", "staging", "prod"]
+    region: str
+    network: NetworkConfig
+    cluster: ClusterConfig  # ha/protect resolved (never None)
+    gpu_pools: list[GpuPoolConfig]
+    gpu_runtime: GpuRuntimeConfig
+    model_cache: ModelCacheConfig
+    models: list[ModelConfig]
+    router: RouterConfig
+    observability: ObservabilityConfig  # enabled resolved (never None)
+    secrets_set: frozenset[str]  # secret keys that are set (as secrets)
+    secrets_required: tuple[str, ...]  # secret keys this stack needs for `pulumi up`
+
+    @property
+    def protect(self) -> bool:
+        return bool(self.cluster.protect)
+
+    def pool(self, name: str) -> GpuPoolConfig:
+        return next(p for p in self.gpu_pools if p.name == name)
+
+    @property
+    def missing_secrets(self) -> list[str]:
+        return [k for k in self.secrets_required if k not in self.secrets_set]
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model that owns the key at `loc` (for listing allowed keys)."""
+    model: Any = StackInput
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return None
+        model = _inner_model(field.annotation)
+        if model is None:
+            return None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    meta = getattr(annotation, "__origin__", None)
+    if meta is not None and isinstance(meta, type) and issubclass(meta, BaseModel):
+        return meta
+    return None
+
+
+_TYPE_NAMES = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+
+
+def _problem_from_pydantic(err: dict) -> Problem:
+    loc = tuple(err["loc"])
+    path = NS + _path(loc)
+    kind = err["type"]
+    value = err.get("input")
+    if kind == "extra_forbidden":
+        owner = _model_at(loc)
+        allowed = ", ".join(owner.model_fields) if owner else "see docs/configuration.md"
+        close = difflib.get_close_matches(str(loc[-1]), list(owner.model_fields) if owner else [], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return Problem(path, f"unknown key{hint}; allowed keys: {allowed}")
+    if kind == "missing":
+        return Problem(path, "required key is missing")
+    if kind in _TYPE_NAMES:
+        return Problem(path, f"{value!r} has the wrong type; expected {_TYPE_NAMES[kind]}")
+    if kind == "value_error":
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        return Problem(path, msg)
+    if kind in ("literal_error", "enum"):
+        expected = err.get("ctx", {}).get("expected", "")
+        return Problem(path, f"{value!r} is not allowed; allowed: {expected}")
+    return Problem(path, f"{value!r}: {err['msg']}")
+
+
+def _environment_defaults(raw: StackInput) -> tuple[ClusterConfig, ObservabilityConfig]:
+    prod = raw.environment == "prod"
+    cluster = raw.cluster.model_copy(
+        update={
+            "ha": prod if raw.cluster.ha is None else raw.cluster.ha,
+            "protect": prod if raw.cluster.protect is None else raw.cluster.protect,
+        }
+    )
+    obs = raw.observability.model_copy(
+        update={"enabled": raw.environment != "dev" if raw.observability.enabled is None else raw.observability.enabled}
+    )
+    return cluster, obs
+
+
+def _overlaps(named: list[tuple[str, str]]) -> list[Problem]:
+    problems = []
+    for i, (path_a, a) in enumerate(named):
+        for path_b, b in named[i + 1 :]:
+            if ipaddress.ip_network(a).overlaps(ipaddress.ip_network(b)):
+                problems.append(Problem(NS + path_b, f"{b} overlaps {NS}{path_a} ({a}); the ranges must be disjoint"))
+    return problems
+
+
+def _check_network(raw: StackInput) -> list[Problem]:
+    net = raw.network
+    named = [("network.vpc_cidr", net.vpc_cidr)]
+    named.append(("network.cluster_subnet", net.cluster_subnet or DOKS_DEFAULT_CLUSTER_SUBNET))
+    named.append(("network.service_subnet", net.service_subnet or DOKS_DEFAULT_SERVICE_SUBNET))
+    problems = []
+    prefix = ipaddress.ip_network(net.vpc_cidr).prefixlen
+    if not 16 <= prefix <= 28:
+        problems.append(Problem(NS + "network.vpc_cidr", f"{net.vpc_cidr} has prefix /{prefix}; DigitalOcean VPCs must be /16 to /28"))
+    if (net.cluster_subnet is None) != (net.service_subnet is None):
+        problems.append(Problem(NS + "network", "set both cluster_subnet and service_subnet (VPC-native cluster) or neither"))
+    for p in _overlaps(named):
+        if "vpc_cidr" in p.message and (net.cluster_subnet is None):
+            p = Problem(p.path, p.message + " (the DOKS default subnet; choose another vpc_cidr or set custom subnets)")
+        problems.append(p)
+    return problems
+
+
+def _duplicates(items: list, attr: str, section: str) -> list[Problem]:
+    seen: dict[str, int] = {}
+    problems = []
+    for i, item in enumerate(items):
+        value = getattr(item, attr)
+        if value in seen:
+            problems.append(Problem(f"{NS}{section}[{i}].{attr}", f"{value!r} duplicates {section}[{seen[value]}]; names must be unique"))
+        else:
+            seen[value] = i
+    return problems
+
+
+def _check_pools(raw: StackInput) -> list[Problem]:
+    problems = _duplicates(raw.gpu_pools, "name", "gpu_pools")
+    for i, pool in enumerate(raw.gpu_pools):
+        at = f"{NS}gpu_pools[{i}]"
+        fixed = pool.nodes is not None
+        ranged = pool.min_nodes is not None or pool.max_nodes is not None
+        if fixed and ranged:
+            problems.append(Problem(at, "give either nodes (fixed) or min_nodes/max_nodes (autoscaling), not both"))
+        elif not fixed and not ranged:
+            problems.append(Problem(at, "missing node count; give nodes (fixed) or min_nodes and max_nodes (autoscaling)"))
+        elif ranged:
+            if pool.min_nodes is None or pool.max_nodes is None:
+                missing = "min_nodes" if pool.min_nodes is None else "max_nodes"
+                problems.append(Problem(f"{at}.{missing}", "required for an autoscaling pool (give both min_nodes and max_nodes)"))
+            elif pool.min_nodes > pool.max_nodes:
+                problems.append(Problem(f"{at}.min_nodes", f"{pool.min_nodes} is greater than max_nodes ({pool.max_nodes})"))
+        if pool.partition_mode and pool.gpu.vendor != "amd":
+            problems.append(Problem(f"{at}.partition_mode", f"{pool.partition_mode!r} applies to AMD pools only; {pool.size} is {pool.gpu.vendor}"))
+        if pool.gpu.fabric and any(p.gpu.fabric is False for p in raw.gpu_pools):
+            problems.append(Problem(f"{at}.size", f"{pool.size} is a fabric size; fabric sizes cannot be mixed with other GPU pools in one cluster"))
+        if pool.gpu.fabric and pool.max_node_count > 64:
+            problems.append(Problem(f"{at}.max_nodes", f"{pool.max_node_count} exceeds 64, the node limit for fabric sizes"))
+    return problems
+
+
+def _check_runtime(raw: StackInput) -> list[Problem]:
+    rt = raw.gpu_runtime
+    amd = any(p.gpu.vendor == "amd" for p in raw.gpu_pools)
+    problems = []
+    if rt.dra_driver and rt.mode in ("doks-managed", "device-plugin", "gpu-operator"):
+        problems.append(
+            Problem(
+                NS + "gpu_runtime.dra_driver",
+                f"true conflicts with mode {rt.mode!r}, which installs a device plugin; DOKS refuses both at once "
+                "(set dra_driver: false, or run without a device plugin)",
+            )
+        )
+    if rt.mode != "doks-managed" and not amd:
+        problems.append(Problem(NS + "gpu_runtime.mode", f"{rt.mode!r} manages AMD GPUs but no gpu_pools entry is an AMD size"))
+    return problems
+
+
+def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
+    problems = _duplicates(raw.models, "name", "models")
+    problems += _duplicates(raw.models, "api_model_name", "models")
+    pools = {p.name: p for p in raw.gpu_pools}
+    by_pool: dict[str, list[int]] = {}
+    for i, model in enumerate(raw.models):
+        at = f"{NS}models[{i}]"
+        pool = pools.get(model.pool)
+        if pool is None:
+            close = difflib.get_close_matches(model.pool, list(pools), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(Problem(f"{at}.pool", f"{model.pool!r} is not a pool{hint}; defined pools: {', '.join(pools)}"))
+            continue
+        by_pool.setdefault(model.pool, []).append(i)
+        if model.image is not None and (":" not in model.image.rsplit("/", 1)[-1] or model.image.endswith(":latest")):
+            problems.append(Problem(f"{at}.image", f"{model.image!r} is not pinned; give an explicit tag other than latest"))
+        for j, arg in enumerate(model.extra_args):
+            if arg.split("=", 1)[0] in _LAYOUT_FLAGS:
+                problems.append(
+                    Problem(f"{at}.extra_args[{j}]", f"{arg!r} is set by the layout; change models[{i}].layout instead")
+                )
+        problems += _check_model_layout(model, pool, at, base_dir)
+    for pool_name, indices in by_pool.items():
+        if len(indices) > 1:
+            models = [raw.models[i] for i in indices]
+            if any(m.layout is None for m in models):
+                problems.append(
+                    Problem(
+                        f"{NS}models[{indices[1]}].pool",
+                        f"pool {pool_name!r} is shared by several models; shared pools need explicit layouts "
+                        "(layout: auto plans a whole node per model)",
+                    )
+                )
+            else:
+                used = sum(m.layout.tp * m.layout.dp * m.layout.replicas_per_node for m in models)
+                gpus = pools[pool_name].gpu.gpus
+                if used > gpus:
+                    problems.append(
+                        Problem(f"{NS}models[{indices[-1]}].layout", f"models on pool {pool_name!r} use {used} GPUs per node; it has {gpus}")
+                    )
+    return problems
+
+
+# Flags the layout owns; setting them through extra_args would silently fight the layout.
+_LAYOUT_FLAGS = {
+    "--tensor-parallel-size",
+    "-tp",
+    "--enable-expert-parallel",
+    "--data-parallel-size",
+    "-dp",
+    "--max-num-seqs",
+    "--max-num-batched-tokens",
+    "--gpu-memory-utilization",
+    "--kv-cache-dtype",
+    "--max-model-len",
+    "--served-model-name",
+    "--port",
+}
+
+
+def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_dir: Path | None) -> list[Problem]:
+    """Resolve the architecture and check an explicit layout against model and node."""
+    from infra.catalog.models import resolve_model  # local import: the catalog is large
+    from infra.planner import check_layout
+
+    hf_path = None
+    if model.hf_config:
+        hf_path = Path(model.hf_config)
+        if not hf_path.is_absolute() and base_dir is not None:
+            hf_path = base_dir / hf_path
+        if not hf_path.is_file():
+            return [Problem(f"{at}.hf_config", f"{model.hf_config!r} is not a file (paths are relative to the repository root)")]
+    try:
+        arch = resolve_model(model.source, str(hf_path) if hf_path else None)
+    except (ValueError, OSError) as err:
+        return [Problem(f"{at}.hf_config", f"cannot read {model.hf_config!r}: {err}")]
+    if arch is None:
+        return [
+            Problem(
+                f"{at}.source",
+                f"{model.source!r} is not in the model catalog; add hf_config: <path to its config.json> "
+                "so the planner knows its architecture (see `infra layout --help` for catalog models)",
+            )
+        ]
+    if model.layout is None:
+        return []
+    return [Problem(f"{at}.layout", msg) for msg in check_layout(arch, pool.gpu, model.layout.to_layout())]
+
+
+def _check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> tuple[list[Problem], tuple[str, ...]]:
+    problems = [
+        Problem(
+            key if ":" in key else NS + key,
+            f"given in plain text; secrets must be set with `pulumi config set --secret {key.removeprefix(NS)} ...`",
+        )
+        for key in sorted(plain)
+    ]
+    required = []
+    needs_api_key = raw.router.public
+    if needs_api_key:
+        required.append("api_key")
+    obs_on = raw.environment != "dev" if raw.observability.enabled is None else raw.observability.enabled
+    if obs_on:
+        required.append("grafana_admin_password")
+        if raw.observability.alert_receiver.kind != "none":
+            required.append("alert_webhook_url")
+    if raw.router.public and raw.router.kind == "service":
+        problems.append(Problem(NS + "router.public", "true needs a router (kind session, prefix or round-robin) to check the API key; kind 'service' exposes vLLM directly"))
+    return problems, tuple(required)
+
+
+def load_config(
+    values: dict[str, Any],
+    *,
+    stack: str,
+    secret_keys: set[str] | frozenset[str] = frozenset(),
+    base_dir: Path | None = None,
+    source: str | None = None,
+) -> StackConfig:
+    """Validate raw config values (project keys without the namespace, parsed from YAML/JSON).
+
+    `secret_keys` names the keys (full `ns:key` form) that were given as secrets. Secret values are
+    never passed in: only their presence matters here.
+    """
+    plain_secrets = set()
+    secrets_set = set()
+    project_values = {}
+    for key, value in values.items():
+        if key in PROVIDER_SECRET_KEYS:
+            if key not in secret_keys:
+                plain_secrets.add(key)
+            continue
+        if ":" in key and not key.startswith(NS):
+            continue  # other providers' keys (kubernetes:*, pulumi:*) are theirs to validate
+        short = key.removeprefix(NS)
+        if short in SECRET_KEYS:
+            if f"{NS}{short}" in secret_keys or short in secret_keys:
+                secrets_set.add(short)
+            else:
+                plain_secrets.add(short)
+            continue
+        project_values[short] = value
+
+    try:
+        raw = StackInput.model_validate(project_values)
+    except ValidationError as err:
+        problems = [_problem_from_pydantic(e) for e in err.errors(include_url=False)]
+        problems += [Problem(NS + k if ":" not in k else k, "given in plain text; set it with `pulumi config set --secret`") for k in sorted(plain_secrets)]
+        raise ConfigError(problems, source=source) from None
+
+    problems = _check_network(raw) + _check_pools(raw) + _check_runtime(raw) + _check_models(raw, base_dir)
+    secret_problems, required = _check_secrets(raw, secrets_set, plain_secrets)
+    problems += secret_problems
+    if problems:
+        raise ConfigError(problems, source=source)
+
+    cluster, obs = _environment_defaults(raw)
+    return StackConfig(
+        stack=stack,
+        environment=raw.environment,
+        region=raw.region,
+        network=raw.network,
+        cluster=cluster,
+        gpu_pools=raw.gpu_pools,
+        gpu_runtime=raw.gpu_runtime,
+        model_cache=raw.model_cache,
+        models=raw.models,
+        router=raw.router,
+        observability=obs,
+        secrets_set=frozenset(secrets_set),
+        secrets_required=required,
+    )
+
+
+# --------------------------------------------------------------------------- stack files
+
+
+def repo_root() -> Path:
+    """The repository root (where Pulumi.yaml lives)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def stack_file(stack: str, root: Path | None = None) -> Path:
+    return (root or repo_root()) / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def read_stack_file(path: Path) -> tuple[dict[str, Any], set[str]]:
+    """Raw config values and the set of keys given as `secure:` secrets (values never decrypted)."""
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping with a `config:` key")
+    config = doc.get("config") or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: `config:` must be a mapping")
+    values: dict[str, Any] = {}
+    secret_keys: set[str] = set()
+    for key, value in config.items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secret_keys.add(key)
+            values[key] = None
+        else:
+            values[key] = value
+    return values, secret_keys
+
+
+def load_stack_file(stack: str, root: Path | None = None) -> StackConfig:
+    """Load and validate `stacks/Pulumi.<stack>.yaml`."""
+    path = stack_file(stack, root)
+    if not path.is_file():
+        available = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in path.parent.glob("Pulumi.*.yaml"))
+        raise ConfigError(f"no stack file {path}; stacks: {', '.join(available) or 'none'}")
+    values, secret_keys = read_stack_file(path)
+    return load_config(values, stack=stack, secret_keys=secret_keys, base_dir=path.parent.parent, source=str(path.relative_to(path.parent.parent)))
+
+
+def values_from_pulumi_runtime() -> tuple[dict[str, Any], set[str]]:
+    """Config values as the Pulumi engine handed them to the program (structured values are JSON)."""
+    from pulumi.runtime import config as runtime_config
+
+    merged: dict[str, Any] = dict(runtime_config.get_config_env())
+    merged.update(runtime_config.CONFIG.get())
+    secret_keys = set(runtime_config.get_config_secret_keys_env()) | {k for k in merged if runtime_config.is_config_secret(k)}
+    values: dict[str, Any] = {}
+    for key, value in merged.items():
+        if key in secret_keys:
+            values[key] = None  # never carried past this point
+            continue
+        if isinstance(value, str) and value[:1] in ("{", "["):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        values[key] = value
+    return values, secret_keys

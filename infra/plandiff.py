@@ -1,0 +1,227 @@
+"""Diff two offline Plans into a Markdown report fit for a pull-request comment.
+
+What reviewers need first is what would be destroyed: a change to a field the provider cannot
+update in place replaces the resource (delete + create), and for a cluster, a node pool, a VPC or
+the NFS share that means downtime or lost data. Those are listed loudly at the top, using the
+providers' real replace-on-change fields; everything else follows as added / removed / changed
+with each input path's old → new value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Resource types whose loss costs data, capacity or a long rebuild.
+STATEFUL_TYPES = {
+    "digitalocean:index/kubernetesCluster:KubernetesCluster": "DOKS cluster",
+    "digitalocean:index/kubernetesNodePool:KubernetesNodePool": "node pool",
+    "digitalocean:index/vpc:Vpc": "VPC",
+    "digitalocean:index/nfs:Nfs": "NFS share",
+    "kubernetes:core/v1:PersistentVolumeClaim": "PersistentVolumeClaim",
+    "kubernetes:core/v1:PersistentVolume": "PersistentVolume",
+}
+
+# Input paths (engine camelCase, dotted; a trailing ".*" matches the subtree) whose change the
+# provider cannot apply in place. Sources: pulumi-digitalocean / terraform-provider-digitalocean
+# schemas (ForceNew), DOKS behaviour for the default node pool, Kubernetes API immutability.
+REPLACE_ON_CHANGE: dict[str, list[str]] = {
+    "digitalocean:index/kubernetesCluster:KubernetesCluster": [
+        "region",
+        "vpcUuid",
+        "clusterSubnet",
+        "serviceSubnet",
+        "nodePool.size",  # the default pool's size: DOKS replaces the whole cluster
+    ],
+    "digitalocean:index/kubernetesNodePool:KubernetesNodePool": ["clusterId", "size", "gpuPartitionMode"],
+    "digitalocean:index/vpc:Vpc": ["region", "ipRange"],
+    "digitalocean:index/nfs:Nfs": ["region", "vpcId"],
+    "kubernetes:core/v1:PersistentVolume": ["spec.nfs.*", "spec.accessModes.*", "spec.storageClassName"],
+    "kubernetes:core/v1:PersistentVolumeClaim": ["spec.accessModes.*", "spec.storageClassName", "spec.volumeName", "spec.selector.*"],
+    "kubernetes:apps/v1:Deployment": ["spec.selector.*"],
+    "kubernetes:apps/v1:DaemonSet": ["spec.selector.*"],
+    "kubernetes:batch/v1:Job": ["spec.template.*"],
+    "kubernetes:core/v1:Namespace": ["metadata.name"],
+}
+
+# Values that may change without the field changing meaningfully (mock ids, engine bookkeeping).
+_IGNORED_INPUT_KEYS = {"__defaults"}
+
+
+@dataclass
+class ResourceChange:
+    key: tuple[str, str]
+    changes: list[tuple[str, Any, Any]] = field(default_factory=list)
+    option_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
+    replace_paths: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PlanDiff:
+    stack: str
+    added: list[dict]
+    removed: list[dict]
+    changed: list[ResourceChange]
+    model_changes: list[tuple[str, Any, Any]]
+    cost_change: tuple[Any, Any] | None
+    old_index: dict = field(default_factory=dict, repr=False)
+    new_index: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed or self.model_changes or self.cost_change)
+
+    def dangerous(self) -> list[str]:
+        """One line per replacement or deletion of a stateful or protected resource."""
+        old_index, new_index = self.old_index, self.new_index
+        out = []
+        for res in self.removed:
+            if res["type"] in STATEFUL_TYPES or res["options"].get("protect"):
+                why = "protected" if res["options"].get("protect") else STATEFUL_TYPES[res["type"]]
+                out.append(f"**DELETE** {_label(res)} ({why})")
+        for ch in self.changed:
+            if ch.replace_paths:
+                res = new_index[ch.key]
+                kind = STATEFUL_TYPES.get(res["type"], res["type"].rsplit(":", 1)[-1])
+                protected = " — protected: `pulumi up` will refuse until protect is lifted" if old_index[ch.key]["options"].get("protect") else ""
+                out.append(f"**REPLACE** {_label(res)} ({kind}) because of {', '.join(f'`{p}`' for p in ch.replace_paths)}{protected}")
+        return out
+
+
+def _label(res: dict) -> str:
+    return f"`{res['name']}` ({res['type']})"
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested inputs → {"spec.template.spec.containers[0].image": ...}."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict):
+        if not value and prefix:
+            out[prefix] = {}
+        for k, v in value.items():
+            if k in _IGNORED_INPUT_KEYS:
+                continue
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(value, list):
+        if not value and prefix:
+            out[prefix] = []
+        for i, v in enumerate(value):
+            out.update(flatten(v, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = value
+    return out
+
+
+def _matches(path: str, pattern: str) -> bool:
+    bare = path.split("[", 1)[0] if "[" in path.split(".")[0] else path
+    norm = ".".join(part.split("[", 1)[0] for part in bare.split("."))
+    if pattern.endswith(".*"):
+        base = pattern[:-2]
+        return norm == base or norm.startswith(base + ".")
+    return norm == pattern
+
+
+def _replace_paths(res_type: str, changed_paths: list[str]) -> list[str]:
+    patterns = REPLACE_ON_CHANGE.get(res_type, [])
+    hits = []
+    for pattern in patterns:
+        if any(_matches(p, pattern) for p in changed_paths):
+            hits.append(pattern.removesuffix(".*"))
+    return hits
+
+
+def _version_lowered(old: Any, new: Any) -> bool:
+    def key(v: Any) -> tuple:
+        nums = []
+        for part in str(v).split("-")[0].split("."):
+            nums.append(int(part) if part.isdigit() else 0)
+        return tuple(nums)
+
+    return old is not None and new is not None and key(new) < key(old)
+
+
+def diff_plans(old: dict, new: dict) -> PlanDiff:
+    """Compare two Plan dicts (as written by `infra plan --json`)."""
+    old_index = {(r["type"], r["name"]): r for r in old.get("resources", [])}
+    new_index = {(r["type"], r["name"]): r for r in new.get("resources", [])}
+    added = [new_index[k] for k in sorted(new_index.keys() - old_index.keys())]
+    removed = [old_index[k] for k in sorted(old_index.keys() - new_index.keys())]
+    changed = []
+    for key in sorted(old_index.keys() & new_index.keys()):
+        a, b = old_index[key], new_index[key]
+        fa, fb = flatten(a["inputs"]), flatten(b["inputs"])
+        changes = [(p, fa.get(p), fb.get(p)) for p in sorted(fa.keys() | fb.keys()) if fa.get(p) != fb.get(p)]
+        oa, ob = flatten(a["options"]), flatten(b["options"])
+        option_changes = [(p, oa.get(p), ob.get(p)) for p in sorted(oa.keys() | ob.keys()) if oa.get(p) != ob.get(p)]
+        if a.get("parent") != b.get("parent"):
+            option_changes.append(("parent", a.get("parent"), b.get("parent")))
+        if not changes and not option_changes:
+            continue
+        paths = [p for p, _, _ in changes]
+        replace = _replace_paths(key[0], paths)
+        if key[0] == "digitalocean:index/kubernetesCluster:KubernetesCluster" and _version_lowered(fa.get("version"), fb.get("version")):
+            replace.append("version (lowered)")
+        changed.append(ResourceChange(key, changes, option_changes, replace))
+    model_changes = []
+    om = {m["name"]: m for m in old.get("models", [])}
+    nm = {m["name"]: m for m in new.get("models", [])}
+    for name in sorted(om.keys() | nm.keys()):
+        a, b = om.get(name), nm.get(name)
+        la = a["layout"]["name"] if a else None
+        lb = b["layout"]["name"] if b else None
+        if a is None or b is None or flatten(a["layout"]) != flatten(b["layout"]):
+            model_changes.append((name, la, lb))
+    oc, nc = old.get("cost", {}), new.get("cost", {})
+    cost_key = ("usd_per_month_min", "usd_per_month_max")
+    cost_change = None
+    if tuple(oc.get(k) for k in cost_key) != tuple(nc.get(k) for k in cost_key):
+        cost_change = (tuple(oc.get(k) for k in cost_key), tuple(nc.get(k) for k in cost_key))
+    stack = new.get("stack") or old.get("stack", "?")
+    return PlanDiff(stack, added, removed, changed, model_changes, cost_change, old_index, new_index)
+
+
+def _fmt(value: Any, limit: int = 80) -> str:
+    if value is None:
+        return "∅"
+    text = value if isinstance(value, str) else repr(value)
+    text = text.replace("\n", "\\n").replace("|", "\\|")
+    return f"`{text[: limit - 1]}…`" if len(text) > limit else f"`{text}`"
+
+
+def render_markdown(diff: PlanDiff, *, max_paths: int = 25) -> str:
+    """The PR comment: danger first, then models, cost, and the resource changes."""
+    lines = [f"### Offline plan diff — stack `{diff.stack}`", ""]
+    if diff.empty:
+        lines.append("No changes.")
+        return "\n".join(lines) + "\n"
+    danger = diff.dangerous()
+    counts = f"**{len(diff.added)}** to add, **{len(diff.changed)}** to change, **{len(diff.removed)}** to remove"
+    if danger:
+        lines += ["> [!CAUTION]", f"> **{len(danger)} stateful or protected resource(s) would be replaced or deleted.**", ""]
+        lines += ["#### Replacements and deletions", ""] + [f"- {d}" for d in danger] + [""]
+    lines += [counts, ""]
+    if diff.model_changes:
+        lines += ["#### Model layouts", "", "| model | before | after |", "|---|---|---|"]
+        lines += [f"| {n} | {_fmt(a)} | {_fmt(b)} |" for n, a, b in diff.model_changes]
+        lines.append("")
+    if diff.cost_change:
+        (a_lo, a_hi), (b_lo, b_hi) = diff.cost_change
+        lines += [f"**Monthly cost**: ${a_lo}–${a_hi} → ${b_lo}–${b_hi}", ""]
+    if diff.added:
+        lines += ["#### Added", ""] + [f"- {_label(r)}" for r in diff.added] + [""]
+    if diff.removed:
+        lines += ["#### Removed", ""] + [f"- {_label(r)}" for r in diff.removed] + [""]
+    if diff.changed:
+        lines += ["#### Changed", ""]
+        for ch in diff.changed:
+            res = diff.new_index[ch.key]
+            tag = " **(replace)**" if ch.replace_paths else ""
+            lines.append(f"<details><summary>{res['name']} ({res['type']}){tag}</summary>")
+            lines += ["", "| path | before | after |", "|---|---|---|"]
+            rows = [(p, a, b) for p, a, b in ch.changes] + [(f"options.{p}", a, b) for p, a, b in ch.option_changes]
+            for p, a, b in rows[:max_paths]:
+                lines.append(f"| `{p}` | {_fmt(a)} | {_fmt(b)} |")
+            if len(rows) > max_paths:
+                lines.append(f"| … {len(rows) - max_paths} more | | |")
+            lines += ["", "</details>", ""]
+    return "\n".join(lines).rstrip() + "\n"

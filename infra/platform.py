@@ -1,0 +1,278 @@
+"""Composition root: turns a validated StackConfig into the platform's components.
+
+This is the only place that knows both the configuration and the components. It resolves every
+model's layout with the planner first (pure, no Pulumi), then declares the components in dependency
+order: network → cluster → GPU pools → GPU runtime → weight cache → model services → routers →
+observability. The planning facts (layouts, reasons, cost) are kept in `PlatformFacts` for the
+offline plan and the stack outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
+from infra.catalog.gpus import HOURS_PER_MONTH
+from infra.config import GpuPoolConfig, ModelConfig, StackConfig
+
+# Set by `build_platform`; the offline runner reads it after the program ran.
+LAST_FACTS: PlatformFacts | None = None
+
+INFERENCE_NAMESPACE = "inference"
+
+
+@dataclass
+class ModelFacts:
+    """One model's resolved layout and the planner's view of it."""
+
+    config: ModelConfig
+    pool: GpuPoolConfig
+    arch: Any
+    plan: Any  # infra.planner.ModelPlan
+
+    @property
+    def layout(self):
+        return self.plan.chosen.layout
+
+
+@dataclass
+class PlatformFacts:
+    """What the program decided, as plain data: for the offline plan's summary and the outputs."""
+
+    config: StackConfig
+    models: list[ModelFacts] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def models_json(self) -> list[dict[str, Any]]:
+        out = []
+        for m in self.models:
+            chosen = m.plan.chosen
+            layout = chosen.layout
+            out.append(
+                {
+                    "name": m.config.name,
+                    "source": m.config.source,
+                    "pool": m.pool.name,
+                    "layout_source": "auto" if m.config.layout is None else "explicit",
+                    "layout": {
+                        "name": layout.name,
+                        "tp": layout.tp,
+                        "ep": layout.ep,
+                        "dp": layout.dp,
+                        "replicas_per_node": layout.replicas_per_node,
+                        "max_num_seqs": layout.max_num_seqs,
+                        "max_num_batched_tokens": layout.max_num_batched_tokens,
+                        "gpu_memory_utilization": layout.gpu_memory_utilization,
+                        "kv_cache_dtype": layout.kv_cache_dtype,
+                        "max_model_len": layout.max_model_len,
+                    },
+                    "replicas": {
+                        "min": layout.replicas_per_node * m.pool.min_node_count,
+                        "max": layout.replicas_per_node * m.pool.max_node_count,
+                    },
+                    "predicted": _rounded(chosen.to_json()),
+                    "reason": m.plan.reason,
+                    "alternatives": [c.layout.name for c in m.plan.candidates[1:4] if c.fits],
+                }
+            )
+        return out
+
+    def pools_json(self) -> list[dict[str, Any]]:
+        out = []
+        for p in self.config.gpu_pools:
+            out.append(
+                {
+                    "name": p.name,
+                    "size": p.size,
+                    "gpus_per_node": p.gpu.gpus,
+                    "gpu": p.gpu.accelerator.model,
+                    "autoscale": p.autoscale,
+                    "min_nodes": p.min_node_count,
+                    "max_nodes": p.max_node_count,
+                    "usd_per_node_hour": p.node_usd_per_hour,
+                    "price_source": "config" if p.usd_per_hour is not None else ("catalog" if p.gpu.usd_per_hour else "unknown"),
+                }
+            )
+        return out
+
+    def cost_json(self) -> dict[str, Any]:
+        """Hourly and monthly cost at the pools' minimum and maximum sizes."""
+        cfg = self.config
+        lines = []
+        unknown = []
+        for p in cfg.gpu_pools:
+            price = p.node_usd_per_hour
+            if price is None:
+                unknown.append(f"gpu pool {p.name} ({p.size}: contract price; set gpu_pools[].usd_per_hour)")
+                continue
+            lines.append(("gpu:" + p.name, price * p.min_node_count, price * p.max_node_count))
+        sys_month = CPU_USD_PER_MONTH.get(cfg.cluster.system_pool.size)
+        if sys_month is None:
+            unknown.append(f"system pool ({cfg.cluster.system_pool.size}: not in the CPU price list)")
+        else:
+            hourly = sys_month / HOURS_PER_MONTH * cfg.cluster.system_pool.nodes
+            lines.append(("system_pool", hourly, hourly))
+        if cfg.cluster.ha:
+            ha = HA_CONTROL_PLANE_USD_PER_MONTH / HOURS_PER_MONTH
+            lines.append(("ha_control_plane", ha, ha))
+        if cfg.model_cache.kind == "nfs":
+            unknown.append("NFS weight cache (priced per GiB by DO; not included)")
+        return {
+            "currency": "USD",
+            "hours_per_month": HOURS_PER_MONTH,
+            "items": [
+                {"item": name, "usd_per_hour_min": round(lo, 2), "usd_per_hour_max": round(hi, 2)} for name, lo, hi in lines
+            ],
+            "usd_per_hour_min": round(sum(lo for _, lo, _ in lines), 2),
+            "usd_per_hour_max": round(sum(hi for _, _, hi in lines), 2),
+            "usd_per_month_min": round(sum(lo for _, lo, _ in lines) * HOURS_PER_MONTH, 0),
+            "usd_per_month_max": round(sum(hi for _, _, hi in lines) * HOURS_PER_MONTH, 0),
+            "not_included": unknown,
+        }
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        if math.isinf(value) or math.isnan(value):
+            return None
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def plan_models(cfg: StackConfig, base_dir: Path | None = None) -> PlatformFacts:
+    """Resolve every model's layout (pure: no Pulumi). `layout: auto` runs the planner's search."""
+    from infra.catalog.models import resolve_model
+    from infra.planner import plan_model
+
+    facts = PlatformFacts(config=cfg)
+    for model in cfg.models:
+        pool = cfg.pool(model.pool)
+        hf_path = None
+        if model.hf_config:
+            hf_path = Path(model.hf_config)
+            if not hf_path.is_absolute() and base_dir is not None:
+                hf_path = base_dir / hf_path
+        arch = resolve_model(model.source, str(hf_path) if hf_path else None)
+        explicit = model.layout.to_layout() if model.layout is not None else None
+        plan = plan_model(
+            arch,
+            pool.gpu,
+            model.workload.to_workload(),
+            model.slo.to_slo(),
+            explicit,
+            usd_per_hour=pool.node_usd_per_hour,
+        )
+        facts.models.append(ModelFacts(config=model, pool=pool, arch=arch, plan=plan))
+        chosen = plan.chosen
+        if not chosen.fits:
+            facts.notes.append(f"model {model.name}: the layout {chosen.layout.name} does not fit in GPU memory")
+        if model.workload.peak_rps and chosen.to_json().get("nodes_needed"):
+            needed = chosen.to_json()["nodes_needed"]
+            if needed > pool.max_node_count:
+                facts.notes.append(
+                    f"model {model.name}: peak {model.workload.peak_rps} req/s needs {needed} nodes of {pool.name} "
+                    f"at the predicted goodput; the pool allows at most {pool.max_node_count}"
+                )
+    if cfg.missing_secrets:
+        facts.notes.append(
+            "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
+        )
+    return facts
+
+
+@dataclass
+class Secrets:
+    """The stack's secret config values as Pulumi secret Outputs (None when not set)."""
+
+    huggingface_token: Any = None
+    api_key: Any = None
+    grafana_admin_password: Any = None
+    alert_webhook_url: Any = None
+
+
+def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = None) -> dict[str, Any]:
+    """Declare every component of the stack; returns the stack outputs."""
+    import pulumi
+
+    from components.cluster import DoksCluster, DoksClusterArgs, gpu_addon_flags
+    from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
+    from components.network import EnvironmentProject, EnvironmentProjectArgs, Network, NetworkArgs, standard_tags
+
+    global LAST_FACTS
+    facts = plan_models(cfg, base_dir)
+    LAST_FACTS = facts
+
+    env = cfg.environment
+    prefix = f"{env}"
+    tags = standard_tags(env)
+    protect = cfg.protect
+
+    network = Network(
+        f"{prefix}-net",
+        NetworkArgs(environment=env, region=cfg.region, vpc_cidr=cfg.network.vpc_cidr, protect=protect),
+    )
+    flags = gpu_addon_flags(
+        {p.gpu.vendor for p in cfg.gpu_pools}, cfg.gpu_runtime.mode, bool(cfg.observability.enabled)
+    )
+    cluster = DoksCluster(
+        f"{prefix}-doks",
+        DoksClusterArgs(
+            environment=env,
+            region=cfg.region,
+            version_prefix=cfg.cluster.version,
+            vpc_id=network.vpc_id,
+            system_pool_size=cfg.cluster.system_pool.size,
+            system_pool_nodes=cfg.cluster.system_pool.nodes,
+            ha=bool(cfg.cluster.ha),
+            auto_upgrade=cfg.cluster.auto_upgrade,
+            surge_upgrade=cfg.cluster.surge_upgrade,
+            maintenance_day=cfg.cluster.maintenance.day,
+            maintenance_start_time=cfg.cluster.maintenance.start_time,
+            control_plane_allowed_cidrs=tuple(cfg.cluster.control_plane_allowed_cidrs),
+            cluster_subnet=cfg.network.cluster_subnet,
+            service_subnet=cfg.network.service_subnet,
+            kubeconfig_expire_seconds=cfg.cluster.kubeconfig_expire_seconds,
+            gpu_flags=flags,
+            protect=protect,
+            tags=tuple(tags),
+        ),
+    )
+    pools = {}
+    for pool in cfg.gpu_pools:
+        pools[pool.name] = GpuNodePool(
+            f"{prefix}-pool-{pool.name}",
+            GpuNodePoolArgs(
+                cluster_id=cluster.cluster_id,
+                pool_name=pool.name,
+                gpu=pool.gpu,
+                node_count=pool.nodes,
+                min_nodes=pool.min_nodes,
+                max_nodes=pool.max_nodes,
+                partition_mode=pool.partition_mode,
+                labels=pool.labels,
+                tags=tuple(tags),
+            ),
+            pulumi.ResourceOptions(protect=protect),
+        )
+    EnvironmentProject(
+        f"{prefix}-project",
+        EnvironmentProjectArgs(environment=env, resources=[cluster.cluster.cluster_urn]),
+    )
+
+    outputs: dict[str, Any] = {
+        "environment": env,
+        "region": cfg.region,
+        "vpc_id": network.vpc_id,
+        "cluster_id": cluster.cluster_id,
+        "kubernetes_version": cluster.version,
+        "kubeconfig": cluster.kubeconfig,
+        "layouts": {m.config.name: m.layout.name for m in facts.models},
+    }
+    return outputs
