@@ -10,9 +10,14 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(os.environ.get("INFRA_STACK_ROOT") or Path(__file__).resolve().parent.parent)
-if str(Path(__file__).resolve().parent.parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# Pulumi runs `main: infra/` as a directory, which puts infra/ itself on sys.path; then a library's
+# `import platform` would load infra/platform.py instead of the standard library's module. Drop that
+# entry and put the repository root there instead, so only `infra.platform` names ours.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+if str(_HERE.parent) not in sys.path:
+    sys.path.insert(0, str(_HERE.parent))
+ROOT = Path(os.environ.get("INFRA_STACK_ROOT") or _HERE.parent)
 
 import pulumi  # noqa: E402
 

@@ -22,11 +22,12 @@ def register(subparsers) -> None:
     p.add_argument("--json", metavar="FILE", help="write the deterministic JSON plan to FILE ('-' for stdout)")
     p.add_argument("--out", metavar="DIR", help="write every Kubernetes object as YAML into DIR")
     p.add_argument("--quiet", action="store_true", help="do not print the summary")
+    p.add_argument("--root", type=Path, default=None, help="repository root holding stacks/ (default: this checkout)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    plan = build_plan(args.stack)
+    plan = build_plan(args.stack, args.root)
     if args.json == "-":
         print(plan.to_json(), end="")
     elif args.json:

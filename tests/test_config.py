@@ -1,0 +1,243 @@
+"""Stack configuration: every committed stack validates; each kind of mistake gets one clear line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from infra.config import NS, load_config, load_stack_file
+from infra.errors import ConfigError
+from tests.conftest import ROOT, STACKS, stack_values
+
+
+def _load(values, secrets=frozenset(), stack="prod"):
+    return load_config(values, stack=stack, secret_keys=set(secrets), base_dir=ROOT)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_committed_stacks_validate(stack):
+    cfg = load_stack_file(stack, ROOT)
+    assert cfg.environment == stack
+    assert cfg.models, "every stack serves at least one model"
+
+
+def test_environment_defaults():
+    dev = load_stack_file("dev", ROOT)
+    prod = load_stack_file("prod", ROOT)
+    staging = load_stack_file("staging", ROOT)
+    assert (dev.cluster.ha, dev.protect, dev.observability.enabled) == (False, False, False)
+    assert (prod.cluster.ha, prod.protect, prod.observability.enabled) == (True, True, True)
+    assert (staging.cluster.ha, staging.protect, staging.observability.enabled) == (False, False, True)
+    assert prod.pool("mi325x").autoscale and prod.pool("mi325x").max_node_count == 6
+
+
+def _set(path: str, value):
+    """A mutation setting `a.b[0].c` (relative to the inference-platform namespace) to value."""
+
+    def mutate(values):
+        parts = path.replace("]", "").replace("[", ".").split(".")
+        key = NS + parts[0]
+        if len(parts) == 1:
+            values[key] = value
+            return
+        node = values[key]
+        for part in parts[1:-1]:
+            node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+        last = parts[-1]
+        if last.isdigit():
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return mutate
+
+
+def _delete(path: str):
+    def mutate(values):
+        parts = path.split(".")
+        node = values[NS + parts[0]]
+        for part in parts[1:-1]:
+            node = node[int(part)] if part.isdigit() else node[part]
+        del node[parts[-1]]
+
+    return mutate
+
+
+def _both(*mutations):
+    def mutate(values):
+        for m in mutations:
+            m(values)
+
+    return mutate
+
+
+def _add_model(**fields):
+    def mutate(values):
+        model = dict(values[NS + "models"][0])
+        model.update(fields)
+        values[NS + "models"].append(model)
+
+    return mutate
+
+
+def _add_pool(**fields):
+    def mutate(values):
+        pool = dict(values[NS + "gpu_pools"][0])
+        pool.update(fields)
+        values[NS + "gpu_pools"].append(pool)
+
+    return mutate
+
+
+# (id, stack, mutation, expected key path, expected fragment of the message)
+INVALID = [
+    ("unknown top-level key", "prod", _set("regoin", "atl1"), "inference-platform:regoin", "unknown key"),
+    ("unknown nested key", "prod", _set("cluster.hha", True), "cluster.hha", "did you mean 'ha'"),
+    ("unknown key in a list item", "prod", _set("gpu_pools[0].node", 3), "gpu_pools[0].node", "unknown key"),
+    ("unknown key in layout", "prod", _set("models[0].layout", {"tp": 4, "tpp": 2}), "models[0].layout.tpp", "unknown key"),
+    ("wrong type: int as string", "prod", _set("cluster.system_pool.nodes", "three"), "cluster.system_pool.nodes", "expected an integer"),
+    ("wrong type: bool as string", "prod", _set("cluster.ha", "yes"), "cluster.ha", "true or false"),
+    ("wrong type: list expected", "prod", _set("gpu_pools", {"name": "x"}), "gpu_pools", "expected a list"),
+    ("unknown environment", "prod", _set("environment", "production"), "environment", "allowed"),
+    ("unknown region", "prod", _set("region", "atl9"), "region", "not a DigitalOcean region"),
+    ("unknown GPU size", "prod", _set("gpu_pools[0].size", "gpu-mi300x8-1536"), "gpu_pools[0].size", "did you mean"),
+    ("CPU size as GPU pool", "prod", _set("gpu_pools[0].size", "s-8vcpu-16gb"), "gpu_pools[0].size", "not a GPU Droplet size"),
+    ("model on a missing pool", "prod", _set("models[0].pool", "mi325"), "models[0].pool", "not a pool"),
+    ("duplicate pool names", "prod", _set("gpu_pools[1].name", "mi325x"), "gpu_pools[1].name", "duplicates"),
+    ("duplicate model names", "prod", _set("models[1].name", "qwen3-235b"), "models[1].name", "duplicates"),
+    ("min_nodes > max_nodes", "prod", _set("gpu_pools[0].min_nodes", 9), "gpu_pools[0].min_nodes", "greater than max_nodes"),
+    ("negative nodes", "prod", _set("gpu_pools[1].nodes", -1), "gpu_pools[1].nodes", "greater than or equal to 0"),
+    ("nodes and min/max both", "prod", _set("gpu_pools[0].nodes", 2), "gpu_pools[0]", "not both"),
+    ("no node count", "prod", _delete("gpu_pools.1.nodes"), "gpu_pools[1]", "missing node count"),
+    ("invalid CIDR", "prod", _set("network.vpc_cidr", "10.50.0.0/33"), "network.vpc_cidr", "not a valid CIDR"),
+    ("host bits set in CIDR", "prod", _set("network.vpc_cidr", "10.50.0.1/20"), "network.vpc_cidr", "not a valid CIDR"),
+    ("public VPC range", "prod", _set("network.vpc_cidr", "8.8.0.0/20"), "network.vpc_cidr", "private"),
+    ("VPC overlaps cluster subnet", "prod", _set("network.cluster_subnet", "10.50.0.0/16"), "network.cluster_subnet", "overlaps"),
+    ("VPC overlaps DOKS default", "dev", _set("network.vpc_cidr", "10.244.0.0/20"), "network.cluster_subnet", "overlaps"),
+    ("service overlaps cluster subnet", "prod", _set("network.service_subnet", "10.100.16.0/20"), "network.service_subnet", "overlaps"),
+    ("VPC too large", "prod", _set("network.vpc_cidr", "10.0.0.0/12"), "network.vpc_cidr", "/16 to /28"),
+    ("TTFT SLO zero", "prod", _set("models[0].slo.ttft_p90_ms", 0), "models[0].slo.ttft_p90_ms", "greater than 0"),
+    ("TPOT SLO negative", "prod", _set("models[0].slo.tpot_p90_ms", -5), "models[0].slo.tpot_p90_ms", "greater than 0"),
+    ("tp does not divide the node", "prod", _set("models[0].layout", {"tp": 3, "ep": True}), "models[0].layout", "divide"),
+    ("ep on a dense model", "dev", _set("models[0].layout", {"tp": 1, "ep": True}), "models[0].layout", "mixture-of-experts"),
+    ("replicas x tp exceeds GPUs", "prod", _set("models[0].layout", {"tp": 4, "ep": True, "replicas_per_node": 3}), "models[0].layout", "GPUs"),
+    ("weights do not fit", "staging", _both(_set("gpu_pools[0].size", "gpu-mi300x1-192gb"), _set("models[0].layout", {"tp": 1})), "models[0].layout", "exceed"),
+    ("layout neither auto nor mapping", "prod", _set("models[0].layout", "fast"), "models[0].layout", "'auto' or a mapping"),
+    ("plain-text secret", "prod", _set("api_key", "sk-123"), "inference-platform:api_key", "plain text"),
+    ("plain-text provider token", "prod", lambda v: v.__setitem__("digitalocean:token", "dop_v1_abc"), "digitalocean:token", "plain text"),
+    ("model id without org", "prod", _set("models[0].source", "Qwen3-235B"), "models[0].source", "Hugging Face model id"),
+    ("model id with spaces", "prod", _set("models[0].source", "Qwen/Qwen3 235B"), "models[0].source", "Hugging Face model id"),
+    ("model not in catalog, no config.json", "prod", _set("models[1].source", "acme/secret-model-7b"), "models[1].source", "hf_config"),
+    ("hf_config path missing", "prod", _set("models[1].hf_config", "models/nope/config.json"), "models[1].hf_config", "not a file"),
+    ("model named vllm", "prod", _set("models[1].name", "vllm"), "models[1].name", "reserved"),
+    ("retention malformed", "prod", _set("observability.retention", "15 days"), "observability.retention", "retention"),
+    ("maintenance time malformed", "prod", _set("cluster.maintenance.start_time", "25:00"), "cluster.maintenance.start_time", "HH:MM"),
+    ("partition mode on NVIDIA", "dev", _both(_set("gpu_pools[0].size", "gpu-h100x1-80gb"), _set("gpu_pools[0].partition_mode", "AMD_PARTITION_MODE_DPX_NPS2")), "gpu_pools[0].partition_mode", "AMD pools only"),
+    ("two device plugins", "prod", _set("gpu_runtime", {"mode": "device-plugin", "dra_driver": True}), "gpu_runtime.dra_driver", "conflicts"),
+    ("unpinned image", "prod", _set("models[0].image", "vllm/vllm-openai-rocm:latest"), "models[0].image", "not pinned"),
+    ("layout flag in extra_args", "prod", _set("models[0].extra_args", ["--tensor-parallel-size=8"]), "models[0].extra_args[0]", "set by the layout"),
+    ("shared pool with auto layout", "prod", _add_model(name="second", served_model_name="second"), "models[2].pool", "shared"),
+    ("NFS too small", "prod", _set("model_cache.size_gib", 10), "model_cache.size_gib", "greater than or equal to 50"),
+    ("public router without router", "prod", _both(_set("router.kind", "service"), _set("router.public", True)), "router.public", "router"),
+    ("fabric mixed with other sizes", "prod", _add_pool(name="fab", size="gpu-mi325x8-2048gb-fabric-contracted", min_nodes=None, max_nodes=None, nodes=1), "gpu_pools", "fabric"),
+    ("version prefix malformed", "prod", _set("cluster.version", "latest"), "cluster.version", "version prefix"),
+]
+
+
+@pytest.mark.parametrize("case_id,stack,mutate,path,fragment", INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_config_names_key_path(case_id, stack, mutate, path, fragment):
+    values, secrets = stack_values(stack)
+    mutate(values)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secrets, stack=stack)
+    message = info.value.render()
+    assert path in message, message
+    assert fragment in message, message
+    assert "Traceback" not in message
+
+
+def test_all_problems_reported_together():
+    values, secrets = stack_values("prod")
+    _set("region", "mars1")(values)
+    _set("cluster.hha", True)(values)
+    _set("gpu_pools[0].size", "gpu-nope")(values)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secrets)
+    assert len(info.value.problems) == 3
+    rendered = info.value.render()
+    for fragment in ("region", "cluster.hha", "gpu_pools[0].size"):
+        assert fragment in rendered
+
+
+def test_semantic_problems_reported_together():
+    values, secrets = stack_values("prod")
+    _set("gpu_pools[0].min_nodes", 9)(values)
+    _set("models[1].pool", "nowhere")(values)
+    _set("network.cluster_subnet", "10.50.0.0/16")(values)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secrets)
+    assert len(info.value.problems) >= 3
+
+
+def test_secret_presence_without_value():
+    values, secrets = stack_values("prod")
+    values[NS + "grafana_admin_password"] = "hunter2-do-not-leak"
+    secrets.add(NS + "grafana_admin_password")
+    cfg = _load(values, secrets)
+    assert "grafana_admin_password" in cfg.secrets_set
+    assert cfg.missing_secrets == []
+    assert "hunter2" not in cfg.model_dump_json() and "hunter2" not in repr(cfg)
+
+
+def test_public_router_requires_api_key_secret():
+    values, secrets = stack_values("prod")
+    _set("router.public", True)(values)
+    cfg = _load(values, secrets)
+    assert "api_key" in cfg.missing_secrets
+
+
+def test_explicit_layout_accepted():
+    values, secrets = stack_values("staging")
+    _set("models[0].layout", {"tp": 4, "ep": True, "replicas_per_node": 2, "kv_cache_dtype": "fp8"})(values)
+    cfg = _load(values, secrets, stack="staging")
+    layout = cfg.models[0].layout.to_layout()
+    assert (layout.tp, layout.ep, layout.replicas_per_node, layout.name) == (4, True, 2, "tp4-ep-r2")
+
+
+def _write_stack(tmp_path, stack, values):
+    (tmp_path / "stacks").mkdir(exist_ok=True)
+    doc = {"config": values}
+    (tmp_path / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc))
+
+
+def test_cli_reports_config_error_without_traceback(tmp_path):
+    values, _ = stack_values("prod")
+    _set("region", "atl9")(values)
+    _set("gpu_pools[0].min_nodes", 9)(values)
+    _write_stack(tmp_path, "prod", values)
+    proc = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "plan", "prod", "--root", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert proc.returncode == 2
+    assert "inference-platform:region" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_cli_unknown_stack(tmp_path):
+    (tmp_path / "stacks").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "nope", "--root", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "no stack file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_invalid_yaml_is_a_config_error(tmp_path):
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.bad.yaml").write_text("config: [unclosed\n")
+    with pytest.raises(ConfigError) as info:
+        load_stack_file("bad", tmp_path)
+    assert "not valid YAML" in info.value.render()
