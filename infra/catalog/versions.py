@@ -24,3 +24,14 @@ CERT_MANAGER_CHART_VERSION = "v1.19.1"
 # Small helper image for node tuning and weight prefetch (huggingface_hub CLI lives in vLLM's image,
 # so the prefetch Job reuses the vLLM image instead).
 BUSYBOX_IMAGE = "busybox:1.37.0"
+
+# Monitoring: kube-prometheus-stack (Prometheus operator v0.88, Grafana, Alertmanager,
+# kube-state-metrics). Installed with helm.v3.Release because of its admission-webhook hooks.
+KUBE_PROMETHEUS_STACK_CHART_REPO = "https://prometheus-community.github.io/helm-charts"
+KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
+KUBE_PROMETHEUS_STACK_CHART_VERSION = "81.4.5"
+
+# vLLM production-stack request router (session / prefix-aware / round-robin routing). Tags are
+# `v<helm chart version>`, published by the project's scheduled release workflow; CLI flags used:
+# --service-discovery k8s, --k8s-label-selector, --routing-logic, --session-key.
+ROUTER_IMAGE = "lmcache/lmstack-router:v0.1.12"

@@ -1,0 +1,98 @@
+"""One GPU node pool of the DOKS cluster.
+
+GPU pools are separate `KubernetesNodePool` resources (never the cluster's default pool) so that
+resizing, adding or removing GPU capacity never touches the cluster itself. `size` and
+`gpu_partition_mode` are create-time: changing either replaces the pool (all its nodes), which
+`infra diff` flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_digitalocean as digitalocean
+
+from infra.catalog.gpus import GpuSize
+
+POOL_LABEL = "inference-platform/pool"
+GPU_VENDOR_LABEL = "inference-platform/gpu-vendor"
+GPU_MODEL_LABEL = "inference-platform/gpu-model"
+
+# DOKS itself taints GPU nodes `amd.com/gpu:NoSchedule` / `nvidia.com/gpu:NoSchedule` (key only,
+# empty value; DO docs "Automatic Application of Labels and Taints to Nodes"). We declare the very
+# same taint on the pool, so it is visible in the plan and survives even if DOKS stops adding it,
+# without ever producing a second taint with the same key and effect (Kubernetes rejects those).
+GPU_TAINT_VALUE = ""
+GPU_TAINT_EFFECT = "NoSchedule"
+
+# Engine (camelCase) name of the node count, for ignore_changes on autoscaled pools.
+NODE_COUNT_PROPERTY = "nodeCount"
+
+
+@dataclass(frozen=True)
+class GpuNodePoolArgs:
+    """Inputs of one GPU node pool. Either `node_count`, or `min_nodes` and `max_nodes`."""
+
+    cluster_id: pulumi.Input[str]
+    pool_name: str  # config name; becomes the DO pool name and the `inference-platform/pool` label
+    gpu: GpuSize
+    node_count: int | None = None
+    min_nodes: int | None = None  # autoscaling; GPU pools may scale to zero
+    max_nodes: int | None = None
+    partition_mode: str | None = None  # AMD only: AMD_PARTITION_MODE_SPX_NPS1 | _DPX_NPS2
+    labels: Mapping[str, str] = field(default_factory=dict)
+    tags: Sequence[str] = ()
+
+    @property
+    def autoscaled(self) -> bool:
+        return self.node_count is None
+
+
+def gpu_pool_labels(pool_name: str, gpu: GpuSize, extra: Mapping[str, str]) -> dict[str, str]:
+    """Node labels for a GPU pool: user labels first, ours win on conflict."""
+    return {
+        **dict(extra),
+        POOL_LABEL: pool_name,
+        GPU_VENDOR_LABEL: gpu.vendor,
+        GPU_MODEL_LABEL: gpu.accelerator.model,
+    }
+
+
+def gpu_pool_taints(gpu: GpuSize) -> list[dict[str, str]]:
+    """The taint DOKS applies to this vendor's GPU nodes."""
+    return [{"key": gpu.taint_key, "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT}]
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    """A DOKS node pool of one GPU Droplet size, fixed or autoscaled."""
+
+    node_pool: digitalocean.KubernetesNodePool
+
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("inference-platform:gpu_pool:GpuNodePool", name, None, opts)
+        autoscaled = args.autoscaled
+        self.node_pool = digitalocean.KubernetesNodePool(
+            name,
+            cluster_id=args.cluster_id,
+            name=args.pool_name,
+            size=args.gpu.slug,
+            node_count=args.node_count,
+            auto_scale=autoscaled,
+            min_nodes=args.min_nodes if autoscaled else None,
+            max_nodes=args.max_nodes if autoscaled else None,
+            gpu_partition_mode=args.partition_mode,
+            labels=gpu_pool_labels(args.pool_name, args.gpu, args.labels),
+            taints=[digitalocean.KubernetesNodePoolTaintArgs(**t) for t in gpu_pool_taints(args.gpu)],
+            tags=list(args.tags),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # The cluster autoscaler owns the count of an autoscaled pool; without this every
+                # `pulumi up` would try to reset it.
+                ignore_changes=[NODE_COUNT_PROPERTY] if autoscaled else None,
+                # Creating 8-GPU nodes can take longer than the provider's 30-minute default.
+                custom_timeouts=pulumi.CustomTimeouts(create="60m"),
+            ),
+        )
+        self.register_outputs({"node_pool_id": self.node_pool.id})

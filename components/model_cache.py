@@ -1,0 +1,103 @@
+"""The shared model-weight cache: a DO NFS share in the VPC, mounted in DOKS as a static PV + PVC.
+
+Replicas load weights from the share over the private network instead of each pulling hundreds
+of GB from Hugging Face. The share is stateful and slow to refill, so:
+
+- `protect` (prod) blocks a `pulumi up` that would replace or delete it (a region or VPC change
+  replaces an NFS share; `infra diff` flags that);
+- `retain_on_delete` (prod by default) keeps the share in DigitalOcean if the resource ever
+  leaves the program, e.g. when `model_cache.kind` is switched to `none` by mistake;
+- the PersistentVolume's reclaim policy is `Retain`, so deleting the claim never deletes data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_digitalocean as digitalocean
+import pulumi_kubernetes as k8s
+
+from infra.render.model_cache import (
+    MODEL_CACHE_MOUNT_PATH,
+    MODEL_CACHE_PVC_NAME,
+    render_model_cache_pv,
+    render_model_cache_pvc,
+)
+
+NFS_MIN_SIZE_GIB = 50  # DO NFS minimum; shares grow but never shrink
+
+
+@dataclass(frozen=True)
+class ModelCacheArgs:
+    """Inputs of the weight cache."""
+
+    region: str  # must be the cluster's region
+    vpc_id: pulumi.Input[str]  # must be the cluster's VPC
+    size_gib: int
+    tier: str  # standard | high (DO NFS performance tier; high cannot be downgraded)
+    namespace: str  # where the PVC lives (the `inference` namespace, created elsewhere)
+    provider: k8s.Provider
+    protect: bool = False
+    retain_on_delete: bool | None = None  # None: same as protect
+    tags: Sequence[str] = ()
+    depends_on: Sequence[pulumi.Resource] = ()  # e.g. the namespace object
+
+
+class ModelCache(pulumi.ComponentResource):
+    """NFS share + static PersistentVolume + PersistentVolumeClaim."""
+
+    share: digitalocean.Nfs
+    volume: k8s.core.v1.PersistentVolume
+    claim: k8s.core.v1.PersistentVolumeClaim
+    pvc_name: str = MODEL_CACHE_PVC_NAME
+    mount_path: str = MODEL_CACHE_MOUNT_PATH
+
+    def __init__(self, name: str, args: ModelCacheArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("inference-platform:model_cache:ModelCache", name, None, opts)
+        if args.size_gib < NFS_MIN_SIZE_GIB:
+            raise ValueError(
+                f"NFS share size {args.size_gib} GiB is below the {NFS_MIN_SIZE_GIB} GiB minimum"
+            )
+        retain = args.protect if args.retain_on_delete is None else args.retain_on_delete
+
+        self.share = digitalocean.Nfs(
+            f"{name}-nfs",
+            name=f"{name}-nfs",
+            region=args.region,
+            vpc_id=args.vpc_id,
+            size=args.size_gib,
+            performance_tier=args.tier,
+            tags=list(args.tags),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=retain),
+        )
+
+        pv = render_model_cache_pv(
+            server=self.share.host,
+            path=self.share.mount_path,
+            size_gib=args.size_gib,
+            namespace=args.namespace,
+        )
+        self.volume = k8s.core.v1.PersistentVolume(
+            f"{name}-pv",
+            metadata=pv["metadata"],
+            spec=pv["spec"],
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=list(args.depends_on)
+            ),
+        )
+        pvc = render_model_cache_pvc(size_gib=args.size_gib, namespace=args.namespace)
+        self.claim = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-pvc",
+            metadata=pvc["metadata"],
+            spec=pvc["spec"],
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[*args.depends_on, self.volume]
+            ),
+        )
+        self.pvc_name = MODEL_CACHE_PVC_NAME
+        self.mount_path = MODEL_CACHE_MOUNT_PATH
+        self.register_outputs(
+            {"nfs_host": self.share.host, "nfs_path": self.share.mount_path, "pvc_name": self.pvc_name}
+        )

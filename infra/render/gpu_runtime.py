@@ -1,0 +1,214 @@
+"""Kubernetes objects of the ROCm GPU runtime, as plain dicts (no Pulumi).
+
+Three runtime modes (config `gpu_runtime.mode`):
+
+- `doks-managed`: DOKS deploys ROCm/k8s-device-plugin itself (cluster flag); nothing here except
+  the optional node-tuning DaemonSet.
+- `device-plugin`: the DOKS flag is off and we run the plugin and node labeller from
+  manifests/rocm-*.yaml with pinned images.
+- `gpu-operator`: the AMD GPU Operator (Helm) plus one `DeviceConfig` that keeps DOKS's inbox
+  driver (`driver.enable: false`) and selects nodes by the label DOKS puts on AMD GPU nodes.
+
+Every pod that must run on GPU nodes tolerates the `amd.com/gpu:NoSchedule` taint DOKS applies.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
+DEVICE_PLUGIN_MANIFEST = "rocm-device-plugin.yaml"
+NODE_LABELLER_MANIFEST = "rocm-node-labeller.yaml"
+
+AMD_GPU_TAINT_KEY = "amd.com/gpu"
+# DOKS labels every AMD GPU node with this (DO docs: managed elements, automatic labels).
+AMD_NODE_SELECTOR = {"doks.digitalocean.com/gpu-brand": "amd"}
+RUNTIME_NAMESPACE = "kube-system"
+GPU_OPERATOR_NAMESPACE = "kube-amd-gpu"
+CERT_MANAGER_NAMESPACE = "cert-manager"
+PART_OF = {"app.kubernetes.io/part-of": "inference-platform"}
+
+NODE_TUNING_NAME = "gpu-node-tuning"
+DEVICE_CONFIG_NAME = "amd-gpu"
+
+
+def gpu_taint_toleration(taint_key: str = AMD_GPU_TAINT_KEY) -> dict[str, str]:
+    """Tolerates the DOKS GPU taint whatever its value."""
+    return {"key": taint_key, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def load_manifest(file_name: str) -> list[dict[str, Any]]:
+    """All documents of a YAML file under manifests/, in file order."""
+    with open(MANIFESTS_DIR / file_name, encoding="utf-8") as fh:
+        return [doc for doc in yaml.safe_load_all(fh) if doc]
+
+
+def _pin(objects: list[dict[str, Any]], image: str, namespace: str) -> list[dict[str, Any]]:
+    """Set the image, namespace and GPU toleration on the manifest's objects."""
+    out = copy.deepcopy(objects)
+    for obj in out:
+        kind = obj["kind"]
+        if kind in ("ServiceAccount", "DaemonSet"):
+            obj["metadata"]["namespace"] = namespace
+        if kind == "ClusterRoleBinding":
+            for subject in obj["subjects"]:
+                subject["namespace"] = namespace
+        if kind == "DaemonSet":
+            pod = obj["spec"]["template"]["spec"]
+            for container in pod["containers"]:
+                container["image"] = image
+            tolerations = pod.setdefault("tolerations", [])
+            if gpu_taint_toleration() not in tolerations:
+                tolerations.append(gpu_taint_toleration())
+    return out
+
+
+def render_device_plugin(image: str, namespace: str = RUNTIME_NAMESPACE) -> list[dict[str, Any]]:
+    """ROCm/k8s-device-plugin DaemonSet (self-managed mode)."""
+    return _pin(load_manifest(DEVICE_PLUGIN_MANIFEST), image, namespace)
+
+
+def render_node_labeller(image: str, namespace: str = RUNTIME_NAMESPACE) -> list[dict[str, Any]]:
+    """ROCm node labeller: ServiceAccount, ClusterRole, ClusterRoleBinding, DaemonSet."""
+    return _pin(load_manifest(NODE_LABELLER_MANIFEST), image, namespace)
+
+
+# Re-applied every few minutes: a node reboot or an OS reconcile resets the sysctl, and the
+# readiness probe makes a node where it did not stick visible in `kubectl get ds`.
+_NUMA_SCRIPT = """\
+set -eu
+knob=/proc/sys/kernel/numa_balancing
+while true; do
+  if [ -e "$knob" ] && [ "$(cat "$knob")" != "0" ]; then
+    echo 0 > "$knob"
+    echo "kernel.numa_balancing set to 0 on $NODE_NAME"
+  fi
+  sleep 300
+done
+"""
+
+
+def render_node_tuning_daemonset(
+    image: str,
+    namespace: str = RUNTIME_NAMESPACE,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Privileged DaemonSet that disables automatic NUMA balancing on AMD GPU nodes.
+
+    AMD's vLLM guidance: NUMA balancing migrates pages between sockets behind the GPU's back and
+    causes latency spikes; `kernel.numa_balancing` is not namespaced, so a privileged container
+    writing /proc/sys changes the host.
+    """
+    labels = {"app.kubernetes.io/name": NODE_TUNING_NAME, **PART_OF}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": NODE_TUNING_NAME, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NODE_TUNING_NAME}},
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "priorityClassName": "system-node-critical",
+                    "nodeSelector": dict(node_selector or AMD_NODE_SELECTOR),
+                    "tolerations": [gpu_taint_toleration()],
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [
+                        {
+                            "name": "numa-balancing-off",
+                            "image": image,
+                            "command": ["/bin/sh", "-c", _NUMA_SCRIPT],
+                            "env": [
+                                {
+                                    "name": "NODE_NAME",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                                }
+                            ],
+                            "securityContext": {"privileged": True},
+                            "readinessProbe": {
+                                "exec": {
+                                    "command": [
+                                        "/bin/sh",
+                                        "-c",
+                                        "[ ! -e /proc/sys/kernel/numa_balancing ] || "
+                                        '[ "$(cat /proc/sys/kernel/numa_balancing)" = 0 ]',
+                                    ]
+                                },
+                                "periodSeconds": 60,
+                            },
+                            "resources": {
+                                "requests": {"cpu": "1m", "memory": "8Mi"},
+                                "limits": {"memory": "32Mi"},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def render_cert_manager_values() -> dict[str, Any]:
+    """cert-manager chart values: install its CRDs with the release (chart ≥ 1.15 key)."""
+    return {"crds": {"enabled": True}}
+
+
+def render_gpu_operator_values() -> dict[str, Any]:
+    """AMD GPU Operator chart values for DOKS.
+
+    DOKS installs the amdgpu driver and labels AMD nodes itself, so the operator's driver
+    machinery (KMM), Node Feature Discovery and its NFD rule are not needed; we create our own
+    DeviceConfig instead of the chart's default one so its spec is visible in the plan.
+    """
+    return {
+        "node-feature-discovery": {"enabled": False},
+        "installdefaultNFDRule": False,
+        "kmm": {"enabled": False},
+        "remediation": {"enabled": False},
+        "crds": {"defaultCR": {"install": False, "upgrade": False}},
+    }
+
+
+def render_device_config(
+    device_plugin_image: str,
+    node_labeller_image: str,
+    metrics_exporter_image: str,
+    metrics_exporter_enabled: bool,
+    namespace: str = GPU_OPERATOR_NAMESPACE,
+    name: str = DEVICE_CONFIG_NAME,
+) -> dict[str, Any]:
+    """The operator's `DeviceConfig` (amd.com/v1alpha1) using the inbox (DOKS) driver."""
+    toleration = [gpu_taint_toleration()]
+    return {
+        "apiVersion": "amd.com/v1alpha1",
+        "kind": "DeviceConfig",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(PART_OF)},
+        "spec": {
+            # false: skip driver installation, use the inbox / pre-installed driver.
+            "driver": {"enable": False},
+            "devicePlugin": {
+                "devicePluginImage": device_plugin_image,
+                "devicePluginTolerations": toleration,
+                "enableNodeLabeller": True,
+                "nodeLabellerImage": node_labeller_image,
+                "nodeLabellerTolerations": toleration,
+                "nodeLabellerArguments": [
+                    "compute-memory-partition",
+                    "compute-partitioning-supported",
+                    "memory-partitioning-supported",
+                ],
+            },
+            "metricsExporter": {
+                "enable": metrics_exporter_enabled,
+                "image": metrics_exporter_image,
+                "serviceType": "ClusterIP",
+                "port": 5000,
+                "tolerations": toleration,
+            },
+            "selector": dict(AMD_NODE_SELECTOR),
+        },
+    }

@@ -1,0 +1,68 @@
+"""GpuNodePool under Pulumi mocks: sizes, autoscaling, labels, taints, partition mode."""
+
+from components.gpu_pool import GpuNodePool, GpuNodePoolArgs, gpu_pool_labels
+from infra.catalog.gpus import gpu_size
+from tests.component_harness import run_program
+
+POOL = "digitalocean:index/kubernetesNodePool:KubernetesNodePool"
+MI325X8 = gpu_size("gpu-mi325x8-2048gb-contracted")
+H100X8 = gpu_size("gpu-h100x8-640gb")
+
+
+def _run(args):
+    return run_program(lambda: GpuNodePool(f"pool-{args.pool_name}", args))
+
+
+def test_fixed_amd_pool():
+    rec = _run(
+        GpuNodePoolArgs(
+            cluster_id="cluster-1",
+            pool_name="mi325x",
+            gpu=MI325X8,
+            node_count=4,
+            partition_mode="AMD_PARTITION_MODE_SPX_NPS1",
+            labels={"team": "chat"},
+            tags=["env:prod"],
+        )
+    )
+    pool = rec.one(POOL)
+    i = pool.inputs
+    assert i["clusterId"] == "cluster-1"
+    assert i["name"] == "mi325x"
+    assert i["size"] == "gpu-mi325x8-2048gb-contracted"
+    assert i["nodeCount"] == 4 and i["autoScale"] is False
+    assert "minNodes" not in i and "maxNodes" not in i
+    assert i["gpuPartitionMode"] == "AMD_PARTITION_MODE_SPX_NPS1"
+    assert i["taints"] == [{"key": "amd.com/gpu", "value": "", "effect": "NoSchedule"}]
+    assert i["labels"] == {
+        "team": "chat",
+        "inference-platform/pool": "mi325x",
+        "inference-platform/gpu-vendor": "amd",
+        "inference-platform/gpu-model": "mi325x",
+    }
+    assert i["tags"] == ["env:prod"]
+    assert pool.ignore_changes == []  # a fixed count is ours to enforce
+    assert pool.custom_timeouts == {"create": "60m"}
+    assert pool.parent == rec.one("inference-platform:gpu_pool:GpuNodePool").urn
+
+
+def test_autoscaled_pool_ignores_the_node_count():
+    rec = _run(GpuNodePoolArgs("cluster-1", "mi325x-burst", MI325X8, min_nodes=0, max_nodes=6))
+    pool = rec.one(POOL)
+    assert pool.inputs["autoScale"] is True
+    assert pool.inputs["minNodes"] == 0 and pool.inputs["maxNodes"] == 6
+    assert "nodeCount" not in pool.inputs
+    assert pool.ignore_changes == ["nodeCount"]
+    assert "gpuPartitionMode" not in pool.inputs
+
+
+def test_nvidia_pool_gets_the_nvidia_taint_and_labels():
+    pool = _run(GpuNodePoolArgs("cluster-1", "h100", H100X8, node_count=1)).one(POOL)
+    assert pool.inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}]
+    assert pool.inputs["labels"]["inference-platform/gpu-vendor"] == "nvidia"
+    assert pool.inputs["labels"]["inference-platform/gpu-model"] == "h100"
+
+
+def test_user_labels_cannot_override_the_platform_labels():
+    labels = gpu_pool_labels("a", MI325X8, {"inference-platform/pool": "spoofed", "x": "y"})
+    assert labels["inference-platform/pool"] == "a" and labels["x"] == "y"

@@ -1,0 +1,123 @@
+"""GpuRuntime under Pulumi mocks: what each mode declares, with which provider and ordering."""
+
+import pulumi_kubernetes as k8s
+import pytest
+
+from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
+from infra.catalog import versions
+from tests.component_harness import run_program
+
+DS = "kubernetes:apps/v1:DaemonSet"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+DEVICE_CONFIG = "kubernetes:amd.com/v1alpha1:DeviceConfig"
+PROVIDER = "pulumi:providers:kubernetes"
+
+
+def _run(mode, amd_pools=("mi325x",), **kw):
+    def program():
+        provider = k8s.Provider("cluster-k8s", kubeconfig="unused", cluster_identifier="c-1")
+        return GpuRuntime(
+            "gpu-runtime", GpuRuntimeArgs(mode=mode, provider=provider, amd_pools=list(amd_pools), **kw)
+        )
+
+    return run_program(program)
+
+
+def _k8s_children(rec):
+    return [r for r in rec.registrations if r.type.startswith("kubernetes:")]
+
+
+def _assert_on_cluster_provider(rec):
+    provider = rec.one(PROVIDER)
+    children = _k8s_children(rec)
+    assert children
+    assert all(r.provider_urn == provider.urn for r in children)
+    component = rec.one("inference-platform:gpu_runtime:GpuRuntime")
+    assert all(r.parent == component.urn for r in children)
+
+
+def test_doks_managed_declares_only_node_tuning():
+    rec = _run("doks-managed")
+    assert [r.type for r in _k8s_children(rec)] == [DS]
+    ds = rec.one(DS).inputs
+    assert ds["metadata"]["name"] == "gpu-node-tuning"
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == versions.BUSYBOX_IMAGE
+    assert pod["containers"][0]["securityContext"] == {"privileged": True}
+    assert {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    _assert_on_cluster_provider(rec)
+
+
+def test_tuning_can_be_turned_off():
+    assert _k8s_children(_run("doks-managed", disable_numa_balancing=False)) == []
+
+
+def test_no_amd_pools_means_nothing_to_run():
+    assert _k8s_children(_run("gpu-operator", amd_pools=())) == []
+
+
+def test_device_plugin_mode_runs_plugin_and_labeller_with_pinned_images():
+    rec = _run("device-plugin", disable_numa_balancing=False)
+    kinds = sorted(r.type for r in _k8s_children(rec))
+    assert kinds == sorted(
+        [
+            DS,
+            DS,
+            "kubernetes:core/v1:ServiceAccount",
+            "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
+            "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+        ]
+    )
+    images = {
+        r.inputs["metadata"]["name"]: r.inputs["spec"]["template"]["spec"]["containers"][0]["image"]
+        for r in rec.of_type(DS)
+    }
+    assert images == {
+        "amdgpu-device-plugin": versions.ROCM_DEVICE_PLUGIN_IMAGE,
+        "amdgpu-node-labeller": versions.ROCM_NODE_LABELLER_IMAGE,
+    }
+    crb = rec.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding").inputs
+    assert crb["roleRef"]["name"] == "amdgpu-node-labeller"
+    _assert_on_cluster_provider(rec)
+
+
+def test_gpu_operator_mode_orders_cert_manager_operator_and_device_config():
+    rec = _run("gpu-operator", metrics_exporter=True)
+    cert_manager = rec.one(RELEASE, "gpu-runtime-cert-manager")
+    operator = rec.one(RELEASE, "gpu-runtime-amd-gpu-operator")
+    device_config = rec.one(DEVICE_CONFIG)
+    assert cert_manager.inputs["chart"] == versions.CERT_MANAGER_CHART
+    assert cert_manager.inputs["version"] == versions.CERT_MANAGER_CHART_VERSION
+    assert cert_manager.inputs["repositoryOpts"] == {"repo": versions.CERT_MANAGER_CHART_REPO}
+    assert operator.inputs["chart"] == versions.AMD_GPU_OPERATOR_CHART
+    assert operator.inputs["version"] == versions.AMD_GPU_OPERATOR_CHART_VERSION
+    assert operator.inputs["repositoryOpts"] == {"repo": versions.AMD_GPU_OPERATOR_CHART_REPO}
+    assert operator.inputs["namespace"] == "kube-amd-gpu" and operator.inputs["createNamespace"] is True
+    assert operator.inputs["values"]["crds"]["defaultCR"]["install"] is False
+    assert cert_manager.urn in operator.dependencies
+    assert operator.urn in device_config.dependencies
+    spec = device_config.inputs["spec"]
+    assert spec["driver"] == {"enable": False}
+    assert spec["metricsExporter"]["enable"] is True
+    assert spec["selector"] == {"doks.digitalocean.com/gpu-brand": "amd"}
+    _assert_on_cluster_provider(rec)
+
+
+def test_depends_on_reaches_every_object():
+    def program():
+        provider = k8s.Provider("cluster-k8s", kubeconfig="unused")
+        marker = k8s.core.v1.Namespace("marker", opts=__import__("pulumi").ResourceOptions(provider=provider))
+        GpuRuntime(
+            "gpu-runtime",
+            GpuRuntimeArgs(mode="device-plugin", provider=provider, amd_pools=["a"], depends_on=[marker]),
+        )
+
+    rec = run_program(program)
+    marker = rec.one("kubernetes:core/v1:Namespace")
+    objects = [r for r in _k8s_children(rec) if r is not marker]
+    assert objects and all(marker.urn in r.dependencies for r in objects)
+
+
+def test_unknown_mode_is_a_bug():
+    with pytest.raises(ValueError, match="unknown gpu runtime mode"):
+        _run("both")

@@ -1,0 +1,92 @@
+"""ModelCache under Pulumi mocks: the NFS share, its safety options, and the static PV/PVC."""
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+
+from components.model_cache import ModelCache, ModelCacheArgs
+from tests.component_harness import FAKE_NFS_HOST, run_program
+
+NFS = "digitalocean:index/nfs:Nfs"
+PV = "kubernetes:core/v1:PersistentVolume"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+
+
+def _run(protect, retain_on_delete=None, size_gib=2048, with_namespace=True):
+    def program():
+        provider = k8s.Provider("cluster-k8s", kubeconfig="unused")
+        deps = []
+        if with_namespace:
+            deps.append(
+                k8s.core.v1.Namespace(
+                    "inference",
+                    metadata={"name": "inference"},
+                    opts=pulumi.ResourceOptions(provider=provider),
+                )
+            )
+        return ModelCache(
+            "model-cache",
+            ModelCacheArgs(
+                region="atl1",
+                vpc_id="vpc-123",
+                size_gib=size_gib,
+                tier="high",
+                namespace="inference",
+                provider=provider,
+                protect=protect,
+                retain_on_delete=retain_on_delete,
+                tags=["env:prod"],
+                depends_on=deps,
+            ),
+        )
+
+    return run_program(program)
+
+
+def test_nfs_share_inputs_and_prod_safety():
+    rec = _run(protect=True)
+    share = rec.one(NFS)
+    assert share.inputs == {
+        "name": "model-cache-nfs",
+        "region": "atl1",
+        "vpcId": "vpc-123",
+        "size": 2048,
+        "performanceTier": "high",
+        "tags": ["env:prod"],
+    }
+    assert share.protect is True and share.retain_on_delete is True
+
+
+def test_dev_share_is_neither_protected_nor_retained_unless_asked():
+    assert not _run(protect=False).one(NFS).protect
+    assert not _run(protect=False).one(NFS).retain_on_delete
+    assert _run(protect=False, retain_on_delete=True).one(NFS).retain_on_delete is True
+
+
+def test_static_pv_points_at_the_share_and_the_claim_binds_to_it():
+    rec = _run(protect=True)
+    provider = rec.one("pulumi:providers:kubernetes")
+    pv, pvc = rec.one(PV), rec.one(PVC)
+    spec = pv.inputs["spec"]
+    assert spec["nfs"] == {"server": FAKE_NFS_HOST, "path": "/model-cache-nfs-id"}
+    assert spec["accessModes"] == ["ReadWriteMany"]
+    assert spec["persistentVolumeReclaimPolicy"] == "Retain"
+    assert spec["mountOptions"] == ["nfsvers=4.1"]
+    assert spec["capacity"] == {"storage": "2048Gi"}
+    assert pvc.inputs["metadata"] == {
+        "name": "model-cache",
+        "namespace": "inference",
+        "labels": pvc.inputs["metadata"]["labels"],
+    }
+    assert pvc.inputs["spec"]["storageClassName"] == ""
+    assert pvc.inputs["spec"]["volumeName"] == pv.inputs["metadata"]["name"]
+    assert pv.provider_urn == provider.urn and pvc.provider_urn == provider.urn
+    namespace = rec.one("kubernetes:core/v1:Namespace")
+    assert pv.urn in pvc.dependencies and namespace.urn in pvc.dependencies
+    assert rec.value.pvc_name == "model-cache" and isinstance(rec.value.pvc_name, str)
+    assert rec.value.mount_path == "/models"
+
+
+def test_share_below_the_do_minimum_is_rejected():
+    with pytest.raises(ValueError, match="minimum"):
+        _run(protect=False, size_gib=10, with_namespace=False)
