@@ -48,7 +48,7 @@ SECRET_KEYS: dict[str, str] = {
     "huggingface_token": "Hugging Face access token for gated models and higher download limits",
     "api_key": "API key clients must send (`Authorization: Bearer ...`) to the router / model services",
     "grafana_admin_password": "Grafana admin password (required when observability is enabled)",
-    "alert_webhook_url": "Alertmanager webhook URL (Slack or generic); required by receiver kinds slack|webhook",
+    "alert_webhook_url": "Alertmanager webhook URL (Slack or generic); required by receiver kinds slack and webhook",
 }
 PROVIDER_SECRET_KEYS = ("digitalocean:token",)
 
@@ -210,7 +210,9 @@ class GpuPoolConfig(_Strict):
 
     name: Name = Field(description="Pool name (DOKS node-pool name and the `inference-platform/pool` label).")
     size: GpuSlug = Field(description="GPU Droplet size slug (see the GPU catalog). Changing it replaces the pool.")
-    nodes: int | None = Field(None, ge=0, le=512, description="Fixed node count. Mutually exclusive with min_nodes/max_nodes.")
+    nodes: int | None = Field(
+        None, ge=1, le=512, description="Fixed node count (≥ 1; to scale to zero use min_nodes: 0). Mutually exclusive with min_nodes/max_nodes."
+    )
     min_nodes: int | None = Field(None, ge=0, le=512, description="Autoscaling lower bound (GPU pools may scale to zero).")
     max_nodes: int | None = Field(None, ge=1, le=512, description="Autoscaling upper bound.")
     partition_mode: Literal["AMD_PARTITION_MODE_SPX_NPS1", "AMD_PARTITION_MODE_DPX_NPS2"] | None = Field(

@@ -201,9 +201,14 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
     """Declare every component of the stack; returns the stack outputs."""
     import pulumi
 
+    import pulumi_kubernetes as k8s
+
     from components.cluster import DoksCluster, DoksClusterArgs, gpu_addon_flags
     from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
+    from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
+    from components.model_cache import ModelCache, ModelCacheArgs
     from components.network import EnvironmentProject, EnvironmentProjectArgs, Network, NetworkArgs, standard_tags
+    from infra.render.model_service import render_namespace
 
     global LAST_FACTS
     facts = plan_models(cfg, base_dir)
@@ -260,6 +265,40 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
                 tags=tuple(tags),
             ),
             pulumi.ResourceOptions(protect=protect),
+        )
+    amd_pools = [p.name for p in cfg.gpu_pools if p.gpu.vendor == "amd"]
+    GpuRuntime(
+        f"{prefix}-gpu-runtime",
+        GpuRuntimeArgs(
+            mode=cfg.gpu_runtime.mode,
+            provider=cluster.provider,
+            amd_pools=amd_pools,
+            disable_numa_balancing=cfg.gpu_runtime.disable_numa_balancing,
+            metrics_exporter=bool(cfg.observability.enabled),
+            depends_on=list(pools.values()),
+            deleted_with=cluster.cluster,
+        ),
+    )
+    k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, deleted_with=cluster.cluster)
+    ns_obj = render_namespace(INFERENCE_NAMESPACE)
+    namespace = k8s.core.v1.Namespace(
+        f"{prefix}-ns-{INFERENCE_NAMESPACE}", metadata=ns_obj["metadata"], opts=k8s_opts
+    )
+    cache = None
+    if cfg.model_cache.kind == "nfs":
+        cache = ModelCache(
+            f"{prefix}-weights",
+            ModelCacheArgs(
+                region=cfg.region,
+                vpc_id=network.vpc_id,
+                size_gib=cfg.model_cache.size_gib,
+                tier=cfg.model_cache.tier,
+                namespace=INFERENCE_NAMESPACE,
+                provider=cluster.provider,
+                protect=protect,
+                tags=tuple(tags),
+                depends_on=[namespace],
+            ),
         )
     EnvironmentProject(
         f"{prefix}-project",

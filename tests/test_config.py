@@ -109,7 +109,7 @@ INVALID = [
     ("duplicate pool names", "prod", _set("gpu_pools[1].name", "mi325x"), "gpu_pools[1].name", "duplicates"),
     ("duplicate model names", "prod", _set("models[1].name", "qwen3-235b"), "models[1].name", "duplicates"),
     ("min_nodes > max_nodes", "prod", _set("gpu_pools[0].min_nodes", 9), "gpu_pools[0].min_nodes", "greater than max_nodes"),
-    ("negative nodes", "prod", _set("gpu_pools[1].nodes", -1), "gpu_pools[1].nodes", "greater than or equal to 0"),
+    ("negative nodes", "prod", _set("gpu_pools[1].nodes", -1), "gpu_pools[1].nodes", "greater than or equal to 1"),
     ("nodes and min/max both", "prod", _set("gpu_pools[0].nodes", 2), "gpu_pools[0]", "not both"),
     ("no node count", "prod", _delete("gpu_pools.1.nodes"), "gpu_pools[1]", "missing node count"),
     ("invalid CIDR", "prod", _set("network.vpc_cidr", "10.50.0.0/33"), "network.vpc_cidr", "not a valid CIDR"),

@@ -1,0 +1,114 @@
+"""`infra new-env NAME --from STACK`: start a new environment from an existing, commented stack file.
+
+The new file keeps every comment of the source (round-trip YAML), gets a VPC range that overlaps no
+other stack's VPC (DigitalOcean refuses overlapping VPCs in one account) nor the DOKS default
+networks, and is validated before it is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import ipaddress
+import re
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from infra.config import (
+    DOKS_DEFAULT_CLUSTER_SUBNET,
+    DOKS_DEFAULT_SERVICE_SUBNET,
+    ENVIRONMENTS,
+    NS,
+    load_config,
+    read_stack_file,
+    repo_root,
+)
+from infra.errors import UserError
+
+_STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("new-env", help="write a commented stack file for a new environment",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", help="new stack name (e.g. staging-eu); the file is stacks/Pulumi.<name>.yaml")
+    p.add_argument("--from", dest="source", required=True, help="existing stack to copy (dev, staging, prod, ...)")
+    p.add_argument("--environment", choices=ENVIRONMENTS, help="environment kind (default: the source's)")
+    p.add_argument("--region", help="DigitalOcean region (default: the source's)")
+    p.add_argument("--vpc-cidr", help="VPC range (default: the next free /20 in 10.0.0.0/8)")
+    p.add_argument("--root", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--force", action="store_true", help="overwrite an existing stack file")
+    p.set_defaults(func=run)
+
+
+def used_networks(stacks_dir: Path) -> list[ipaddress.IPv4Network]:
+    """Every VPC and cluster/service range the existing stacks use, plus the DOKS defaults."""
+    nets = [ipaddress.ip_network(DOKS_DEFAULT_CLUSTER_SUBNET), ipaddress.ip_network(DOKS_DEFAULT_SERVICE_SUBNET)]
+    for path in sorted(stacks_dir.glob("Pulumi.*.yaml")):
+        values, _ = read_stack_file(path)
+        network = values.get(NS + "network") or {}
+        for key in ("vpc_cidr", "cluster_subnet", "service_subnet"):
+            if isinstance(network, dict) and network.get(key):
+                try:
+                    nets.append(ipaddress.ip_network(network[key]))
+                except ValueError:
+                    pass
+    return nets
+
+
+def next_free_vpc(used: list[ipaddress.IPv4Network], prefix: int = 20) -> str:
+    for candidate in ipaddress.ip_network("10.0.0.0/8").subnets(new_prefix=prefix):
+        if not any(candidate.overlaps(u) for u in used):
+            return str(candidate)
+    raise UserError("no free /20 left in 10.0.0.0/8; pass --vpc-cidr")
+
+
+def run(args) -> int:
+    root = args.root or repo_root()
+    stacks_dir = root / "stacks"
+    if not _STACK_NAME.match(args.name):
+        raise UserError(f"{args.name!r} is not a valid stack name; use lowercase letters, digits and '-'")
+    source = stacks_dir / f"Pulumi.{args.source}.yaml"
+    if not source.is_file():
+        existing = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+        raise UserError(f"--from {args.source!r}: no stack file {source}; stacks: {', '.join(existing)}")
+    target = stacks_dir / f"Pulumi.{args.name}.yaml"
+    if target.exists() and not args.force:
+        raise UserError(f"{target} exists; pass --force to overwrite")
+
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    doc = yaml.load(source.read_text())
+    config = doc["config"]
+    environment = args.environment or config.get(NS + "environment")
+    config[NS + "environment"] = environment
+    if args.region:
+        config[NS + "region"] = args.region
+    vpc = args.vpc_cidr or next_free_vpc(used_networks(stacks_dir))
+    config[NS + "network"]["vpc_cidr"] = vpc
+    # Custom cluster/service subnets must not be shared with the source either: drop them (the new
+    # cluster then uses the DOKS defaults) unless the user edits them in afterwards.
+    for key in ("cluster_subnet", "service_subnet"):
+        if key in config[NS + "network"]:
+            del config[NS + "network"][key]
+    for key in list(config):
+        if isinstance(config[key], dict) and set(config[key]) == {"secure"}:
+            del config[key]  # ciphertext is bound to the source stack's secrets provider
+    doc.yaml_set_start_comment(
+        f"{args.name}: created with `infra new-env {args.name} --from {args.source}`. Review every value below —\n"
+        "it is a copy of that stack's — then set this stack's secrets with `pulumi config set --secret`.\n"
+        "Every key is documented in docs/configuration.md."
+    )
+    buf = io.StringIO()
+    yaml.dump(doc, buf)
+    text = buf.getvalue()
+
+    from ruamel.yaml import YAML as _Plain
+
+    plain = _Plain(typ="safe").load(text)["config"]
+    secret_keys = {k for k, v in plain.items() if isinstance(v, dict) and set(v) == {"secure"}}
+    load_config(plain, stack=args.name, secret_keys=secret_keys, base_dir=root, source=str(target.name))
+    target.write_text(text)
+    print(f"wrote {target.relative_to(root)} (environment {environment}, VPC {vpc}); next: `pulumi stack init {args.name}`")
+    return 0

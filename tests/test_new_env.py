@@ -1,0 +1,52 @@
+"""`infra new-env`: a commented, valid stack file with a VPC range nobody else uses."""
+
+from __future__ import annotations
+
+import ipaddress
+import shutil
+
+import pytest
+
+from infra.cli import main
+from infra.config import NS, load_stack_file, read_stack_file
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def repo(tmp_path):
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    return tmp_path
+
+
+def test_new_env_from_staging(repo, capsys):
+    assert main(["new-env", "staging-eu", "--from", "staging", "--region", "ams3", "--root", str(repo)]) == 0
+    text = (repo / "stacks" / "Pulumi.staging-eu.yaml").read_text()
+    assert "created with `infra new-env staging-eu --from staging`" in text
+    assert "# The chat product's traffic" in text  # source comments survive the round trip
+    cfg = load_stack_file("staging-eu", repo)
+    assert cfg.region == "ams3" and cfg.environment == "staging"
+    mine = ipaddress.ip_network(cfg.network.vpc_cidr)
+    for other in ("dev", "staging", "prod"):
+        values, _ = read_stack_file(repo / "stacks" / f"Pulumi.{other}.yaml")
+        for key in ("vpc_cidr", "cluster_subnet", "service_subnet"):
+            cidr = values[NS + "network"].get(key)
+            if cidr:
+                assert not mine.overlaps(ipaddress.ip_network(cidr)), (other, key)
+
+
+def test_new_env_drops_source_secrets_and_subnets(repo):
+    prod = repo / "stacks" / "Pulumi.prod.yaml"
+    prod.write_text(prod.read_text() + "  inference-platform:grafana_admin_password:\n    secure: v1:abc\n")
+    assert main(["new-env", "prod-2", "--from", "prod", "--root", str(repo)]) == 0
+    text = (repo / "stacks" / "Pulumi.prod-2.yaml").read_text()
+    assert "secure:" not in text and "cluster_subnet" not in text
+
+
+def test_new_env_refuses_overwrite_and_bad_input(repo, capsys):
+    assert main(["new-env", "dev", "--from", "staging", "--root", str(repo)]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert main(["new-env", "Bad_Name", "--from", "staging", "--root", str(repo)]) == 2
+    assert main(["new-env", "x1", "--from", "nope", "--root", str(repo)]) == 2
+    assert main(["new-env", "x2", "--from", "dev", "--region", "mars1", "--root", str(repo)]) == 2
+    assert "inference-platform:region" in capsys.readouterr().err
+    assert not (repo / "stacks" / "Pulumi.x2.yaml").exists()
