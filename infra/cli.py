@@ -17,7 +17,10 @@ from infra.errors import UserError
 COMMAND_MODULES = [
     "infra.commands.plan",
     "infra.commands.diff",
+    "infra.commands.layout",
+    "infra.commands.new_env",
     "infra.commands.doctor",
+    "infra.commands.bench",
     "infra.commands.tune",
 ]
 

@@ -207,6 +207,8 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
     from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
     from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
     from components.model_cache import ModelCache, ModelCacheArgs
+    from components.model_service import ModelService, ModelServiceArgs
+    from components.router import Router, RouterArgs
     from components.network import EnvironmentProject, EnvironmentProjectArgs, Network, NetworkArgs, standard_tags
     from infra.render.model_service import render_namespace
 
@@ -300,6 +302,25 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
                 depends_on=[namespace],
             ),
         )
+    services = []
+    for model in facts.models:
+        service = ModelService(
+            f"{prefix}-model-{model.config.name}",
+            ModelServiceArgs(
+                spec=model_service_spec(model, cache.pvc_name if cache else None, concurrent_loaders=_loaders(model)),
+                provider=cluster.provider,
+                hf_token=secrets.huggingface_token,
+                api_key=secrets.api_key,
+                depends_on=[namespace, pools[model.pool.name]] + ([cache] if cache else []),
+            ),
+            pulumi.ResourceOptions(deleted_with=cluster.cluster),
+        )
+        services.append(service)
+        Router(
+            f"{prefix}-router-{model.config.name}",
+            RouterArgs(spec=router_spec(cfg, model, service.spec.api_key_secret), provider=cluster.provider, depends_on=[service]),
+            pulumi.ResourceOptions(deleted_with=cluster.cluster),
+        )
     EnvironmentProject(
         f"{prefix}-project",
         EnvironmentProjectArgs(environment=env, resources=[cluster.cluster.cluster_urn]),
@@ -313,5 +334,61 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
         "kubernetes_version": cluster.version,
         "kubeconfig": cluster.kubeconfig,
         "layouts": {m.config.name: m.layout.name for m in facts.models},
+        "endpoints": {m.config.name: svc.endpoint for m, svc in zip(facts.models, services)},
     }
     return outputs
+
+
+def _loaders(model: ModelFacts) -> int:
+    """Replicas that load weights from the shared cache at once during a rollout (maxUnavailable)."""
+    return 1
+
+
+def model_service_spec(model: ModelFacts, cache_pvc: str | None, *, concurrent_loaders: int = 1):
+    """Config + planned layout → the model-service renderer's input (pure)."""
+    from infra.planner import estimated_load_seconds
+    from infra.render.model_service import CacheSpec, ModelServiceSpec
+
+    layout = model.layout
+    load_s = estimated_load_seconds(
+        model.arch,
+        source="nfs" if cache_pvc else "huggingface",
+        concurrent_loaders=concurrent_loaders,
+        gpus_per_replica=layout.gpus_per_replica,
+    )
+    return ModelServiceSpec(
+        name=model.config.name,
+        source=model.config.source,
+        served_model_name=model.config.api_model_name,
+        layout=layout,
+        nodes_min=model.pool.min_node_count,
+        nodes_max=model.pool.max_node_count,
+        gpu=model.pool.gpu,
+        pool_name=model.pool.name,
+        namespace=INFERENCE_NAMESPACE,
+        image=model.config.image,
+        extra_args=tuple(model.config.extra_args),
+        env=dict(model.config.env),
+        cache=CacheSpec(pvc_name=cache_pvc) if cache_pvc else None,
+        estimated_load_seconds=load_s,
+        max_model_len=layout.max_model_len,
+        moe=bool(model.arch.is_moe),
+    )
+
+
+def router_spec(cfg: StackConfig, model: ModelFacts, api_key_secret: str | None):
+    """Config → the router renderer's input (pure)."""
+    from infra.render.router import RouterSpec
+
+    r = cfg.router
+    return RouterSpec(
+        model=model.config.name,
+        kind=r.kind,
+        session_header=r.session_header,
+        replicas=r.replicas,
+        namespace=INFERENCE_NAMESPACE,
+        public=r.public,
+        tls_certificate_id=r.tls_certificate_id,
+        allowed_source_cidrs=tuple(r.allowed_source_cidrs),
+        api_key_secret=api_key_secret,
+    )

@@ -1,0 +1,166 @@
+"""One vLLM model service: Secrets, weight-prefetch Job, Deployment, Service, PodDisruptionBudget.
+
+Thin by design: every manifest comes from `infra.render.model_service` (pure, tested without
+Pulumi); this component only turns the dicts into typed pulumi-kubernetes resources and adds what
+only Pulumi can express:
+
+- Secrets get their values from Pulumi secret Outputs (`string_data`), marked as secret outputs,
+  so a token never appears in plain text in state, the plan or logs;
+- the Deployment `depends_on` the prefetch Job (pulumi-kubernetes waits for a Job to complete)
+  — the pods' init container additionally waits for the cache's completion marker, so the order
+  also holds for anyone applying the rendered YAML with kubectl;
+- `custom_timeouts` long enough for a large model's first load (Pulumi's default is 10 minutes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.render.model_service import (
+    API_KEY_KEY,
+    HF_TOKEN_KEY,
+    IMAGE_PULL_ALLOWANCE_SECONDS,
+    ModelServiceSpec,
+    deployment_timeout_seconds,
+    prefetch_timeout_seconds,
+    render_deployment,
+    render_pdb,
+    render_prefetch_job,
+    render_secret_shape,
+    render_service,
+    service_name,
+    startup_budget_seconds,
+)
+
+
+@dataclass(frozen=True)
+class ModelServiceArgs:
+    """Inputs of one model service.
+
+    spec: the rendered shape (layout, pool, image, cache, Secret names...).
+    provider: the cluster's Kubernetes provider.
+    hf_token: Hugging Face token as a Pulumi secret; creates Secret `spec.hf_token_secret`
+        (default `<model>-hf-token`). None: no token, or `spec.hf_token_secret` already exists.
+    api_key: client API key as a Pulumi secret; creates Secret `spec.api_key_secret`
+        (default `<model>-api-key`). The router of this model must reference the same Secret.
+    protect: protect the children (they are stateless; usually False).
+    depends_on: e.g. the namespace and the weight-cache claim.
+    """
+
+    spec: ModelServiceSpec
+    provider: k8s.Provider | None = None
+    hf_token: pulumi.Input[str] | None = None
+    api_key: pulumi.Input[str] | None = None
+    protect: bool = False
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+def resolve_secret_names(args: ModelServiceArgs) -> ModelServiceSpec:
+    """The spec with Secret names filled in for every secret value the component will store."""
+    spec = args.spec
+    changes = {}
+    if args.hf_token is not None and not spec.hf_token_secret:
+        changes["hf_token_secret"] = f"{spec.name}-hf-token"
+    if args.api_key is not None and not spec.api_key_secret:
+        changes["api_key_secret"] = f"{spec.name}-api-key"
+    return dataclasses.replace(spec, **changes) if changes else spec
+
+
+class ModelService(pulumi.ComponentResource):
+    """Prefetch Job → Deployment (waits for the Job) → Service + PDB, with their Secrets."""
+
+    spec: ModelServiceSpec
+    hf_token_secret: k8s.core.v1.Secret | None
+    api_key_secret: k8s.core.v1.Secret | None
+    prefetch_job: k8s.batch.v1.Job | None
+    deployment: k8s.apps.v1.Deployment
+    service: k8s.core.v1.Service
+    pdb: k8s.policy.v1.PodDisruptionBudget
+    endpoint: str  # in-cluster base URL of the OpenAI API
+
+    def __init__(self, name: str, args: ModelServiceArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("inference-platform:model_service:ModelService", name, None, opts)
+        self.spec = spec = resolve_secret_names(args)
+
+        def child_opts(*, depends_on: Sequence[pulumi.Resource] = (), **extra) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                protect=args.protect,
+                depends_on=[*args.depends_on, *depends_on],
+                **extra,
+            )
+
+        self.hf_token_secret = self._secret(
+            f"{name}-hf-token", spec.hf_token_secret, HF_TOKEN_KEY, args.hf_token, child_opts
+        )
+        self.api_key_secret = self._secret(
+            f"{name}-api-key", spec.api_key_secret, API_KEY_KEY, args.api_key, child_opts
+        )
+        secrets = [s for s in (self.hf_token_secret, self.api_key_secret) if s is not None]
+
+        self.prefetch_job = None
+        job = render_prefetch_job(spec)
+        if job is not None:
+            prefetch_timeout = f"{prefetch_timeout_seconds(spec)}s"
+            self.prefetch_job = k8s.batch.v1.Job(
+                f"{name}-prefetch",
+                metadata=job["metadata"],
+                spec=job["spec"],
+                opts=child_opts(
+                    depends_on=secrets,
+                    custom_timeouts=pulumi.CustomTimeouts(create=prefetch_timeout, update=prefetch_timeout),
+                ),
+            )
+
+        deployment = render_deployment(spec)
+        # Create: all replicas load in parallel (one wave). Update: maxSurge 0 → sequential waves.
+        create_timeout = f"{startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS}s"
+        update_timeout = f"{deployment_timeout_seconds(spec)}s"
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-engine",
+            metadata=deployment["metadata"],
+            spec=deployment["spec"],
+            opts=child_opts(
+                depends_on=[*secrets, *([self.prefetch_job] if self.prefetch_job else [])],
+                custom_timeouts=pulumi.CustomTimeouts(create=create_timeout, update=update_timeout),
+            ),
+        )
+
+        service = render_service(spec)
+        self.service = k8s.core.v1.Service(
+            f"{name}-service", metadata=service["metadata"], spec=service["spec"], opts=child_opts()
+        )
+        pdb = render_pdb(spec)
+        self.pdb = k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=child_opts()
+        )
+
+        self.endpoint = f"http://{service_name(spec)}.{spec.namespace}.svc.cluster.local:8000/v1"
+        self.register_outputs(
+            {
+                "endpoint": self.endpoint,
+                "service_name": service_name(spec),
+                "layout": spec.layout.name,
+                "replicas": spec.replicas,
+                "gpus_per_replica": spec.gpus_per_replica,
+            }
+        )
+
+    def _secret(self, logical_name, secret_name, key, value, child_opts) -> k8s.core.v1.Secret | None:
+        """A Secret whose only value comes from a Pulumi secret Output (never a plain string)."""
+        if value is None or not secret_name:
+            return None
+        shape = render_secret_shape(secret_name, self.spec.namespace, key, self.spec.name)
+        return k8s.core.v1.Secret(
+            logical_name,
+            metadata=shape["metadata"],
+            type=shape["type"],
+            string_data=pulumi.Output.secret(value).apply(lambda v: {key: v}),
+            opts=child_opts(additional_secret_outputs=["data", "stringData"]),
+        )

@@ -1,0 +1,117 @@
+"""The request router in front of one model's replicas, and its optional public endpoint.
+
+Thin: manifests come from `infra.render.router`. Kind `service` creates no router (clients use
+the model's Service) but may still add the public load balancer in front of the engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.render.router import (
+    RouterSpec,
+    render_public_service,
+    render_role,
+    render_role_binding,
+    render_router_deployment,
+    render_router_pdb,
+    render_router_service,
+    render_service_account,
+    validate_router,
+)
+
+
+@dataclass(frozen=True)
+class RouterArgs:
+    """Inputs of one model's router.
+
+    spec: kind, replicas, exposure; `spec.api_key_secret` must name the Secret the model service
+        created (ModelService.spec.api_key_secret) when the endpoint is public.
+    provider: the cluster's Kubernetes provider.
+    depends_on: the model service (its API-key Secret must exist before router pods start).
+    """
+
+    spec: RouterSpec
+    provider: k8s.Provider | None = None
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+class Router(pulumi.ComponentResource):
+    """ServiceAccount + read-only Role → router Deployment + PDB + Service; public LB optional."""
+
+    spec: RouterSpec
+    deployment: k8s.apps.v1.Deployment | None
+    service: k8s.core.v1.Service | None
+    public_service: k8s.core.v1.Service | None
+    endpoint: str | None  # in-cluster base URL (None for kind `service`: use the model's)
+    public_address: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: RouterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("inference-platform:router:Router", name, None, opts)
+        spec = self.spec = args.spec
+        validate_router(spec)
+
+        def child_opts(*, depends_on: Sequence[pulumi.Resource] = (), **extra) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(
+                parent=self, provider=args.provider, depends_on=[*args.depends_on, *depends_on], **extra
+            )
+
+        self.deployment = self.service = self.public_service = None
+        self.endpoint = self.public_address = None
+        if spec.uses_router:
+            sa = render_service_account(spec)
+            account = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=sa["metadata"], opts=child_opts())
+            role = render_role(spec)
+            role_res = k8s.rbac.v1.Role(
+                f"{name}-role", metadata=role["metadata"], rules=role["rules"], opts=child_opts()
+            )
+            binding = render_role_binding(spec)
+            binding_res = k8s.rbac.v1.RoleBinding(
+                f"{name}-rolebinding",
+                metadata=binding["metadata"],
+                role_ref=binding["roleRef"],
+                subjects=binding["subjects"],
+                opts=child_opts(depends_on=[account, role_res]),
+            )
+            deployment = render_router_deployment(spec)
+            self.deployment = k8s.apps.v1.Deployment(
+                f"{name}-deployment",
+                metadata=deployment["metadata"],
+                spec=deployment["spec"],
+                opts=child_opts(depends_on=[binding_res]),
+            )
+            pdb = render_router_pdb(spec)
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=child_opts()
+            )
+            service = render_router_service(spec)
+            self.service = k8s.core.v1.Service(
+                f"{name}-service", metadata=service["metadata"], spec=service["spec"], opts=child_opts()
+            )
+            self.endpoint = f"http://{spec.name}.{spec.namespace}.svc.cluster.local/v1"
+
+        if spec.public:
+            public = render_public_service(spec)
+            self.public_service = k8s.core.v1.Service(
+                f"{name}-public",
+                metadata=public["metadata"],
+                spec=public["spec"],
+                # The DO load balancer takes a few minutes to get an address.
+                opts=child_opts(custom_timeouts=pulumi.CustomTimeouts(create="20m", update="20m")),
+            )
+            self.public_address = self.public_service.status.apply(_ingress_address)
+
+        self.register_outputs({"endpoint": self.endpoint, "public_address": self.public_address})
+
+
+def _ingress_address(status) -> str:
+    """The load balancer's IP (or hostname) from a Service status, '' until DO assigns one."""
+    try:
+        ingress = (status.load_balancer.ingress or [])[0]
+    except (AttributeError, IndexError, TypeError):
+        return ""
+    return ingress.ip or ingress.hostname or ""

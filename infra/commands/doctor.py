@@ -1,0 +1,71 @@
+"""`infra doctor <stack>`: pre-flight checks against the DigitalOcean API before `pulumi up`.
+
+Prints one table (pass / warn / fail, with a fix for each problem) and exits 1 when anything
+failed, 0 otherwise; a stack file that does not validate exits 2 like every other command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from infra import preflight
+from infra.preflight import DoctorTarget, PoolTarget
+
+
+def target_from_config(cfg: Any) -> DoctorTarget:
+    """Reduce a validated StackConfig to what the API can confirm.
+
+    The system pool is a pool like any other here: its size must exist in the region and its
+    nodes count against the account's Droplet limit.
+    """
+    system = cfg.cluster.system_pool
+    pools = [PoolTarget("system", system.size, int(system.nodes))]
+    pools += [PoolTarget(p.name, p.size, int(p.max_node_count)) for p in cfg.gpu_pools]
+    nfs = cfg.model_cache.size_gib if cfg.model_cache.kind == "nfs" else None
+    return DoctorTarget(
+        region=cfg.region,
+        kubernetes_version_prefix=str(cfg.cluster.version),
+        pools=pools,
+        nfs_size_gib=nfs,
+        planned_max_nodes=sum(p.max_nodes for p in pools),
+    )
+
+
+def load_stack_file(stack: str, root: Path | None = None) -> Any:
+    """The lead's validated loader; a seam so tests can hand in a small config object."""
+    from infra.config import load_stack_file as load
+
+    return load(stack, root)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "doctor",
+        help="pre-flight checks against the DigitalOcean API (token, limits, region, sizes, versions)",
+        description=(
+            "Check a stack against the DigitalOcean API before `pulumi up`. The token comes from "
+            "DIGITALOCEAN_TOKEN (or DIGITALOCEAN_ACCESS_TOKEN); DIGITALOCEAN_API_URL overrides the API URL."
+        ),
+    )
+    parser.add_argument("stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
+    parser.add_argument(
+        "--root", type=Path, default=None, help="project root (default: the current checkout)"
+    )
+    parser.add_argument("--retries", type=int, default=0, help="retries for 429/5xx answers (default 0)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load_stack_file(args.stack, args.root)  # ConfigError → exit 2 via infra.cli
+    target = target_from_config(cfg)
+    env = os.environ
+    token = preflight.token_from_env(env)
+    api_url = preflight.api_url_from_env(env)
+    client = preflight.make_client(token, api_url, retries=args.retries) if token else None
+    checks = preflight.run_checks(target, client)
+    print(f"infra doctor {args.stack}: region {target.region}, API {api_url}")
+    print(preflight.render_table(checks))
+    return preflight.exit_code(checks)

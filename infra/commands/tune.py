@@ -1,0 +1,270 @@
+"""`infra tune ingest|calibrate`: turn benchmark results into a layout decision and planner factors.
+
+ingest: parse `vllm bench serve` result JSON, compute each layout's goodput within the p90 SLOs,
+print a comparison (or `--json`), draw the latency-vs-rate chart, and with `--write` record the
+winner in the stack file as an explicit layout with provenance.
+calibrate: re-fit the planner's efficiency factors from the measured points and report the
+prediction error before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from infra.errors import Problem, UserError
+from infra.tuning import calibrate as calibration
+from infra.tuning.chart import render_latency_chart
+from infra.tuning.goodput import DEFAULT_MAX_FAILED_FRACTION, Comparison, compare_layouts
+from infra.tuning.results import SweepPoint, layout_fields, load_results
+from infra.tuning.stackfile import Provenance, read_model_entry, stack_file_path, write_measured_layout
+
+DEFAULT_CHART_NAME = "latency-vs-rate.svg"
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "tune",
+        help="ingest benchmark results: goodput per layout, the winner, planner re-calibration",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="tune_action", metavar="ACTION")
+    actions.required = True
+
+    ingest = actions.add_parser(
+        "ingest",
+        help="goodput per layout from `vllm bench serve` results; --write records the winner",
+        description="Goodput per layout (max request rate within both p90 SLOs), the winner and why the others lost.",
+    )
+    _add_results_args(ingest)
+    ingest.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    ingest.add_argument(
+        "--chart",
+        metavar="SVG",
+        help=f"where to write the latency chart (default: {DEFAULT_CHART_NAME} next to the first RESULTS)",
+    )
+    ingest.add_argument("--no-chart", action="store_true", help="do not write the chart")
+    ingest.add_argument(
+        "--write",
+        action="store_true",
+        help="record the winner in stacks/Pulumi.<stack>.yaml as an explicit layout with provenance",
+    )
+    ingest.set_defaults(func=run_ingest)
+
+    calibrate = actions.add_parser(
+        "calibrate",
+        help="re-fit the planner's efficiency factors from measured goodput; report error before/after",
+    )
+    _add_results_args(calibrate)
+    calibrate.add_argument("--json", action="store_true", help="print the calibration report as JSON")
+    calibrate.add_argument(
+        "--save", action="store_true", help="write the re-fitted factors into the planner's efficiency catalog"
+    )
+    calibrate.add_argument(
+        "--efficiency-file", type=Path, help="efficiency table to start from and --save to (default: the planner's catalog)"
+    )
+    calibrate.set_defaults(func=run_calibrate)
+
+
+def _add_results_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", nargs="+", metavar="RESULTS", help="result JSON files or directories of them")
+    parser.add_argument("--stack", help="stack name (stacks/Pulumi.<stack>.yaml): SLOs and model default from it")
+    parser.add_argument("--model", help="model name in the stack")
+    parser.add_argument("--ttft-p90-ms", type=float, help="p90 time-to-first-token SLO (default: the stack model's)")
+    parser.add_argument("--tpot-p90-ms", type=float, help="p90 time-per-output-token SLO (default: the stack model's)")
+    parser.add_argument(
+        "--layout", help="layout name for results that carry no `layout` metadata (runs made by hand)"
+    )
+    parser.add_argument(
+        "--max-failed-fraction",
+        type=float,
+        default=DEFAULT_MAX_FAILED_FRACTION,
+        help="a rate fails when more than this share of its requests failed (default: %(default)s)",
+    )
+    parser.add_argument("--stacks-dir", type=Path, help=argparse.SUPPRESS)
+
+
+# --- ingest ------------------------------------------------------------------------------------
+
+
+def run_ingest(args) -> int:
+    points = load_results(args.results, layout_override=args.layout)
+    _check_models(points, args.model)
+    ttft, tpot = _slos(args)
+    comparison = compare_layouts(points, ttft_p90_ms=ttft, tpot_p90_ms=tpot, max_failed_fraction=args.max_failed_fraction)
+
+    chart_path = None
+    if not args.no_chart:
+        chart_path = Path(args.chart) if args.chart else _default_chart_path(args.results)
+        chart_path.parent.mkdir(parents=True, exist_ok=True)
+        title = f"{args.model or 'measured'}: p90 latency vs request rate"
+        chart_path.write_text(render_latency_chart(comparison, title=title), encoding="utf-8")
+
+    written = None
+    if args.write:
+        written = _write_winner(args, points, comparison)
+
+    if args.json:
+        payload = comparison.to_json()
+        if chart_path:
+            payload["chart"] = str(chart_path)
+        if written:
+            payload["written"] = written
+        print(json.dumps(payload, indent=2, sort_keys=False))
+    else:
+        print(format_comparison(comparison))
+        if chart_path:
+            print(f"\nchart: {chart_path}")
+        if written:
+            print(f"wrote {written['layout']} to {written['stack_file']} (models[{written['model']}].layout)")
+    return 0
+
+
+def format_comparison(comparison: Comparison) -> str:
+    """The human table: one row per layout, best first, then the reasons."""
+    lines = [f"SLO: p90 TTFT <= {comparison.ttft_p90_ms:g} ms, p90 TPOT <= {comparison.tpot_p90_ms:g} ms", ""]
+    header = ("", "layout", "goodput req/s", "out tok/s", "limited by", "rates measured (req/s)")
+    rows = []
+    for g in comparison.layouts:
+        goodput = f"{'>= ' if g.lower_bound else ''}{g.goodput_rps:.2f}"
+        limited = {"ttft": "p90 TTFT", "tpot": "p90 TPOT", "errors": "failed requests", None: "-"}[g.limited_by]
+        if g.goodput_rps <= 0 and g.points:
+            limited = "never meets SLO"
+        rates = ",".join(f"{p.request_rate_rps:g}" for p in g.points) or "-"
+        tokens = f"{g.output_throughput_tok_s:.0f}" if g.output_throughput_tok_s else "-"
+        rows.append(("*" if g.name == comparison.winner else "", g.name, goodput, tokens, limited, rates))
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    lines.append("")
+    if comparison.winner:
+        lines.append(f"winner: {comparison.winner} - {comparison.layout(comparison.winner).reason}")
+    else:
+        lines.append("winner: none - no layout met both SLOs at any measured rate; sweep lower rates or relax the SLO")
+    losers = [g for g in comparison.layouts if g.name != comparison.winner]
+    if losers:
+        lines.append("why the others lost:")
+        lines += [f"  {g.name}: {g.reason}" for g in losers]
+    notes = [f"  {g.name}: {n}" for g in comparison.layouts for n in g.notes]
+    if notes:
+        lines.append("notes:")
+        lines += notes
+    return "\n".join(lines)
+
+
+def _write_winner(args, points: list[SweepPoint], comparison: Comparison) -> dict:
+    if not (args.stack and args.model):
+        raise UserError("--write needs --stack and --model: which stack file and which model to record the winner for")
+    if comparison.winner is None:
+        raise UserError("no layout met both SLOs at any measured rate; nothing written")
+    winner = comparison.layout(comparison.winner)
+    fields, _missing = layout_fields(points, winner.name)
+    mine = [p for p in points if p.layout == winner.name]
+    dates = [p.measured_at for p in mine if p.measured_at]
+    provenance = Provenance(
+        measured_at=max(dates).isoformat() if dates else None,
+        vllm_version=_single_meta(mine, "vllm_version"),
+        image=_single_meta(mine, "image"),
+        measured_goodput_rps=winner.goodput_rps,
+        predicted_goodput_rps=_predicted_goodput(args, fields),
+        source_results=tuple(sorted({_display_path(p.source.split("#")[0]) for p in mine})),
+    )
+    path = stack_file_path(args.stack, args.stacks_dir)
+    write_measured_layout(path, args.model, fields, provenance)
+    return {"stack_file": str(path), "model": args.model, "layout": winner.name, "fields": fields}
+
+
+def _predicted_goodput(args, fields: dict) -> float | None:
+    """The planner's per-node goodput for this exact layout, or None when it cannot be asked."""
+    try:
+        context = calibration.stack_model_context(args.stack, args.model, stacks_dir=args.stacks_dir)
+    except calibration.PlannerUnavailable:
+        return None
+    return calibration.predict_goodput_rps(context, fields)
+
+
+# --- calibrate ---------------------------------------------------------------------------------
+
+
+def run_calibrate(args) -> int:
+    points = load_results(args.results, layout_override=args.layout)
+    _check_models(points, args.model)
+    if not (args.stack and args.model):
+        raise UserError("calibrate needs --stack and --model: the model architecture, GPU and workload come from the stack")
+    ttft, tpot = _slos(args)
+    comparison = compare_layouts(points, ttft_p90_ms=ttft, tpot_p90_ms=tpot, max_failed_fraction=args.max_failed_fraction)
+    context = calibration.stack_model_context(args.stack, args.model, stacks_dir=args.stacks_dir, require=True)
+    from infra.planner import load_efficiency
+
+    table = load_efficiency(args.efficiency_file) if args.efficiency_file else None
+    report = calibration.calibrate(context, comparison, points, table)
+    saved = calibration.save_factors(report, args.efficiency_file) if args.save else None
+    if args.json:
+        payload = report.to_json()
+        if saved:
+            payload["saved_to"] = str(saved)
+        print(json.dumps(payload, indent=2))
+    else:
+        print(report.format())
+        if saved:
+            print(f"saved the re-fitted {report.family} factors to {saved}")
+    return 0
+
+
+# --- shared ------------------------------------------------------------------------------------
+
+
+def _slos(args) -> tuple[float, float]:
+    ttft, tpot = args.ttft_p90_ms, args.tpot_p90_ms
+    if (ttft is None or tpot is None) and args.stack and args.model:
+        entry = read_model_entry(stack_file_path(args.stack, args.stacks_dir), args.model)
+        slo = entry.get("slo") or {}
+        ttft = ttft if ttft is not None else _positive(slo.get("ttft_p90_ms"))
+        tpot = tpot if tpot is not None else _positive(slo.get("tpot_p90_ms"))
+    problems = []
+    if ttft is None:
+        problems.append(Problem("--ttft-p90-ms", "needed (or --stack and --model whose slo.ttft_p90_ms is set)"))
+    if tpot is None:
+        problems.append(Problem("--tpot-p90-ms", "needed (or --stack and --model whose slo.tpot_p90_ms is set)"))
+    for name, value in (("--ttft-p90-ms", ttft), ("--tpot-p90-ms", tpot)):
+        if value is not None and value <= 0:
+            problems.append(Problem(name, f"must be > 0, got {value:g}"))
+    if problems:
+        raise UserError(problems)
+    return float(ttft), float(tpot)
+
+
+def _check_models(points: list[SweepPoint], model: str | None) -> None:
+    """Results of another model must not decide this model's layout."""
+    recorded = {p.metadata["model"] for p in points if "model" in p.metadata}
+    if model and recorded - {model}:
+        raise UserError(
+            [Problem("RESULTS", f"results were measured for model {sorted(recorded)}, not {model!r}")]
+        )
+    if not model and len(recorded) > 1:
+        raise UserError([Problem("RESULTS", f"results mix models {sorted(recorded)}; pass --model or split them")])
+
+
+def _single_meta(points: list[SweepPoint], key: str) -> str | None:
+    values = {p.metadata[key] for p in points if key in p.metadata}
+    if len(values) > 1:
+        raise UserError([Problem(key, f"the winner's results disagree on {key}: {sorted(values)}")])
+    return values.pop() if values else None
+
+
+def _positive(value) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+
+
+def _default_chart_path(results: list[str]) -> Path:
+    first = Path(results[0])
+    return (first if first.is_dir() else first.parent) / DEFAULT_CHART_NAME
+
+
+def _display_path(path: str) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path

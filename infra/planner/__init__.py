@@ -1,0 +1,43 @@
+"""The layout planner: memory fit, performance model, goodput-ranked TP/EP/DP/replica layouts.
+
+Pure Python, no Pulumi imports, deterministic. Entry points:
+
+- `plan_model(arch, gpu, workload, slo, layout=None, *, usd_per_hour=None)` → `ModelPlan`
+- `check_layout(arch, gpu, layout)` → list of problems (empty when the layout can start)
+- `estimated_load_seconds(arch, source=..., ...)` → startup budget for the vLLM pod
+- `load_efficiency()` / `save_efficiency(path, table)` → the calibrated factors file
+
+docs/planner.md explains the model, its assumptions and its measured error.
+"""
+
+from infra.planner.checks import check_layout
+from infra.planner.efficiency import (
+    EfficiencyFactors,
+    EfficiencyTable,
+    load_efficiency,
+    save_efficiency,
+)
+from infra.planner.layout import Layout, Slo, Workload, layout_name, parse_layout_name
+from infra.planner.loading import estimated_load_seconds
+from infra.planner.memory import MemoryBreakdown, memory_per_gpu
+from infra.planner.search import Candidate, ClosedLoop, ModelPlan, plan_model
+
+__all__ = [
+    "Candidate",
+    "ClosedLoop",
+    "EfficiencyFactors",
+    "EfficiencyTable",
+    "Layout",
+    "MemoryBreakdown",
+    "ModelPlan",
+    "Slo",
+    "Workload",
+    "check_layout",
+    "estimated_load_seconds",
+    "layout_name",
+    "load_efficiency",
+    "memory_per_gpu",
+    "parse_layout_name",
+    "plan_model",
+    "save_efficiency",
+]

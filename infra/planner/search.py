@@ -1,0 +1,490 @@
+"""Layout search: enumerate TP / EP / DP / replicas and batch limits, rank by goodput per node.
+
+For each parallel shape that the model's heads and the node's GPUs allow, the node is filled with
+as many replicas as fit (an idle GPU never raises goodput per node), each batch-token budget is
+tried, the memory model decides what fits, and the performance model finds the highest request
+rate whose p90 TTFT and TPOT meet the SLO. Candidates are ranked by goodput per node, then cost
+per million output tokens, then fewer GPUs per replica, then name — a total order, so identical
+inputs give identical plans.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from infra.catalog.gpus import GpuSize
+from infra.catalog.models import ModelArch
+from infra.planner.checks import check_layout, shape_problems
+from infra.planner.efficiency import EfficiencyTable, load_efficiency
+from infra.planner.layout import Layout, Slo, Workload
+from infra.planner.memory import MemoryBreakdown, default_max_model_len, memory_per_gpu
+from infra.planner.performance import INF, LoadPoint, ReplicaModel, goodput
+
+HEADROOM = 1.2  # nodes are sized for peak_rps × 1.2, so the p90 SLO holds through bursts
+BATCHED_TOKEN_OPTIONS = (4096, 8192, 16384)
+MAX_NUM_SEQS_CAP = 1024  # per engine (DP rank): beyond this vLLM's per-step CPU work dominates
+GOODPUT_TIE = 0.005
+REFINE_SHAPES = 4  # leading shapes whose token budget is tuned  # goodputs within 0.5% count as equal (then the cheaper, smaller config wins)
+
+_LIMIT_TEXT = {
+    "ttft": "p90 TTFT reaches the SLO first (prefill queueing)",
+    "tpot": "p90 TPOT reaches the SLO first (decode step time)",
+    "capacity": "running sequences hit the KV-cache / max_num_seqs limit first",
+    "throughput": "the GPUs saturate (prefill plus decode work) before either latency limit",
+}
+_BOTTLENECK_TEXT = {
+    "weights": "reading weights (HBM bandwidth)",
+    "kv": "reading the KV cache (HBM bandwidth)",
+    "compute": "compute",
+    "comm": "collective communication",
+    "overhead": "engine overhead (scheduler, sampling, kernel launches)",
+}
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """Prediction at a fixed number of concurrent clients per node (benchmark comparison mode)."""
+
+    concurrency: int
+    total_tokens_per_s_per_node: float
+    output_tokens_per_s_per_node: float
+    ttft_mean_ms: float
+    tpot_mean_ms: float
+    ttft_p90_ms: float
+    tpot_p90_ms: float
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One layout with its memory breakdown, predictions at goodput, cost and reason."""
+
+    layout: Layout
+    fits: bool
+    memory: MemoryBreakdown
+    gpus_per_node: int
+    goodput_rps_per_replica: float
+    goodput_rps_per_node: float
+    output_tokens_per_s_per_gpu: float
+    running_per_replica: float
+    step_ms: float | None
+    ttft_p90_ms: float | None
+    tpot_p90_ms: float | None
+    nodes_needed: int | None
+    usd_per_hour: float | None
+    usd_per_million_output_tokens: float | None
+    limit: str  # memory | layout | ttft | tpot | capacity | throughput | slo
+    bottleneck: str  # weights | kv | compute | comm | overhead | "" when it does not fit
+    reason: str
+    problems: tuple[str, ...] = ()
+    closed_loop: ClosedLoop | None = None
+
+    @property
+    def name(self) -> str:
+        return self.layout.name
+
+    def to_json(self) -> dict:
+        lay = self.layout
+        out = {
+            "name": lay.name,
+            "tp": lay.tp,
+            "ep": lay.ep,
+            "dp": lay.dp,
+            "replicas_per_node": lay.replicas_per_node,
+            "max_num_seqs": lay.max_num_seqs,
+            "max_num_batched_tokens": lay.max_num_batched_tokens,
+            "gpu_memory_utilization": lay.gpu_memory_utilization,
+            "kv_cache_dtype": lay.kv_cache_dtype,
+            "max_model_len": lay.max_model_len,
+            "fits": self.fits,
+            "goodput_rps_per_node": _r(self.goodput_rps_per_node, 3),
+            "output_tokens_per_s_per_gpu": _r(self.output_tokens_per_s_per_gpu, 1),
+            "ttft_p90_ms": _r(self.ttft_p90_ms, 1),
+            "tpot_p90_ms": _r(self.tpot_p90_ms, 2),
+            "nodes_needed": self.nodes_needed,
+            "usd_per_hour": _r(self.usd_per_hour, 2),
+            "usd_per_million_output_tokens": _r(self.usd_per_million_output_tokens, 3),
+            "limit": self.limit,
+            "bottleneck": self.bottleneck,
+            "reason": self.reason,
+            "memory_gb_per_gpu": self.memory.to_json(),
+            "kv_tokens_per_replica": self.memory.kv_tokens_per_replica,
+            "max_concurrency_per_replica": self.memory.max_concurrency_per_replica,
+            "running_per_replica": _r(self.running_per_replica, 1),
+        }
+        if self.problems:
+            out["problems"] = list(self.problems)
+        if self.closed_loop:
+            cl = self.closed_loop
+            out.update(
+                {
+                    "concurrency": cl.concurrency,
+                    "total_tokens_per_s_per_node": _r(cl.total_tokens_per_s_per_node, 1),
+                    "output_tokens_per_s_per_node": _r(cl.output_tokens_per_s_per_node, 1),
+                    "ttft_mean_ms": _r(cl.ttft_mean_ms, 1),
+                    "tpot_mean_ms": _r(cl.tpot_mean_ms, 2),
+                    "ttft_p90_ms": _r(cl.ttft_p90_ms, 1),
+                    "tpot_p90_ms": _r(cl.tpot_p90_ms, 2),
+                }
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """The chosen layout, every candidate (best first) and why."""
+
+    model_id: str
+    gpu_slug: str
+    chosen: Candidate
+    candidates: list[Candidate] = field(default_factory=list)
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "model": self.model_id,
+            "gpu": self.gpu_slug,
+            "chosen": self.chosen.to_json(),
+            "reason": self.reason,
+            "candidates": [c.to_json() for c in self.candidates],
+        }
+
+
+def _r(value: float | None, digits: int) -> float | None:
+    if value is None or value == INF or value != value:
+        return None
+    return round(float(value), digits)
+
+
+def _pow2_at_least(x: float) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1.0, x))))
+
+
+def enumerate_shapes(arch: ModelArch, gpu: GpuSize) -> list[tuple[int, bool, int, int]]:
+    """(tp, ep, dp, replicas_per_node) shapes that the node and the model's heads allow, node filled."""
+    n = gpu.gpus
+    shapes = []
+    for group in (g for g in range(1, n + 1) if n % g == 0):
+        for tp in (t for t in range(1, group + 1) if group % t == 0):
+            dp = group // tp
+            for ep in (False, True) if arch.is_moe and group > 1 else (False,):
+                shape = Layout(tp=tp, ep=ep, dp=dp, replicas_per_node=n // group)
+                if not shape_problems(arch, gpu, shape):
+                    shapes.append((tp, ep, dp, n // group))
+    return shapes
+
+
+def _bottleneck(model: ReplicaModel, n: float) -> str:
+    b = model.breakdown(n)
+    parts = {
+        "overhead": b.overhead_s + b.floor_s,
+        "comm": b.comm_s,
+        "weights": b.weights_s if b.weights_s + b.kv_s >= b.compute_s else 0.0,
+        "kv": b.kv_s if b.weights_s + b.kv_s >= b.compute_s else 0.0,
+        "compute": b.compute_s if b.compute_s > b.weights_s + b.kv_s else 0.0,
+    }
+    return max(sorted(parts), key=lambda k: parts[k])
+
+
+def _price(gpu: GpuSize, usd_per_hour: float | None) -> float | None:
+    return usd_per_hour if usd_per_hour is not None else gpu.usd_per_hour
+
+
+class _Context:
+    """What every candidate of one plan shares."""
+
+    def __init__(self, arch, gpu, workload, slo, usd_per_hour, efficiency):
+        self.arch, self.gpu, self.workload, self.slo = arch, gpu, workload, slo
+        self.price = _price(gpu, usd_per_hour)
+        table = efficiency if efficiency is not None else load_efficiency()
+        self.eff = table.for_family(gpu.accelerator.family)
+        self.context_tokens = workload.input_tokens + workload.output_tokens
+
+
+def _evaluate(
+    ctx: _Context, layout: Layout, *, tune_max_num_seqs: bool, concurrency: int | None
+) -> Candidate:
+    arch, gpu, workload, slo = ctx.arch, ctx.gpu, ctx.workload, ctx.slo
+    if layout.max_model_len is None:
+        layout = layout.with_(max_model_len=default_max_model_len(arch, ctx.context_tokens))
+    problems = check_layout(arch, gpu, layout)
+    mem = memory_per_gpu(arch, gpu, _kv_normalised(layout), ctx.context_tokens)
+    gpus_used = layout.gpus_per_node_used
+    if problems or not mem.fits:
+        limit = (
+            "memory" if not mem.fits and not any("divide" in p or "GPUs" in p for p in problems) else "layout"
+        )
+        reason = f"{layout.name} cannot run: " + "; ".join(problems or [mem.problem]) + "."
+        return Candidate(
+            layout,
+            False,
+            mem,
+            gpus_used,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            None,
+            None,
+            None,
+            None,
+            ctx.price,
+            None,
+            limit,
+            "",
+            reason,
+            tuple(problems or [mem.problem]),
+        )
+    model = ReplicaModel(arch, gpu, _kv_normalised(layout), workload, ctx.eff)
+    engine_cap = (MAX_NUM_SEQS_CAP if tune_max_num_seqs else layout.max_num_seqs) * layout.dp
+    n_max = float(min(mem.max_concurrency_per_replica, engine_cap))
+    rate, point, limit = goodput(model, n_max, slo.ttft_p90_ms / 1e3, slo.tpot_p90_ms / 1e3)
+    if tune_max_num_seqs:
+        per_rank = point.running / layout.dp if point.stable else 0.0
+        kv_per_rank = max(1, mem.max_concurrency_per_replica // layout.dp)
+        # Twice the mean running sequences (bursts), as a power of two, within the KV cache and the cap.
+        seqs = min(MAX_NUM_SEQS_CAP, kv_per_rank, max(32, _pow2_at_least(2.0 * per_rank)))
+        layout = layout.with_(max_num_seqs=int(seqs))
+    r = layout.replicas_per_node
+    per_node = rate * r
+    out_tok_gpu = per_node * workload.output_tokens / gpus_used if gpus_used else 0.0
+    usd_per_m = None
+    if ctx.price is not None and per_node > 0:
+        usd_per_m = ctx.price / (per_node * workload.output_tokens * 3600.0) * 1e6
+    nodes = None
+    if workload.peak_rps is not None and per_node > 0:
+        nodes = max(1, math.ceil(workload.peak_rps * HEADROOM / per_node - 1e-9))
+    running = point.running if point.stable else 0.0
+    bottleneck = _bottleneck(model, max(1.0, running))
+    closed = None
+    if concurrency is not None:
+        per_replica = concurrency / r
+        cl = model.closed_loop(per_replica, n_max)
+        closed = ClosedLoop(
+            concurrency=concurrency,
+            total_tokens_per_s_per_node=cl.rate_rps * (workload.input_tokens + workload.output_tokens) * r,
+            output_tokens_per_s_per_node=cl.output_tokens_per_s * r,
+            ttft_mean_ms=cl.ttft_mean_s * 1e3,
+            tpot_mean_ms=cl.tpot_mean_s * 1e3,
+            ttft_p90_ms=cl.ttft_p90_s * 1e3,
+            tpot_p90_ms=cl.tpot_p90_s * 1e3,
+        )
+    if rate <= 0:
+        limit = "slo"
+    reason = _reason(layout, mem, model, rate, point, limit, bottleneck, slo)
+    return Candidate(
+        layout=layout,
+        fits=True,
+        memory=mem,
+        gpus_per_node=gpus_used,
+        goodput_rps_per_replica=rate,
+        goodput_rps_per_node=per_node,
+        output_tokens_per_s_per_gpu=out_tok_gpu,
+        running_per_replica=running,
+        step_ms=point.step_s * 1e3 if point.stable else None,
+        ttft_p90_ms=point.ttft_p90_s * 1e3 if point.stable else None,
+        tpot_p90_ms=point.tpot_p90_s * 1e3 if point.stable else None,
+        nodes_needed=nodes,
+        usd_per_hour=ctx.price,
+        usd_per_million_output_tokens=usd_per_m,
+        limit=limit,
+        bottleneck=bottleneck,
+        reason=reason,
+        closed_loop=closed,
+    )
+
+
+def predict_closed_loop(
+    arch: ModelArch,
+    gpu: GpuSize,
+    layout: Layout,
+    workload: Workload,
+    concurrency: int,
+    efficiency: EfficiencyTable | None = None,
+) -> ClosedLoop | None:
+    """Closed-loop prediction for one explicit layout at `concurrency` clients per node, split evenly
+    over its replicas (what `infra layout --concurrency` and the calibration use). None if it cannot run."""
+    table = efficiency if efficiency is not None else load_efficiency()
+    eff = table.for_family(gpu.accelerator.family)
+    context = workload.input_tokens + workload.output_tokens
+    if layout.max_model_len is None:
+        layout = layout.with_(max_model_len=min(default_max_model_len(arch, context), arch.max_context))
+    lay = _kv_normalised(layout)
+    mem = memory_per_gpu(arch, gpu, lay, context)
+    if not mem.fits:
+        return None
+    model = ReplicaModel(arch, gpu, lay, workload, eff)
+    r = layout.replicas_per_node
+    n_max = float(min(mem.max_concurrency_per_replica, layout.max_num_seqs * layout.dp))
+    cl = model.closed_loop(concurrency / r, n_max)
+    return ClosedLoop(
+        concurrency=concurrency,
+        total_tokens_per_s_per_node=cl.rate_rps * context * r,
+        output_tokens_per_s_per_node=cl.output_tokens_per_s * r,
+        ttft_mean_ms=cl.ttft_mean_s * 1e3,
+        tpot_mean_ms=cl.tpot_mean_s * 1e3,
+        ttft_p90_ms=cl.ttft_p90_s * 1e3,
+        tpot_p90_ms=cl.tpot_p90_s * 1e3,
+    )
+
+
+def _kv_normalised(layout: Layout) -> Layout:
+    return layout.with_(kv_cache_dtype="fp8") if layout.kv_cache_dtype.startswith("fp8") else layout
+
+
+def _reason(layout, mem, model, rate, point: LoadPoint, limit, bottleneck, slo) -> str:
+    g = layout.gpus_per_replica
+    head = (
+        f"{layout.name}: {layout.replicas_per_node} replica(s) of {g} GPU(s); per GPU {mem.weights_gb:.1f} GB weights "
+        f"and {mem.kv_cache_gb:.1f} GB KV cache ({mem.kv_bytes_per_token_per_gpu / 1024:.0f} KiB/token"
+        f"{', KV heads replicated across TP ranks' if model.arch.attention == 'gqa' and layout.tp > model.arch.num_kv_heads else ''}"
+        f"{', MLA latent on every TP rank' if model.arch.attention == 'mla' and layout.tp > 1 else ''}), room for "
+        f"{mem.max_concurrency_per_replica} sequences of {mem.context_tokens} tokens per replica."
+    )
+    if rate <= 0:
+        b = model.breakdown(1.0)
+        single = b.total_s * model.tpot_p90 * 1e3
+        return head + (
+            f" Even a single request misses the SLO (p90 TPOT about {single:.1f} ms vs {slo.tpot_p90_ms:g} ms, "
+            f"mostly {_BOTTLENECK_TEXT[bottleneck]})."
+        )
+    b = model.breakdown(max(1.0, point.running))
+    return head + (
+        f" At {rate * layout.replicas_per_node:.2f} req/s per node ({point.running:.0f} running per replica) a decode "
+        f"step takes {point.step_s * 1e3:.1f} ms, mostly {_BOTTLENECK_TEXT[bottleneck]} "
+        f"(overhead {1e3 * (b.overhead_s + b.floor_s):.1f}, weights {1e3 * b.weights_s:.1f}, KV {1e3 * b.kv_s:.1f}, "
+        f"compute {1e3 * b.compute_s:.1f}, collectives {1e3 * b.comm_s:.1f} ms); {_LIMIT_TEXT.get(limit, limit)}."
+    )
+
+
+def _rank_key(c: Candidate):
+    return (
+        0 if c.fits else 1,
+        -c.goodput_rps_per_node,
+        c.usd_per_million_output_tokens if c.usd_per_million_output_tokens is not None else INF,
+        c.layout.gpus_per_replica,
+        c.layout.max_num_batched_tokens,
+        c.name,
+    )
+
+
+def plan_model(
+    arch: ModelArch,
+    gpu: GpuSize,
+    workload: Workload,
+    slo: Slo,
+    layout: Layout | None = None,
+    *,
+    usd_per_hour: float | None = None,
+    tp: int | None = None,
+    ep: bool | None = None,
+    dp: int | None = None,
+    replicas_per_node: int | None = None,
+    concurrency: int | None = None,
+    efficiency: EfficiencyTable | None = None,
+) -> ModelPlan:
+    """Plan one model on one GPU size.
+
+    layout None searches every shape (`layout: auto`); an explicit layout is validated and
+    annotated with the same predictions (its batch limits are kept). tp/ep/dp/replicas_per_node
+    restrict the search; `concurrency` adds a closed-loop prediction at that many clients per node.
+    """
+    ctx = _Context(arch, gpu, workload, slo, usd_per_hour, efficiency)
+    if layout is not None:
+        cand = _evaluate(ctx, layout, tune_max_num_seqs=False, concurrency=concurrency)
+        reason = cand.reason
+        if cand.fits and cand.goodput_rps_per_replica > 0:
+            reason = f"explicit layout {cand.name}: " + reason
+        return ModelPlan(arch.id, gpu.slug, cand, [cand], reason)
+
+    kv_dtype = "fp8" if gpu.accelerator.supports_fp8 else "auto"
+    shapes = [
+        (s_tp, s_ep, s_dp, s_r)
+        for s_tp, s_ep, s_dp, s_r in enumerate_shapes(arch, gpu)
+        if (tp is None or s_tp == tp)
+        and (ep is None or s_ep == ep)
+        and (dp is None or s_dp == dp)
+        and (replicas_per_node is None or s_r == replicas_per_node)
+    ]
+
+    def evaluate(shape, tokens: int) -> Candidate:
+        s_tp, s_ep, s_dp, s_r = shape
+        lay = Layout(
+            tp=s_tp,
+            ep=s_ep,
+            dp=s_dp,
+            replicas_per_node=s_r,
+            max_num_batched_tokens=tokens,
+            kv_cache_dtype=kv_dtype,
+        )
+        return _evaluate(ctx, lay, tune_max_num_seqs=True, concurrency=concurrency)
+
+    # Every shape at the middle token budget; the other budgets only for the leading shapes (a
+    # budget moves TTFT and activation memory, rarely the order of shapes).
+    first = {shape: evaluate(shape, BATCHED_TOKEN_OPTIONS[1]) for shape in shapes}
+    leading = sorted(shapes, key=lambda sh: _rank_key(first[sh]))[:REFINE_SHAPES]
+    candidates: list[Candidate] = []
+    for shape in shapes:
+        best = first[shape]
+        if shape in leading and best.fits:
+            for tokens in BATCHED_TOKEN_OPTIONS:
+                if tokens != BATCHED_TOKEN_OPTIONS[1]:
+                    cand = evaluate(shape, tokens)
+                    if _better(cand, best, prefer_smaller=tokens < best.layout.max_num_batched_tokens):
+                        best = cand
+        candidates.append(best)
+    if not candidates:
+        raise_no_shape(arch, gpu, tp, ep, dp, replicas_per_node)
+    candidates.sort(key=_rank_key)
+    chosen = candidates[0]
+    return ModelPlan(arch.id, gpu.slug, chosen, candidates, _plan_reason(chosen, candidates, slo))
+
+
+def _better(a: Candidate, b: Candidate, *, prefer_smaller: bool) -> bool:
+    """Within one shape: fits first, then goodput; goodputs within 0.5% are a tie, which the smaller
+    token budget wins (less activation memory, shorter prefill stalls)."""
+    if a.fits != b.fits:
+        return a.fits
+    if a.goodput_rps_per_node > b.goodput_rps_per_node * (1 + GOODPUT_TIE):
+        return True
+    return prefer_smaller and a.goodput_rps_per_node >= b.goodput_rps_per_node * (1 - GOODPUT_TIE)
+
+
+def raise_no_shape(arch, gpu, tp, ep, dp, r):
+    from infra.errors import UserError
+
+    raise UserError(
+        f"no layout of {arch.id} on {gpu.slug} matches tp={tp} ep={ep} dp={dp} replicas_per_node={r}; "
+        f"tp must divide {gpu.gpus} and the model's heads, tp × dp × replicas must fill the node"
+    )
+
+
+def _plan_reason(chosen: Candidate, candidates: list[Candidate], slo: Slo) -> str:
+    if not chosen.fits:
+        return f"no layout fits: {chosen.reason}"
+    if chosen.goodput_rps_per_node <= 0:
+        return (
+            f"no layout meets p90 TTFT {slo.ttft_p90_ms:g} ms / TPOT {slo.tpot_p90_ms:g} ms: {chosen.reason}"
+        )
+    others = [c for c in candidates[1:] if c.fits]
+    vs = ""
+    if others:
+        ru = others[0]
+        if ru.goodput_rps_per_node > 0:
+            vs = (
+                f" ({chosen.goodput_rps_per_node / ru.goodput_rps_per_node:.2f}× the runner-up {ru.name} at "
+                f"{ru.goodput_rps_per_node:.2f} req/s)"
+            )
+        else:
+            vs = f" (the runner-up {ru.name} cannot meet the SLO)"
+        single = [
+            c
+            for c in others
+            if c.layout.replicas_per_node == 1 and c.layout.dp == 1 and c.layout.tp == chosen.gpus_per_node
+        ]
+        if single and single[0] is not ru and chosen.name != single[0].name and single[0].goodput_rps_per_node > 0:
+            vs += f"; one {single[0].name} engine per node would carry {single[0].goodput_rps_per_node:.2f} req/s"
+    return (
+        f"chose {chosen.name}: {chosen.goodput_rps_per_node:.2f} req/s per node within p90 TTFT "
+        f"{slo.ttft_p90_ms:g} ms and TPOT {slo.tpot_p90_ms:g} ms{vs}. {chosen.reason}"
+    )

@@ -1,0 +1,519 @@
+"""Pre-flight checks against the DigitalOcean API, run before `pulumi up` (`infra doctor`).
+
+A `pulumi up` that fails forty minutes in because the account's Droplet limit is too low, the GPU
+size is not offered in the region or the Kubernetes minor version was retired is an expensive way to
+learn something one API call could have said. `run_checks` asks those questions up front and
+returns one `Check` per question with a concrete fix; it never raises for API or network trouble —
+each failure becomes a failing check with a message a person can act on.
+
+The core is pure: it takes a `DoctorTarget` (what the stack plans to build) and any object with
+pydo's `account.get()`, `sizes.list()`, `regions.list()` and `kubernetes.list_options()`, so the
+command, the tests and other callers share it. DigitalOcean tool conventions apply: the token comes
+from `DIGITALOCEAN_TOKEN` (or `DIGITALOCEAN_ACCESS_TOKEN`), the API base URL from
+`DIGITALOCEAN_API_URL`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from infra.catalog.gpus import gpu_size
+
+Status = Literal["pass", "warn", "fail"]
+
+DEFAULT_API_URL = "https://api.digitalocean.com"
+TOKEN_ENV_VARS = ("DIGITALOCEAN_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN")
+API_URL_ENV_VAR = "DIGITALOCEAN_API_URL"
+
+# DO Network File Storage shares start at 50 GiB (docs.digitalocean.com/products/nfs).
+NFS_MIN_SIZE_GIB = 50
+# /v2/sizes and /v2/regions are paginated; 200 is the API's maximum page size.
+_PAGE_SIZE = 200
+_TOKEN_PAGE = "https://cloud.digitalocean.com/account/api/tokens"
+
+
+@dataclass(frozen=True)
+class PoolTarget:
+    """One node pool the stack will create: its name, Droplet size and largest node count."""
+
+    name: str
+    size_slug: str
+    max_nodes: int
+
+
+@dataclass(frozen=True)
+class DoctorTarget:
+    """What a stack plans to build, reduced to what the DigitalOcean API can confirm.
+
+    `pools` includes the system pool; `planned_max_nodes` is the most Droplets the stack can run at
+    once (every pool at its autoscaling maximum), which must fit in the account's Droplet limit.
+    """
+
+    region: str
+    kubernetes_version_prefix: str
+    pools: list[PoolTarget] = field(default_factory=list)
+    nfs_size_gib: int | None = None
+    planned_max_nodes: int = 0
+
+
+@dataclass(frozen=True)
+class Check:
+    """One pre-flight answer: pass, warn (deploy may work, look first) or fail (deploy will not work)."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+class ApiFailure(Exception):
+    """An API call that did not produce an answer, already phrased for a person.
+
+    `fatal` failures (bad token, no network) make every further API call pointless.
+    """
+
+    def __init__(self, message: str, fix: str, *, fatal: bool):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+        self.fatal = fatal
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment and client
+
+
+def token_from_env(env: Mapping[str, str]) -> str | None:
+    """The DO API token, by the same variables doctl and the Terraform/Pulumi providers read."""
+    for name in TOKEN_ENV_VARS:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def api_url_from_env(env: Mapping[str, str]) -> str:
+    return env.get(API_URL_ENV_VAR, "").strip().rstrip("/") or DEFAULT_API_URL
+
+
+def make_client(token: str, api_url: str = DEFAULT_API_URL, *, retries: int = 0, timeout_s: int = 30):
+    """A pydo client for `api_url`.
+
+    azure-core's bearer-token policy refuses plain http, which is what a local test server or a
+    debugging proxy speaks; for http URLs the Authorization header is set directly instead.
+    Retries default to none: a pre-flight check should report a 429 or 5xx now, not wait minutes.
+    """
+    import pydo
+    from azure.core.pipeline.policies import HeadersPolicy
+
+    kwargs: dict[str, Any] = {"endpoint": api_url, "retry_total": retries, "timeout": timeout_s}
+    if urlparse(api_url).scheme == "http":
+        kwargs["authentication_policy"] = HeadersPolicy({"Authorization": f"Bearer {token}"})
+    return pydo.Client(token, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Error translation
+
+
+def describe_api_error(err: Exception, what: str) -> ApiFailure:
+    """Turn an azure-core / pydo exception into a sentence and a fix. Never includes the token."""
+    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+
+    if isinstance(err, ServiceRequestError | ServiceResponseError):
+        return ApiFailure(
+            f"cannot reach the DigitalOcean API while reading {what}: {_first_line(err)}",
+            f"check network access and proxy settings; unset {API_URL_ENV_VAR} unless you mean to override it",
+            fatal=True,
+        )
+    if isinstance(err, HttpResponseError):
+        status = getattr(err, "status_code", None) or getattr(err.response, "status_code", None)
+        api_message = _api_message(err)
+        if status == 401:
+            return ApiFailure(
+                f"the API rejected the token (401 Unauthorized{api_message})",
+                f"create a token at {_TOKEN_PAGE} and export DIGITALOCEAN_TOKEN",
+                fatal=True,
+            )
+        if status == 403:
+            return ApiFailure(
+                f"the token may not read {what} (403 Forbidden{api_message})",
+                "give the token read scope on account, sizes, regions and kubernetes",
+                fatal=True,
+            )
+        if status == 429:
+            wait = _retry_after_s(err)
+            when = f"retry in {wait} s" if wait is not None else "wait a minute and retry"
+            return ApiFailure(
+                f"rate limited by the API while reading {what} (429 Too Many Requests)",
+                f"{when}; another tool or CI job may be using the same token",
+                fatal=False,
+            )
+        if status is not None and status >= 500:
+            return ApiFailure(
+                f"the DigitalOcean API failed while reading {what} ({status}{api_message})",
+                "retry shortly; check https://status.digitalocean.com",
+                fatal=False,
+            )
+        return ApiFailure(
+            f"unexpected API answer while reading {what} ({status}{api_message})",
+            "re-run with a fresh token; report it if it persists",
+            fatal=False,
+        )
+    raise err  # anything else is a bug in this module, not a user problem
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def _api_message(err: Any) -> str:
+    """DO error bodies are `{"id": "...", "message": "..."}`."""
+    try:
+        body = err.response.json()
+    except Exception:  # non-JSON body: nothing more to say
+        return ""
+    message = body.get("message") if isinstance(body, dict) else None
+    return f": {message}" if message else ""
+
+
+def _retry_after_s(err: Any) -> int | None:
+    headers = getattr(err.response, "headers", {}) or {}
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return int(float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+
+
+def run_checks(
+    target: DoctorTarget,
+    client: Any | None,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+) -> list[Check]:
+    """Every pre-flight check for `target`, in the order a person would fix them.
+
+    `client=None` means no token was found: the API checks collapse into one failing check.
+    Local tool checks use `which` (injectable for tests).
+    """
+    checks: list[Check] = []
+    if client is None:
+        checks.append(
+            Check(
+                "api token",
+                "fail",
+                f"no token in {' or '.join(TOKEN_ENV_VARS)}",
+                f"create a read-scoped token at {_TOKEN_PAGE} and export DIGITALOCEAN_TOKEN",
+            )
+        )
+    else:
+        checks += _api_checks(target, client)
+    checks.append(check_nfs_size(target.nfs_size_gib))
+    checks += check_local_tools(which)
+    return checks
+
+
+def _api_checks(target: DoctorTarget, client: Any) -> list[Check]:
+    checks: list[Check] = []
+
+    try:
+        account = client.account.get().get("account", {})
+    except Exception as err:  # noqa: BLE001 - translated or re-raised by describe_api_error
+        failure = describe_api_error(err, "the account")
+        checks.append(Check("api token", "fail", failure.message, failure.fix))
+        if failure.fatal:
+            return checks
+        account = None
+
+    if account is not None:
+        checks.append(check_account(account))
+        checks.append(check_droplet_limit(account, target.planned_max_nodes))
+
+    for name, fetch, check in (
+        (
+            "region",
+            lambda: _all_pages(client.regions.list, "regions"),
+            lambda data: [check_region(data, target.region)],
+        ),
+        (
+            "node sizes",
+            lambda: _all_pages(client.sizes.list, "sizes"),
+            lambda data: check_pool_sizes(data, target),
+        ),
+        (
+            "kubernetes options",
+            lambda: client.kubernetes.list_options().get("options", {}),
+            lambda data: check_kubernetes_options(data, target),
+        ),
+    ):
+        try:
+            data = fetch()
+        except Exception as err:  # noqa: BLE001
+            failure = describe_api_error(err, name)
+            checks.append(Check(name, "fail", failure.message, failure.fix))
+            if failure.fatal:
+                return checks
+            continue
+        checks += check(data)
+    return checks
+
+
+def _all_pages(list_fn: Callable[..., dict], key: str) -> list[dict]:
+    """Collect every page of a paginated DO list endpoint (`meta.total` says how many exist)."""
+    items: list[dict] = []
+    page = 1
+    while True:
+        body = list_fn(per_page=_PAGE_SIZE, page=page) or {}
+        batch = body.get(key) or []
+        items += batch
+        total = (body.get("meta") or {}).get("total")
+        if not batch or total is None or len(items) >= total:
+            return items
+        page += 1
+
+
+def check_account(account: Mapping[str, Any]) -> Check:
+    status = account.get("status", "unknown")
+    email = account.get("email") or "the account"
+    if status == "active":
+        return Check("api token", "pass", f"token valid for {email} (status active)")
+    reason = account.get("status_message") or ""
+    return Check(
+        "api token",
+        "fail",
+        f"token valid but {email} is {status}" + (f": {reason}" if reason else ""),
+        "resolve the account status in the DigitalOcean control panel (billing, verification)",
+    )
+
+
+def check_droplet_limit(account: Mapping[str, Any], planned_max_nodes: int) -> Check:
+    limit = account.get("droplet_limit")
+    if not isinstance(limit, int):
+        return Check(
+            "droplet limit", "warn", "the API did not report a droplet limit", "ask DigitalOcean support"
+        )
+    detail = f"limit {limit} Droplets, stack needs up to {planned_max_nodes} nodes"
+    if limit >= planned_max_nodes:
+        return Check("droplet limit", "pass", detail + " (existing Droplets count against the limit too)")
+    return Check(
+        "droplet limit",
+        "fail",
+        detail,
+        f"request a limit of at least {planned_max_nodes} in the control panel, or lower the pools' max_nodes",
+    )
+
+
+def check_region(regions: Sequence[Mapping[str, Any]], region: str) -> Check:
+    for entry in regions:
+        if entry.get("slug") == region:
+            if entry.get("available", True):
+                return Check("region", "pass", f"{region} ({entry.get('name', region)}) is available")
+            return Check(
+                "region",
+                "fail",
+                f"{region} exists but does not accept new resources",
+                "choose another region in the stack's `region`",
+            )
+    known = ", ".join(sorted(r["slug"] for r in regions if r.get("available", True) and "slug" in r))
+    return Check("region", "fail", f"{region} is not a DigitalOcean region", f"use one of: {known}")
+
+
+def check_pool_sizes(sizes: Sequence[Mapping[str, Any]], target: DoctorTarget) -> list[Check]:
+    """Each pool's Droplet size must exist, be available and be offered in the region.
+
+    Contract-only GPU sizes never appear in /v2/sizes, so their absence is a warning: only the
+    account team can confirm they are allocated to this account in this region.
+    """
+    by_slug = {s.get("slug"): s for s in sizes}
+    checks = []
+    for pool in target.pools:
+        name = f"pool {pool.name} size"
+        size = by_slug.get(pool.size_slug)
+        catalog = gpu_size(pool.size_slug)
+        if size is None:
+            if catalog is not None and catalog.contract_only:
+                checks.append(
+                    Check(
+                        name,
+                        "warn",
+                        f"{pool.size_slug} is contract-only and not listed by /v2/sizes",
+                        f"confirm with your DigitalOcean account team that it is allocated in {target.region}",
+                    )
+                )
+            else:
+                checks.append(
+                    Check(
+                        name,
+                        "fail",
+                        f"{pool.size_slug} is not a size this account can create",
+                        "check the slug (`doctl compute size list`) in the stack's pool `size`",
+                    )
+                )
+            continue
+        regions = size.get("regions") or []
+        if not size.get("available", True):
+            checks.append(
+                Check(
+                    name, "fail", f"{pool.size_slug} is not available for new Droplets", "choose another size"
+                )
+            )
+        elif target.region not in regions:
+            offered = ", ".join(sorted(regions)) or "no region"
+            checks.append(
+                Check(
+                    name,
+                    "fail",
+                    f"{pool.size_slug} is not offered in {target.region} (offered in: {offered})",
+                    "move the stack to one of those regions or choose another size",
+                )
+            )
+        else:
+            checks.append(Check(name, "pass", _size_detail(size, target.region)))
+    return checks
+
+
+def _size_detail(size: Mapping[str, Any], region: str) -> str:
+    detail = f"{size['slug']} offered in {region}"
+    gpu = size.get("gpu_info") or {}
+    if gpu.get("count"):
+        detail += f", {gpu['count']}x {gpu.get('model', 'GPU')}"
+    if size.get("price_hourly"):
+        detail += f", ${size['price_hourly']}/h"
+    return detail
+
+
+def check_kubernetes_options(options: Mapping[str, Any], target: DoctorTarget) -> list[Check]:
+    checks = []
+    doks_regions = {r.get("slug") for r in options.get("regions") or []}
+    if target.region in doks_regions:
+        checks.append(Check("kubernetes region", "pass", f"DOKS is offered in {target.region}"))
+    else:
+        checks.append(
+            Check(
+                "kubernetes region",
+                "fail",
+                f"DOKS is not offered in {target.region}",
+                "choose one of: " + ", ".join(sorted(s for s in doks_regions if s)),
+            )
+        )
+
+    prefix = target.kubernetes_version_prefix.rstrip(".")
+    versions = [v for v in options.get("versions") or [] if _version_matches(v, prefix)]
+    offered = sorted({_minor(v) for v in options.get("versions") or [] if _minor(v)})
+    if versions:
+        newest = max(versions, key=_version_key).get("slug", "?")
+        checks.append(Check("kubernetes version", "pass", f"{prefix} is offered (newest patch {newest})"))
+    else:
+        checks.append(
+            Check(
+                "kubernetes version",
+                "fail",
+                f"no DOKS version matches {prefix!r}",
+                "set cluster.version to one of: " + ", ".join(offered),
+            )
+        )
+    return checks
+
+
+def _version_matches(version: Mapping[str, Any], prefix: str) -> bool:
+    kube = str(version.get("kubernetes_version") or version.get("slug") or "")
+    return (
+        kube == prefix
+        or kube.startswith(prefix + ".")
+        or str(version.get("slug", "")).startswith(prefix + ".")
+    )
+
+
+def _version_key(version: Mapping[str, Any]) -> tuple[int, ...]:
+    """`1.33.1-do.5` → (1, 33, 1, 5): order by Kubernetes patch, then DOKS revision."""
+    return tuple(int(n) for n in re.findall(r"\d+", str(version.get("slug", ""))))
+
+
+def _minor(version: Mapping[str, Any]) -> str:
+    parts = str(version.get("kubernetes_version") or "").split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else ""
+
+
+def check_nfs_size(nfs_size_gib: int | None) -> Check:
+    if nfs_size_gib is None:
+        return Check("nfs share size", "pass", "no NFS weight cache in this stack")
+    if nfs_size_gib >= NFS_MIN_SIZE_GIB:
+        return Check(
+            "nfs share size",
+            "pass",
+            f"{nfs_size_gib} GiB (minimum {NFS_MIN_SIZE_GIB} GiB; shares never shrink)",
+        )
+    return Check(
+        "nfs share size",
+        "fail",
+        f"{nfs_size_gib} GiB is below the {NFS_MIN_SIZE_GIB} GiB minimum of DO Network File Storage",
+        f"set model_cache.size_gib to at least {NFS_MIN_SIZE_GIB} (and above the models' weight size)",
+    )
+
+
+def check_local_tools(which: Callable[[str], str | None] = shutil.which) -> list[Check]:
+    """A real deploy runs the pulumi CLI; kubectl is only needed to look at the cluster afterwards."""
+    checks = []
+    pulumi_path = which("pulumi")
+    if pulumi_path:
+        checks.append(Check("pulumi cli", "pass", f"found at {pulumi_path}"))
+    else:
+        checks.append(
+            Check(
+                "pulumi cli",
+                "fail",
+                "`pulumi` is not on PATH",
+                "install it: https://www.pulumi.com/docs/install/",
+            )
+        )
+    kubectl_path = which("kubectl")
+    if kubectl_path:
+        checks.append(Check("kubectl", "pass", f"found at {kubectl_path}"))
+    else:
+        checks.append(
+            Check(
+                "kubectl",
+                "warn",
+                "`kubectl` is not on PATH (optional: needed to inspect the cluster)",
+                "install it: https://kubernetes.io/docs/tasks/tools/",
+            )
+        )
+    return checks
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
+
+
+def render_table(checks: Sequence[Check]) -> str:
+    """A fixed-width table: status, check, detail, and the fix for anything not passing."""
+    rows = [("STATUS", "CHECK", "DETAIL", "FIX")]
+    rows += [(_MARK[c.status], c.name, c.detail, c.fix if c.status != "pass" else "") for c in checks]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = []
+    for row in rows:
+        cells = [row[i].ljust(widths[i]) for i in range(3)] + [row[3]]
+        lines.append("  ".join(cells).rstrip())
+    counts = {s: sum(1 for c in checks if c.status == s) for s in ("pass", "warn", "fail")}
+    lines.append("")
+    lines.append(f"checks: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail")
+    return "\n".join(lines)
+
+
+def exit_code(checks: Sequence[Check]) -> int:
+    """1 when any check failed; warnings alone do not block a deploy."""
+    return 1 if any(c.status == "fail" for c in checks) else 0

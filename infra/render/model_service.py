@@ -1,0 +1,622 @@
+"""Kubernetes manifests for one vLLM model service: pure functions, plain dicts, no Pulumi.
+
+One model = one Deployment whose pods each run one vLLM replica of the planned layout (TP × DP
+GPUs), a ClusterIP Service, a PodDisruptionBudget, and — when the shared weight cache exists — a
+prefetch Job that fills the cache before any replica starts. `components/model_service.py`
+turns these dicts into typed pulumi-kubernetes resources; tests validate them against the
+Kubernetes 1.33 schema without a Pulumi runtime.
+
+Contract with the router and the monitors (other modules select on these):
+  pod labels    app.kubernetes.io/name=vllm, app.kubernetes.io/part-of=inference-platform,
+                inference-platform/model=<model name>
+  port          `http` 8000 (OpenAI API, /health, /metrics)
+  annotations   inference-platform/gpus-per-replica, inference-platform/layout
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from infra.catalog import versions
+from infra.catalog.gpus import GpuSize
+from infra.errors import Problem, UserError
+from infra.planner.layout import Layout
+from infra.render.vllm_args import VLLM_PORT, ServeOptions, unknown_env_vars, vllm_serve_args
+
+NAMESPACE = "inference"
+PART_OF = "inference-platform"
+LABEL_MODEL = "inference-platform/model"
+ANNOTATION_GPUS = "inference-platform/gpus-per-replica"
+ANNOTATION_LAYOUT = "inference-platform/layout"
+ANNOTATION_API_KEY_REQUIRED = "inference-platform/api-key-required"
+PULUMI_TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+
+# Keys inside the Secrets this module expects (the component fills them from Pulumi secrets).
+HF_TOKEN_KEY = "token"
+API_KEY_KEY = "api-key"
+
+VIDEO_GID = 44  # /dev/dri render nodes are group `video` on the ROCm hosts DOKS provisions.
+DOKS_POOL_LABEL = "doks.digitalocean.com/node-pool"
+
+# Node resources kept back for kubelet, system-reserved and DaemonSets (CNI, CSI, device plugin,
+# metrics exporters) before the rest is shared among GPU replicas in proportion to their GPUs.
+NODE_HEADROOM_FRACTION = 0.10
+NODE_HEADROOM_MIN_CPU = 2
+NODE_HEADROOM_MIN_MEMORY_GIB = 8
+
+PRESTOP_SLEEP_SECONDS = 15  # time for endpoints, kube-proxy and the router to stop sending new requests
+DRAIN_SECONDS = 120  # vLLM --shutdown-timeout: in-flight requests finish, then the engine exits
+STARTUP_PROBE_PERIOD_SECONDS = 10
+STARTUP_BUDGET_FACTOR = 1.5  # cold NFS, slow first compile: the estimate is a median, not a bound
+IMAGE_PULL_ALLOWANCE_SECONDS = 1200  # the ROCm vLLM image is tens of GB on a fresh node
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,40}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """The shared weight cache: a ReadWriteMany PVC in the model's namespace."""
+
+    pvc_name: str
+    mount_path: str = "/models"
+
+    @property
+    def hf_home(self) -> str:
+        return f"{self.mount_path}/hf"
+
+
+@dataclass(frozen=True)
+class ModelServiceSpec:
+    """Everything one model service needs; pure data the composition root maps config onto.
+
+    name: model key in the stack config; a DNS label, used for every object's name.
+    source: Hugging Face repo id, e.g. Qwen/Qwen3-235B-A22B-Instruct-2507-FP8.
+    served_model_name: the `model` clients send.
+    layout: the planned (or explicit) layout; GPUs per pod = tp × dp.
+    nodes_min / nodes_max: the pool's node count (equal for fixed pools).
+    gpu: the pool's GPU size (vendor, GPUs, vCPUs, RAM per node).
+    pool_name: the DOKS node pool the pods must land on.
+    image: overrides the vendor's pinned vLLM image.
+    extra_args / env: appended to the command line / container env (validated).
+    cache: the shared weight cache; None = each pod downloads to local scratch.
+    hf_token_secret / api_key_secret: names of Secrets (keys `token` / `api-key`); values never
+        pass through this module.
+    estimated_load_seconds: expected time from container start to /health OK (weights read,
+        graphs captured); the startup probe tolerates 1.5× that.
+    max_model_len: context length when the layout does not fix one.
+    moe: Mixture-of-Experts model (enables AITER fused MoE on ROCm; required for EP).
+    revision: checkpoint revision to pin (prefetch and serving use the same).
+    """
+
+    name: str
+    source: str
+    served_model_name: str
+    layout: Layout
+    nodes_min: int
+    nodes_max: int
+    gpu: GpuSize
+    pool_name: str
+    namespace: str = NAMESPACE
+    image: str | None = None
+    extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cache: CacheSpec | None = None
+    hf_token_secret: str | None = None
+    api_key_secret: str | None = None
+    estimated_load_seconds: int = 600
+    max_model_len: int | None = None
+    moe: bool = False
+    revision: str | None = None
+
+    @property
+    def vendor(self) -> str:
+        return self.gpu.vendor
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.layout.tp * self.layout.dp
+
+    @property
+    def replicas(self) -> int:
+        """Deployment replicas: replicas per node × nodes (the minimum for autoscaled pools)."""
+        return self.layout.replicas_per_node * self.nodes_min
+
+    @property
+    def max_replicas(self) -> int:
+        return self.layout.replicas_per_node * self.nodes_max
+
+    @property
+    def resolved_image(self) -> str:
+        if self.image:
+            return self.image
+        return versions.VLLM_IMAGE_ROCM if self.vendor == "amd" else versions.VLLM_IMAGE_CUDA
+
+
+# --- names and labels ---------------------------------------------------------------------------
+
+
+def deployment_name(spec: ModelServiceSpec) -> str:
+    return f"{spec.name}-engine"
+
+
+def service_name(spec: ModelServiceSpec) -> str:
+    """The model's ClusterIP Service. Never `vllm`: Kubernetes would inject VLLM_PORT etc."""
+    return spec.name
+
+
+def prefetch_job_name(spec: ModelServiceSpec) -> str:
+    return f"{spec.name}-prefetch"
+
+
+def selector_labels(model: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "vllm", LABEL_MODEL: model}
+
+
+def common_labels(model: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "pulumi",
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/instance": model,
+        LABEL_MODEL: model,
+    }
+
+
+def pod_labels(spec: ModelServiceSpec) -> dict[str, str]:
+    return {
+        **common_labels(spec.name, "engine"),
+        **selector_labels(spec.name),
+        "inference-platform/layout": spec.layout.name,
+    }
+
+
+def _meta(name: str, namespace: str, labels: dict, annotations: dict | None = None) -> dict:
+    meta = {"name": name, "namespace": namespace, "labels": labels}
+    if annotations:
+        meta["annotations"] = annotations
+    return meta
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+
+def validate_spec(spec: ModelServiceSpec, path: str | None = None) -> None:
+    """Raise UserError listing every problem a user can fix in the stack config."""
+    path = path or f"models[{spec.name}]"
+    problems: list[Problem] = []
+    if not _DNS_LABEL.match(spec.name):
+        problems.append(
+            Problem(f"{path}.name", f"{spec.name!r} must be a lowercase DNS label of at most 42 characters")
+        )
+    if spec.name == "vllm" or spec.name.startswith("vllm-"):
+        problems.append(
+            Problem(
+                f"{path}.name",
+                "must not be `vllm` or start with `vllm-`: Kubernetes service env vars "
+                "(VLLM_PORT, ...) clash with vLLM's own settings",
+            )
+        )
+    if spec.layout.gpus_per_node_used > spec.gpu.gpus:
+        problems.append(
+            Problem(
+                f"{path}.layout",
+                f"{spec.layout.name} needs {spec.layout.gpus_per_node_used} GPUs per node, "
+                f"{spec.gpu.slug} has {spec.gpu.gpus}",
+            )
+        )
+    if spec.nodes_min < 0 or spec.nodes_max < max(spec.nodes_min, 1):
+        problems.append(Problem(f"{path}.pool", f"node range {spec.nodes_min}..{spec.nodes_max} is empty"))
+    if spec.estimated_load_seconds <= 0:
+        problems.append(Problem(f"{path}.estimated_load_seconds", "must be positive"))
+    for var in unknown_env_vars(dict(spec.env)):
+        problems.append(Problem(f"{path}.env", f"{var} is not read by the pinned vLLM release"))
+    if problems:
+        raise UserError(problems)
+
+
+# --- sizing -------------------------------------------------------------------------------------
+
+
+def node_share(spec: ModelServiceSpec) -> float:
+    return spec.gpus_per_replica / spec.gpu.gpus
+
+
+def cpu_request(spec: ModelServiceSpec) -> int:
+    """Whole CPUs: the replica's GPU share of the node's vCPUs after headroom."""
+    headroom = max(NODE_HEADROOM_MIN_CPU, math.ceil(spec.gpu.vcpus * NODE_HEADROOM_FRACTION))
+    return max(1, math.floor((spec.gpu.vcpus - headroom) * node_share(spec)))
+
+
+def memory_request_gib(spec: ModelServiceSpec) -> int:
+    headroom = max(NODE_HEADROOM_MIN_MEMORY_GIB, math.ceil(spec.gpu.ram_gib * NODE_HEADROOM_FRACTION))
+    return max(4, math.floor((spec.gpu.ram_gib - headroom) * node_share(spec)))
+
+
+def shm_size_gib(spec: ModelServiceSpec) -> int:
+    """/dev/shm for NCCL/RCCL and the multiprocess executor: grows with the ranks in a replica.
+
+    One GPU needs little (8 GiB); TP/EP/DP ranks exchange tensors through shared memory, so
+    16 GiB + 8 GiB per rank, capped at 64 GiB and at a quarter of the pod's memory (memory-backed
+    emptyDir counts against the pod's memory).
+    """
+    n = spec.gpus_per_replica
+    want = 8 if n == 1 else min(64, 16 + 8 * n)
+    return max(1, min(want, memory_request_gib(spec) // 4))
+
+
+# Rough load-time model for `estimated_load_seconds` when nothing measured is available. Assumed
+# rates, not measurements: weights read from the NFS cache at ~0.5 GB/s per replica, pulled from
+# Hugging Face at ~0.2 GB/s, plus ~3 minutes of engine start (process groups, profiling, graph
+# capture). A 240 GB FP8 model: ~11 min from the cache, ~23 min straight from the Hub.
+
+
+def startup_budget_seconds(spec: ModelServiceSpec) -> int:
+    """What the startup probe tolerates: 1.5 × the estimated load, at least 10 minutes."""
+    return max(600, math.ceil(spec.estimated_load_seconds * STARTUP_BUDGET_FACTOR))
+
+
+def startup_failure_threshold(spec: ModelServiceSpec) -> int:
+    return math.ceil(startup_budget_seconds(spec) / STARTUP_PROBE_PERIOD_SECONDS)
+
+
+def termination_grace_seconds() -> int:
+    return PRESTOP_SLEEP_SECONDS + DRAIN_SECONDS + 30
+
+
+def max_unavailable(replicas: int) -> int | str:
+    """One pod at a time; a quarter of the fleet when it is large enough that one is too slow."""
+    return "25%" if replicas > 8 else 1
+
+
+def rollout_waves(spec: ModelServiceSpec) -> int:
+    mu = max_unavailable(spec.max_replicas)
+    per_wave = max(1, math.floor(spec.max_replicas * 0.25)) if isinstance(mu, str) else mu
+    return max(1, math.ceil(spec.max_replicas / per_wave))
+
+
+def deployment_timeout_seconds(spec: ModelServiceSpec) -> int:
+    """How long Pulumi waits for the Deployment: every rollout wave pulls and loads the model."""
+    return rollout_waves(spec) * (startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS)
+
+
+def prefetch_timeout_seconds(spec: ModelServiceSpec) -> int:
+    """Downloading from Hugging Face: at least an hour, longer for slow-loading (large) models."""
+    return max(3600, 6 * spec.estimated_load_seconds)
+
+
+# --- weight cache --------------------------------------------------------------------------------
+
+
+def completion_marker(spec: ModelServiceSpec) -> str:
+    """File the prefetch Job writes last; its name changes with the source and revision."""
+    assert spec.cache is not None
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "--", spec.source)
+    return f"{spec.cache.mount_path}/.complete/{slug}@{spec.revision or 'main'}"
+
+
+def prefetch_script(spec: ModelServiceSpec) -> str:
+    """Idempotent (skips when the marker exists) and resumable (hf resumes partial blobs)."""
+    revision = f" --revision {shlex.quote(spec.revision)}" if spec.revision else ""
+    marker = shlex.quote(completion_marker(spec))
+    return "\n".join(
+        [
+            "set -eu",
+            f"if [ -f {marker} ]; then echo 'weights already cached'; exit 0; fi",
+            # `hf` is huggingface_hub's CLI (>= 1.0; `huggingface-cli` is gone) shipped in the vLLM image.
+            f"hf download {shlex.quote(spec.source)}{revision} --exclude 'original/*' --max-workers 16",
+            f"mkdir -p $(dirname {marker})",
+            f"date -u +%Y-%m-%dT%H:%M:%SZ > {marker}",
+        ]
+    )
+
+
+def _hf_token_env(spec: ModelServiceSpec) -> list[dict]:
+    if not spec.hf_token_secret:
+        return []
+    return [
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": spec.hf_token_secret, "key": HF_TOKEN_KEY}},
+        }
+    ]
+
+
+def render_prefetch_job(spec: ModelServiceSpec) -> dict | None:
+    """The Job that fills the shared cache; None when there is no cache."""
+    if spec.cache is None:
+        return None
+    labels = common_labels(spec.name, "prefetch")
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(prefetch_job_name(spec), spec.namespace, labels),
+        "spec": {
+            "backoffLimit": 6,  # every retry resumes where the last one stopped
+            "activeDeadlineSeconds": prefetch_timeout_seconds(spec),
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "containers": [
+                        {
+                            "name": "download",
+                            "image": spec.resolved_image,
+                            "command": ["/bin/sh", "-c", prefetch_script(spec)],
+                            "env": [
+                                {"name": "HF_HOME", "value": spec.cache.hf_home},
+                                {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
+                                *_hf_token_env(spec),
+                            ],
+                            "resources": {
+                                "requests": {"cpu": "2", "memory": "4Gi"},
+                                "limits": {"memory": "8Gi"},
+                            },
+                            "volumeMounts": [{"name": "cache", "mountPath": spec.cache.mount_path}],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "cache", "persistentVolumeClaim": {"claimName": spec.cache.pvc_name}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+# --- the engine ----------------------------------------------------------------------------------
+
+
+def vendor_env(spec: ModelServiceSpec) -> dict[str, str]:
+    """Vendor switches for vLLM. ROCm: AITER kernels, fused-MoE AITER only for MoE models."""
+    if spec.vendor != "amd":
+        return {}
+    return {
+        "VLLM_ROCM_USE_AITER": "1",
+        "VLLM_ROCM_USE_AITER_MOE": "1" if spec.moe else "0",
+        "SAFETENSORS_FAST_GPU": "1",
+    }
+
+
+def engine_env(spec: ModelServiceSpec) -> list[dict]:
+    env: dict[str, str] = {**vendor_env(spec)}
+    if spec.cache is not None:
+        # Weights were prefetched; offline mode keeps 64 replicas from each asking the Hub.
+        env.update({"HF_HOME": spec.cache.hf_home, "HF_HUB_OFFLINE": "1"})
+    else:
+        env.update({"HF_HOME": "/scratch/hf"})
+    env["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    env["VLLM_NO_USAGE_STATS"] = "1"
+    env.update(spec.env)
+    out: list[dict] = [{"name": k, "value": v} for k, v in sorted(env.items())]
+    if spec.cache is None:
+        out += _hf_token_env(spec)
+    if spec.api_key_secret:
+        # vLLM reads VLLM_API_KEY like --api-key; as env the key stays out of `ps` and pod args.
+        out.append(
+            {
+                "name": "VLLM_API_KEY",
+                "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": API_KEY_KEY}},
+            }
+        )
+    return out
+
+
+def serve_args(spec: ModelServiceSpec) -> list[str]:
+    return vllm_serve_args(
+        spec.layout,
+        ServeOptions(
+            source=spec.source,
+            served_model_name=spec.served_model_name,
+            max_model_len=spec.max_model_len,
+            moe=spec.moe,
+            vendor=spec.vendor,
+            revision=spec.revision,
+            drain_seconds=DRAIN_SECONDS,
+            extra_args=tuple(spec.extra_args),
+        ),
+        path=f"models[{spec.name}]",
+    )
+
+
+def _probe(path: str, period: int, failures: int, timeout: int) -> dict:
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+        "timeoutSeconds": timeout,
+    }
+
+
+def _wait_for_cache_container(spec: ModelServiceSpec) -> dict:
+    marker = shlex.quote(completion_marker(spec))
+    return {
+        "name": "wait-for-weights",
+        "image": versions.BUSYBOX_IMAGE,
+        "command": [
+            "/bin/sh",
+            "-c",
+            f"until [ -f {marker} ]; do echo 'waiting for {prefetch_job_name(spec)}'; sleep 15; done",
+        ],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+        "volumeMounts": [{"name": "cache", "mountPath": spec.cache.mount_path, "readOnly": True}],
+    }
+
+
+def render_deployment(spec: ModelServiceSpec) -> dict:
+    validate_spec(spec)
+    gpu_resource = spec.gpu.gpu_resource_name
+    amd = spec.vendor == "amd"
+    memory = f"{memory_request_gib(spec)}Gi"
+    container_security: dict = {"allowPrivilegeEscalation": False}
+    pod_security: dict = {}
+    if amd:
+        # ROCm needs ptrace for its IPC handles and an unconfined seccomp profile (AMD's guidance).
+        container_security = {"capabilities": {"add": ["SYS_PTRACE"]}}
+        pod_security = {"seccompProfile": {"type": "Unconfined"}, "supplementalGroups": [VIDEO_GID]}
+
+    volumes: list[dict] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_size_gib(spec)}Gi"}}
+    ]
+    mounts: list[dict] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    init_containers: list[dict] = []
+    if spec.cache is not None:
+        volumes.append(
+            {"name": "cache", "persistentVolumeClaim": {"claimName": spec.cache.pvc_name, "readOnly": True}}
+        )
+        mounts.append({"name": "cache", "mountPath": spec.cache.mount_path, "readOnly": True})
+        init_containers.append(_wait_for_cache_container(spec))
+    else:
+        volumes.append({"name": "scratch", "emptyDir": {}})
+        mounts.append({"name": "scratch", "mountPath": "/scratch"})
+
+    container = {
+        "name": "vllm",
+        "image": spec.resolved_image,
+        "args": serve_args(spec),
+        "ports": [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
+        "env": engine_env(spec),
+        "resources": {
+            "requests": {
+                "cpu": str(cpu_request(spec)),
+                "memory": memory,
+                gpu_resource: str(spec.gpus_per_replica),
+            },
+            "limits": {"memory": memory, gpu_resource: str(spec.gpus_per_replica)},
+        },
+        "startupProbe": _probe("/health", STARTUP_PROBE_PERIOD_SECONDS, startup_failure_threshold(spec), 5),
+        "readinessProbe": _probe("/health", 10, 3, 5),
+        "livenessProbe": _probe("/health", 20, 6, 10),
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRESTOP_SLEEP_SECONDS)]}}},
+        "securityContext": container_security,
+        "volumeMounts": mounts,
+    }
+    pod_spec: dict = {
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": termination_grace_seconds(),
+        "nodeSelector": {DOKS_POOL_LABEL: spec.pool_name},
+        "tolerations": [{"key": spec.gpu.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                # GPU requests already cap replicas per node; spreading is a preference so a node
+                # being drained never blocks scheduling.
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": selector_labels(spec.name)},
+            }
+        ],
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if amd:
+        pod_spec["hostIPC"] = True
+    if pod_security:
+        pod_spec["securityContext"] = pod_security
+    if init_containers:
+        pod_spec["initContainers"] = init_containers
+
+    replicas = spec.replicas
+    annotations = {PULUMI_TIMEOUT_ANNOTATION: str(deployment_timeout_seconds(spec))}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(deployment_name(spec), spec.namespace, pod_labels(spec), annotations),
+        "spec": {
+            "replicas": replicas,
+            "revisionHistoryLimit": 3,
+            # A new pod becoming available counts as progress; one model load must fit inside.
+            "progressDeadlineSeconds": startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS,
+            "selector": {"matchLabels": selector_labels(spec.name)},
+            "strategy": {
+                "type": "RollingUpdate",
+                # No spare GPUs to surge into: replace one replica (or a quarter) at a time.
+                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": max_unavailable(replicas)},
+            },
+            "template": {
+                "metadata": {
+                    "labels": pod_labels(spec),
+                    "annotations": {
+                        ANNOTATION_GPUS: str(spec.gpus_per_replica),
+                        ANNOTATION_LAYOUT: spec.layout.name,
+                    },
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def render_service(spec: ModelServiceSpec) -> dict:
+    annotations = {ANNOTATION_API_KEY_REQUIRED: "true"} if spec.api_key_secret else None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(
+            service_name(spec), spec.namespace, common_labels(spec.name, "engine"), annotations
+        ),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(spec.name),
+            "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def render_pdb(spec: ModelServiceSpec) -> dict:
+    """At most one replica voluntarily disrupted (node drains, upgrades) at a time."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(deployment_name(spec), spec.namespace, common_labels(spec.name, "engine")),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": selector_labels(spec.name)},
+        },
+    }
+
+
+def render_namespace(name: str = NAMESPACE) -> dict:
+    """vLLM on ROCm needs hostIPC, SYS_PTRACE and unconfined seccomp: the `privileged` level."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "app.kubernetes.io/part-of": PART_OF,
+                "app.kubernetes.io/managed-by": "pulumi",
+                "pod-security.kubernetes.io/enforce": "privileged",
+                "pod-security.kubernetes.io/audit": "baseline",
+            },
+        },
+    }
+
+
+def render_secret_shape(name: str, namespace: str, key: str, model: str | None = None) -> dict:
+    """A Secret without its value: the component adds `stringData[key]` from a Pulumi secret."""
+    labels = {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"}
+    if model:
+        labels[LABEL_MODEL] = model
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(name, namespace, labels),
+        "type": "Opaque",
+    }
+
+
+def render_model_service(spec: ModelServiceSpec) -> list[dict]:
+    """All objects of one model service, in apply order (Job first: the Deployment waits on it)."""
+    objects = []
+    job = render_prefetch_job(spec)
+    if job:
+        objects.append(job)
+    objects += [render_deployment(spec), render_service(spec), render_pdb(spec)]
+    return objects

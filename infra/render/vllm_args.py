@@ -1,0 +1,203 @@
+"""The `vllm serve` command line for one replica of a layout, checked against the pinned release.
+
+The vLLM images' entrypoint is `vllm serve`, so this list is the container's `args` verbatim: the
+model (positional), then flags derived from the layout, then the user's `extra_args`. Every flag
+is checked against `infra/catalog/vllm_flags.json`, which `scripts/extract_vllm_flags.py`
+extracts from the pinned vLLM wheel: a misspelt or removed flag is a config error at plan time
+instead of a crash-looping pod after a 20-minute model load.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from infra.errors import Problem, UserError
+from infra.planner.layout import Layout
+
+VLLM_PORT = 8000
+FLAGS_FILE = Path(__file__).resolve().parent.parent / "catalog" / "vllm_flags.json"
+
+# Endpoints hit every few seconds by kubelet probes and Prometheus; logging them buries real traffic.
+_QUIET_ENDPOINTS = "/health,/metrics"
+_NUMBER = re.compile(r"^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What the command line needs beyond the layout.
+
+    source: Hugging Face repo id (or a path) passed as the positional model.
+    served_model_name: the name clients send in `"model"`.
+    max_model_len: context length; None lets vLLM take it from the model config.
+    moe: Mixture-of-Experts model (expert parallelism is only valid for these).
+    vendor: "amd" | "nvidia" — DP on ROCm needs extra synchronisation settings.
+    quantization: passed as `--quantization` when set (pre-quantized checkpoints are detected
+        automatically, so this is usually None).
+    revision: pin the checkpoint revision (a commit hash) so a re-push upstream cannot change
+        what a replica loads.
+    drain_seconds: `--shutdown-timeout`: how long vLLM keeps serving in-flight requests after
+        SIGTERM (0 would abort them).
+    extra_args: user flags appended verbatim (validated against the pinned release).
+    """
+
+    source: str
+    served_model_name: str
+    max_model_len: int | None = None
+    moe: bool = False
+    vendor: str = "amd"
+    quantization: str | None = None
+    revision: str | None = None
+    drain_seconds: int = 120
+    extra_args: tuple[str, ...] = ()
+
+
+def vllm_serve_args(layout: Layout, opts: ServeOptions, *, path: str = "") -> list[str]:
+    """The argument list after `vllm serve` for one replica of `layout`.
+
+    Raises UserError (naming `path`) for expert parallelism on a dense model, for `extra_args`
+    that repeat a flag the layout already sets, and for flags the pinned vLLM does not accept.
+    """
+    problems: list[Problem] = []
+    if layout.ep and not opts.moe:
+        problems.append(Problem(f"{path}.layout.ep", "expert parallelism needs a Mixture-of-Experts model"))
+
+    args: list[str] = [opts.source]
+    if opts.revision:
+        args += ["--revision", opts.revision]
+    args += [
+        "--served-model-name",
+        opts.served_model_name,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(VLLM_PORT),
+        "--tensor-parallel-size",
+        str(layout.tp),
+    ]
+    if layout.dp > 1:
+        args += ["--data-parallel-size", str(layout.dp)]
+    if layout.ep:
+        args += ["--enable-expert-parallel"]
+    if layout.gpus_per_replica > 1:
+        # One process per GPU inside the pod; Ray is neither installed nor wanted here.
+        args += ["--distributed-executor-backend", "mp"]
+    if layout.dp > 1 and layout.ep:
+        # AMD's DP+EP guidance for ROCm; the same all-to-all is vLLM's default on CUDA.
+        args += ["--all2all-backend", "allgather_reducescatter"]
+    if layout.dp > 1 and opts.vendor == "amd":
+        args += ["--disable-nccl-for-dp-synchronization"]
+    max_model_len = layout.max_model_len or opts.max_model_len
+    if max_model_len:
+        args += ["--max-model-len", str(max_model_len)]
+    args += [
+        "--max-num-seqs",
+        str(layout.max_num_seqs),
+        "--max-num-batched-tokens",
+        str(layout.max_num_batched_tokens),
+        "--gpu-memory-utilization",
+        f"{layout.gpu_memory_utilization:g}",
+        "--kv-cache-dtype",
+        layout.kv_cache_dtype,
+        "--enable-prefix-caching",
+        "--shutdown-timeout",
+        str(opts.drain_seconds),
+        "--disable-access-log-for-endpoints",
+        _QUIET_ENDPOINTS,
+    ]
+    if opts.quantization:
+        args += ["--quantization", opts.quantization]
+
+    generated = {canonical_flag(a) for a in args if a.startswith("--")}
+    for flag in flag_tokens(list(opts.extra_args)):
+        canonical = canonical_flag(flag)
+        if canonical in generated:
+            problems.append(
+                Problem(
+                    f"{path}.extra_args", f"{flag} is set from the layout/model spec; change it there instead"
+                )
+            )
+    for flag in unknown_flags(list(opts.extra_args)):
+        data = vllm_flags()
+        problems.append(
+            Problem(
+                f"{path}.extra_args", f"{flag} is not a `vllm serve` option in vLLM {data['vllm_version']}"
+            )
+        )
+    if problems:
+        raise UserError(problems)
+    return args + list(opts.extra_args)
+
+
+@lru_cache(maxsize=1)
+def vllm_flags() -> dict:
+    """The extracted option data of the pinned vLLM release."""
+    return json.loads(FLAGS_FILE.read_text())
+
+
+def canonical_flag(token: str) -> str:
+    """`--max_num_seqs=8` → `--max-num-seqs`; `--compilation-config.mode` → `--compilation-config`.
+
+    Mirrors vLLM's FlexibleArgumentParser: underscores in a long flag mean dashes, `=` joins a
+    value, and `--json-flag.key` sets one key of a JSON-typed option. Short aliases are mapped to
+    their long form.
+    """
+    name = token.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+        return _alias_to_canonical().get(name, name)
+    if name.startswith("-O"):
+        return "--optimization-level"
+    return _alias_to_canonical().get(name, name)
+
+
+@lru_cache(maxsize=1)
+def _alias_to_canonical() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for canonical, entry in vllm_flags()["flags"].items():
+        for alias in entry["aliases"]:
+            out[alias] = canonical
+    return out
+
+
+def flag_tokens(args: list[str]) -> list[str]:
+    """The option tokens of an argument list, skipping the values of options that take one."""
+    data = vllm_flags()
+    takes_value = set(data["takes_value"])
+    tokens: list[str] = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token.startswith("-") and not _NUMBER.match(token):
+            tokens.append(token)
+            canonical = canonical_flag(token)
+            optional = data["flags"].get(canonical, {}).get("kind") == "optional_value"
+            if "=" not in token and canonical in takes_value and not optional and i + 1 < len(args):
+                i += 1  # skip the value, which may itself start with '-' (e.g. a negative number)
+            elif "=" not in token and token.startswith("-O") and token == "-O" and i + 1 < len(args):
+                i += 1
+        i += 1
+    return tokens
+
+
+def unknown_flags(args: list[str]) -> list[str]:
+    """Option tokens in `args` that the pinned `vllm serve` would reject."""
+    accepted = set(vllm_flags()["accepted"])
+    unknown = []
+    for token in flag_tokens(args):
+        canonical = canonical_flag(token)
+        if canonical in accepted or canonical == "--optimization-level":
+            continue
+        if canonical.startswith("--no-") and canonical in accepted:
+            continue
+        unknown.append(token)
+    return unknown
+
+
+def unknown_env_vars(env: dict[str, str]) -> list[str]:
+    """`VLLM_*` variables vLLM does not read in the pinned release (silently ignored otherwise)."""
+    known = set(vllm_flags()["env_vars"])
+    return sorted(k for k in env if k.startswith("VLLM_") and k not in known)

@@ -1,0 +1,307 @@
+"""Re-fit the planner's efficiency factors for one GPU family from measured goodput.
+
+What is compared: per layout, the goodput `infra tune ingest` measured (requests/s per node
+within both p90 SLOs) against the planner's `goodput_rps_per_node` for the *same* layout (its
+engine limits taken from the benchmark metadata) on the same GPU, model, workload and SLOs.
+Layouts that never met the SLO (goodput 0) or met it at every measured rate (a lower bound)
+carry no exact number and are left out of the fit, and listed.
+
+How: the factors that move goodput (bandwidth efficiencies, collective and per-step/per-sequence
+overheads, compute efficiency) are scaled by multipliers found by coordinate descent in log
+space, minimising the mean squared log error plus a small penalty on each log-multiplier
+(`REGULARISATION`): a handful of layouts cannot pin down seven factors, and the penalty keeps
+factors the data says nothing about where they were. The planner clamps every fraction to
+(0, 1], so a fit can never push a prediction above the roofline.
+
+Error is reported before and after as the mean absolute percentage error over the fitted
+layouts and, with three or more, as leave-one-out error (each layout predicted by a fit that did
+not see it) — the honest figure for layouts not yet measured. The factors are per GPU family and
+shared by every model on it: `--save` changes predictions for other models too (docs/tuning.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from infra.errors import Problem, UserError
+from infra.tuning.goodput import Comparison
+from infra.tuning.results import SweepPoint, layout_fields
+
+# Factors the fit may move, if the planner's EfficiencyFactors has them.
+FIT_FACTORS = (
+    "hbm_efficiency",
+    "moe_hbm_efficiency",
+    "compute_efficiency",
+    "collective_latency_us",
+    "collective_latency_per_peer_us",
+    "step_overhead_ms",
+    "seq_overhead_us",
+)
+REGULARISATION = 0.1
+_MULTIPLIERS = tuple(2 ** (k / 4) for k in range(-8, 9))  # 0.25× … 4× in quarter-octaves
+_PASSES = 4
+
+
+class PlannerUnavailable(UserError):
+    """The planner or the stack config this needs cannot be used in this checkout."""
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """Everything the planner needs to predict one model's layouts on one stack's pool."""
+
+    stack: str
+    model: str
+    arch: object
+    gpu: object  # GpuSize
+    workload: object
+    slo: object
+    usd_per_hour: float | None
+
+    @property
+    def family(self) -> str:
+        return self.gpu.accelerator.family
+
+
+def stack_model_context(stack: str | None, model: str | None, *, stacks_dir: Path | None = None, require: bool = False) -> ModelContext:
+    """Load the stack's validated config and resolve the model's architecture.
+
+    Raises PlannerUnavailable (a UserError) when the planner or config cannot be used; callers
+    that can do without a prediction (ingest's provenance) catch it.
+    """
+    if not (stack and model):
+        raise PlannerUnavailable("needs --stack and --model")
+    try:
+        from infra.catalog.models import resolve_model
+        from infra.config import load_stack_file
+    except ImportError as err:  # pragma: no cover - only while the toolkit is half-built
+        raise PlannerUnavailable(f"the planner is not available: {err}") from None
+    root = stacks_dir.parent if stacks_dir is not None else None
+    cfg = load_stack_file(stack, root)
+    entry = next((m for m in cfg.models if m.name == model), None)
+    if entry is None:
+        raise UserError([Problem("--model", f"stack {stack} has no model {model!r}; models: {[m.name for m in cfg.models]}")])
+    pool = cfg.pool(entry.pool)
+    hf_path = None
+    if entry.hf_config:
+        base = root or Path(__file__).resolve().parents[2]
+        hf_path = Path(entry.hf_config) if Path(entry.hf_config).is_absolute() else base / entry.hf_config
+    arch = resolve_model(entry.source, str(hf_path) if hf_path else None)
+    if arch is None:
+        raise PlannerUnavailable(f"model {model}: architecture unknown to the planner (set hf_config)")
+    return ModelContext(stack, model, arch, pool.gpu, entry.workload.to_workload(), entry.slo.to_slo(), pool.node_usd_per_hour)
+
+
+def layout_from_fields(layout_fields_: dict):
+    from infra.planner.layout import Layout
+
+    known = {f.name for f in fields(Layout)}
+    return Layout(**{k: v for k, v in layout_fields_.items() if k in known})
+
+
+def predict_goodput_rps(context: ModelContext, layout_fields_: dict, efficiency=None) -> float | None:
+    """The planner's goodput per node for this exact layout (None if it does not fit)."""
+    from infra.planner import plan_model
+
+    plan = plan_model(
+        context.arch, context.gpu, context.workload, context.slo, layout_from_fields(layout_fields_),
+        usd_per_hour=context.usd_per_hour, efficiency=efficiency,
+    )
+    chosen = plan.chosen
+    return chosen.goodput_rps_per_node if chosen.fits and chosen.goodput_rps_per_node > 0 else None
+
+
+@dataclass(frozen=True)
+class LayoutError:
+    name: str
+    measured_rps: float
+    before_rps: float | None
+    after_rps: float | None
+    held_out_rps: float | None = None  # leave-one-out prediction
+
+    @staticmethod
+    def pct(predicted: float | None, measured: float) -> float | None:
+        return None if predicted is None else 100.0 * (predicted - measured) / measured
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "measured_goodput_rps": round(self.measured_rps, 3),
+            "predicted_before_rps": _r(self.before_rps),
+            "predicted_after_rps": _r(self.after_rps),
+            "predicted_held_out_rps": _r(self.held_out_rps),
+            "error_before_pct": _r(self.pct(self.before_rps, self.measured_rps), 1),
+            "error_after_pct": _r(self.pct(self.after_rps, self.measured_rps), 1),
+            "error_held_out_pct": _r(self.pct(self.held_out_rps, self.measured_rps), 1),
+        }
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    family: str
+    before: object  # EfficiencyFactors
+    after: object
+    table_after: object  # EfficiencyTable with the family replaced
+    layouts: tuple[LayoutError, ...]
+    excluded: tuple[str, ...]
+
+    @property
+    def mape_before(self) -> float:
+        return _mape([(e.before_rps, e.measured_rps) for e in self.layouts])
+
+    @property
+    def mape_after(self) -> float:
+        return _mape([(e.after_rps, e.measured_rps) for e in self.layouts])
+
+    @property
+    def mape_held_out(self) -> float | None:
+        pairs = [(e.held_out_rps, e.measured_rps) for e in self.layouts]
+        return _mape(pairs) if len(self.layouts) >= 3 else None
+
+    def changed_factors(self) -> dict[str, tuple[float, float]]:
+        return {
+            f.name: (getattr(self.before, f.name), getattr(self.after, f.name))
+            for f in fields(self.before)
+            if not math.isclose(getattr(self.before, f.name), getattr(self.after, f.name), rel_tol=1e-6)
+        }
+
+    def to_json(self) -> dict:
+        return {
+            "family": self.family,
+            "mean_abs_error_pct": {"before": _r(self.mape_before, 1), "after": _r(self.mape_after, 1), "held_out": _r(self.mape_held_out, 1)},
+            "layouts": [e.to_json() for e in self.layouts],
+            "excluded": list(self.excluded),
+            "factors": {k: {"before": round(b, 4), "after": round(a, 4)} for k, (b, a) in self.changed_factors().items()},
+        }
+
+    def format(self) -> str:
+        lines = [f"efficiency factors for GPU family {self.family}: fitted on {len(self.layouts)} measured layout(s)", ""]
+        header = ("layout", "measured req/s", "before", "after", "held out")
+        rows = [
+            (
+                e.name,
+                f"{e.measured_rps:.2f}",
+                _cell(e.before_rps, e.measured_rps),
+                _cell(e.after_rps, e.measured_rps),
+                _cell(e.held_out_rps, e.measured_rps) if len(self.layouts) >= 3 else "-",
+            )
+            for e in self.layouts
+        ]
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+        held = self.mape_held_out
+        lines.append("")
+        lines.append(
+            f"mean absolute error: {self.mape_before:.1f}% before, {self.mape_after:.1f}% after"
+            + (f", {held:.1f}% on held-out layouts (leave-one-out)" if held is not None else " (measure 3+ layouts for a held-out figure)")
+        )
+        changed = self.changed_factors()
+        if changed:
+            lines.append("factors:")
+            lines += [f"  {k}: {b:.4g} -> {a:.4g}" for k, (b, a) in changed.items()]
+        if self.excluded:
+            lines.append("not used:")
+            lines += [f"  {x}" for x in self.excluded]
+        return "\n".join(lines)
+
+
+def calibrate(context: ModelContext, comparison: Comparison, points: list[SweepPoint], table=None) -> CalibrationReport:
+    """Fit the family's factors to the measured goodput of `comparison`'s layouts."""
+    from infra.planner import load_efficiency
+
+    table = table or load_efficiency()
+    base = table.for_family(context.family)
+    samples: list[tuple[str, dict, float]] = []
+    excluded: list[str] = []
+    for g in comparison.layouts:
+        if g.goodput_rps <= 0:
+            excluded.append(f"{g.name}: never met the SLO in the measured range (no goodput to compare)")
+            continue
+        if g.lower_bound:
+            excluded.append(f"{g.name}: met the SLO at every measured rate (goodput {g.goodput_rps:.2f} is only a lower bound)")
+            continue
+        lf, _missing = layout_fields(points, g.name)
+        if predict_goodput_rps(context, lf, table) is None:
+            excluded.append(f"{g.name}: the planner says this layout does not fit")
+            continue
+        samples.append((g.name, lf, g.goodput_rps))
+    if not samples:
+        raise UserError("no layout has a measured goodput to calibrate against (each never met the SLO or is a lower bound)")
+
+    fitted = _fit(context, table, base, samples)
+    table_after = table.with_family(context.family, fitted)
+    held_out: dict[str, float | None] = {}
+    if len(samples) >= 3:
+        for i, (name, lf, _) in enumerate(samples):
+            others = samples[:i] + samples[i + 1 :]
+            factors = _fit(context, table, base, others)
+            held_out[name] = predict_goodput_rps(context, lf, table.with_family(context.family, factors))
+    errors = tuple(
+        LayoutError(
+            name,
+            measured,
+            predict_goodput_rps(context, lf, table),
+            predict_goodput_rps(context, lf, table_after),
+            held_out.get(name),
+        )
+        for name, lf, measured in samples
+    )
+    return CalibrationReport(context.family, base, table_after.for_family(context.family), table_after, errors, tuple(excluded))
+
+
+def save_factors(report: CalibrationReport, path: Path | None = None) -> Path:
+    from infra.planner import save_efficiency
+    from infra.planner.efficiency import DEFAULT_PATH
+
+    target = path or DEFAULT_PATH
+    save_efficiency(target, report.table_after)
+    return target
+
+
+# --- the fit -----------------------------------------------------------------------------------
+
+
+def _fit(context: ModelContext, table, base, samples: list[tuple[str, dict, float]]):
+    names = [n for n in FIT_FACTORS if hasattr(base, n)]
+    log_scale = {n: 0.0 for n in names}
+
+    def factors_for(scales: dict[str, float]):
+        return replace(base, **{n: getattr(base, n) * math.exp(scales[n]) for n in names}).clamped()
+
+    def loss(scales: dict[str, float]) -> float:
+        trial = table.with_family(context.family, factors_for(scales))
+        total = 0.0
+        for _, lf, measured in samples:
+            predicted = predict_goodput_rps(context, lf, trial)
+            total += (math.log(predicted / measured) if predicted else 5.0) ** 2
+        return total / len(samples) + REGULARISATION * sum(v * v for v in scales.values())
+
+    best = loss(log_scale)
+    step = 1.0
+    for _ in range(_PASSES):
+        for name in names:
+            for multiplier in _MULTIPLIERS:
+                trial = dict(log_scale)
+                trial[name] = log_scale[name] + math.log(multiplier) * step
+                value = loss(trial)
+                if value < best - 1e-12:
+                    best, log_scale = value, trial
+        step /= 4  # refine around the best point
+    return factors_for(log_scale)
+
+
+def _mape(pairs: list[tuple[float | None, float]]) -> float:
+    errors = [abs(p - m) / m * 100 if p else 100.0 for p, m in pairs]
+    return sum(errors) / len(errors) if errors else 0.0
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _cell(predicted: float | None, measured: float) -> str:
+    if predicted is None:
+        return "no fit"
+    return f"{predicted:.2f} ({LayoutError.pct(predicted, measured):+.0f}%)"

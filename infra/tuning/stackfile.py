@@ -1,0 +1,219 @@
+"""Edit `stacks/Pulumi.<stack>.yaml` in place: record a measured layout with its evidence.
+
+The stack file is hand-written and commented, so it is edited with ruamel.yaml's round-trip mode:
+comments, key order, quoting and indentation survive, and the only lines that change are the
+model's `layout:` (from `auto` or an older explicit layout to the measured one, with a
+`provenance:` block). `pulumi up` then deploys the measured winner, and a reviewer sees in the
+diff what was measured, when, with which vLLM, and how it compared with the planner.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+from infra.errors import Problem, UserError
+
+PROJECT = "inference-platform"
+MODELS_KEY = f"{PROJECT}:models"
+
+# The keys of the explicit layout mapping the config accepts, in the order they are written.
+LAYOUT_KEYS = (
+    "tp",
+    "ep",
+    "dp",
+    "replicas_per_node",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "kv_cache_dtype",
+    "max_model_len",
+)
+# The keys of the `provenance:` block (the config must accept exactly these).
+PROVENANCE_KEYS = (
+    "measured_at",
+    "vllm_version",
+    "image",
+    "measured_goodput_rps",
+    "predicted_goodput_rps",
+    "source_results",
+)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a measured layout came from. None means "not recorded" and is written as null."""
+
+    measured_at: str | None  # ISO 8601, from the results' `date`
+    vllm_version: str | None
+    image: str | None
+    measured_goodput_rps: float
+    predicted_goodput_rps: float | None  # the planner's per-node prediction for this layout
+    source_results: tuple[str, ...]
+
+    def to_yaml(self) -> CommentedMap:
+        block = CommentedMap()
+        block["measured_at"] = _quoted(self.measured_at)
+        block["vllm_version"] = _quoted(self.vllm_version)
+        block["image"] = _quoted(self.image)
+        block["measured_goodput_rps"] = round(float(self.measured_goodput_rps), 3)
+        block["predicted_goodput_rps"] = (
+            None if self.predicted_goodput_rps is None else round(float(self.predicted_goodput_rps), 3)
+        )
+        sources = CommentedSeq(str(s) for s in self.source_results)
+        block["source_results"] = sources
+        return block
+
+
+def stack_file_path(stack: str, stacks_dir: Path | None = None) -> Path:
+    """`stacks/Pulumi.<stack>.yaml` under the repository (or `stacks_dir`)."""
+    base = stacks_dir if stacks_dir is not None else Path(__file__).resolve().parents[2] / "stacks"
+    return base / f"Pulumi.{stack}.yaml"
+
+
+def read_model_entry(path: Path, model: str) -> dict:
+    """The raw `inference-platform:models[]` entry named `model` as plain Python data."""
+    _, _, entry = _load_model(path, model)
+    return _plain(entry)
+
+
+def write_measured_layout(path: Path, model: str, layout: dict, provenance: Provenance) -> str:
+    """Set models[<model>].layout to `layout` plus `provenance`; write the file; return its new text.
+
+    `layout` holds keys from LAYOUT_KEYS (unknown keys are a bug in the caller). Everything else
+    in the file is left exactly as it was.
+    """
+    unknown = set(layout) - set(LAYOUT_KEYS)
+    if unknown:
+        raise ValueError(f"not layout keys: {sorted(unknown)}")
+    yaml, data, entry = _load_model(path, model)
+    mapping = CommentedMap()
+    for key in LAYOUT_KEYS:
+        if key in layout:
+            value = layout[key]
+            mapping[key] = _quoted(value) if isinstance(value, str) else value
+    mapping["provenance"] = provenance.to_yaml()
+    original = path.read_text(encoding="utf-8")
+    if entry.fa.flow_style():
+        # `- {name: x, layout: auto, ...}` on one line: no lines to splice, let ruamel re-emit it.
+        entry["layout"] = mapping
+        text = _dump(yaml, data)
+    else:
+        text = _splice_layout(original, yaml, entry, mapping)
+    _check_only_layout_changed(yaml, original, text, model, mapping)
+    path.write_text(text, encoding="utf-8")
+    return text
+
+
+def _splice_layout(original: str, yaml: YAML, entry: CommentedMap, mapping: CommentedMap) -> str:
+    """Replace the lines of the old `layout:` value with the new block; keep every other line.
+
+    ruamel attaches comment lines that follow a value to that value, so replacing the value in
+    the round-trip tree would drop the comment that introduces the next key. Splicing text at
+    the line numbers ruamel reports keeps those comments byte for byte.
+    """
+    lines = original.splitlines(keepends=True)
+    key_line, key_col = entry.lc.key("layout")
+    end = key_line + 1
+    while end < len(lines):
+        stripped = lines[end].strip()
+        if stripped and not stripped.startswith("#") and _indent(lines[end]) <= key_col:
+            break
+        end += 1
+    # Blank and comment lines at the end of the old value introduce what follows: keep them.
+    while end > key_line + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    block = CommentedMap()
+    block["layout"] = mapping
+    block.yaml_add_eol_comment("measured winner, written by `infra tune ingest --write`", "layout")
+    rendered = _dump(yaml, block)
+    new = "".join(" " * key_col + line if line.strip() else line for line in rendered.splitlines(keepends=True))
+    return "".join(lines[:key_line]) + new + "".join(lines[end:])
+
+
+def _check_only_layout_changed(yaml: YAML, before: str, after: str, model: str, mapping: CommentedMap) -> None:
+    """The edited file must parse to the same data except this model's layout (a bug otherwise)."""
+    old, new = _plain(yaml.load(before)), _plain(yaml.load(after))
+    for doc in (old, new):
+        for entry in doc["config"][MODELS_KEY]:
+            if isinstance(entry, dict) and entry.get("name") == model:
+                layout = entry.pop("layout", None)
+                if doc is new and layout != _plain(mapping):
+                    raise AssertionError(f"layout written as {layout!r}, expected {_plain(mapping)!r}")
+    if old != new:
+        raise AssertionError("editing the layout changed other values in the stack file")
+
+
+def _dump(yaml: YAML, data) -> str:
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    return buffer.getvalue()
+
+
+def _load_model(path: Path, model: str):
+    if not path.is_file():
+        raise UserError([Problem(str(path), "stack file not found")])
+    text = path.read_text(encoding="utf-8")
+    mapping_indent, dash_offset = _guess_indent(text)
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never re-wrap long lines the user wrote
+    # Unknown provenance reads as an explicit `null`, not an empty value that looks like a slip.
+    yaml.representer.add_representer(type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
+    yaml.indent(mapping=mapping_indent, sequence=mapping_indent + dash_offset, offset=dash_offset)
+    try:
+        data = yaml.load(text)
+    except Exception as err:  # ruamel raises several unrelated types for bad YAML
+        raise UserError([Problem(str(path), f"not valid YAML: {err}")]) from None
+    config = data.get("config") if isinstance(data, dict) else None
+    models = config.get(MODELS_KEY) if isinstance(config, dict) else None
+    if not isinstance(models, list):
+        raise UserError([Problem(f"{path}: config.{MODELS_KEY}", "no models list in this stack file")])
+    for entry in models:
+        if isinstance(entry, dict) and entry.get("name") == model:
+            return yaml, data, entry
+    names = [e.get("name") for e in models if isinstance(e, dict)]
+    raise UserError([Problem(f"{path}: config.{MODELS_KEY}", f"no model named {model!r}; the stack has {names}")])
+
+
+def _guess_indent(text: str) -> tuple[int, int]:
+    """(mapping indent, dash offset under its parent key) as the file is written, so re-dumping
+    does not re-indent it. Pulumi writes 2 and 2 (`  key:` / `    - item`); 2 and 0 is also common.
+    """
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    mapping_indent = 2
+    for previous, line in zip(lines, lines[1:], strict=False):
+        if previous.rstrip().endswith(":") and not line.lstrip().startswith("- "):
+            step = _indent(line) - _indent(previous)
+            if step > 0:
+                mapping_indent = step
+                break
+    dash_offset = 0
+    for previous, line in zip(lines, lines[1:], strict=False):
+        if previous.rstrip().endswith(":") and line.lstrip().startswith("- "):
+            dash_offset = max(0, _indent(line) - _indent(previous))
+            break
+    return mapping_indent, dash_offset
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _quoted(value):
+    return None if value is None else DoubleQuotedScalarString(str(value))
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value

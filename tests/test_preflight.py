@@ -1,0 +1,535 @@
+"""`infra doctor`: pre-flight checks against a local HTTP server speaking the DigitalOcean API.
+
+The payloads follow the shapes of the public API reference (/v2/account, /v2/sizes, /v2/regions,
+/v2/kubernetes/options), trimmed to a handful of entries. Every error path a real API produces —
+no route, 401, 403, 429, 5xx — is exercised through pydo itself, not a stub client.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import socket
+import stat
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from infra import preflight
+from infra.commands import doctor
+from infra.errors import ConfigError
+from infra.preflight import Check, DoctorTarget, PoolTarget
+
+TOKEN = "dop_v1_" + "0123456789abcdef" * 4
+
+ACCOUNT = {
+    "account": {
+        "droplet_limit": 25,
+        "floating_ip_limit": 3,
+        "volume_limit": 100,
+        "email": "platform@example.com",
+        "name": "Platform Team",
+        "uuid": "b6fr89dbf6d9156cace5f3c78dc9851d957381ef",
+        "email_verified": True,
+        "status": "active",
+        "status_message": "",
+        "team": {"uuid": "5df3e3004a17e242b7c20ca6c9fc25b701a47ece", "name": "Inference"},
+    }
+}
+
+
+def _size(
+    slug, regions, *, price_hourly, vcpus, memory_mb, gpu=None, available=True, description="General Purpose"
+):
+    size = {
+        "slug": slug,
+        "memory": memory_mb,
+        "vcpus": vcpus,
+        "disk": 160,
+        "transfer": 5.0,
+        "price_monthly": round(price_hourly * 672, 2),
+        "price_hourly": price_hourly,
+        "regions": regions,
+        "available": available,
+        "description": description,
+        "disk_info": [{"type": "local", "size": {"amount": 160, "unit": "gib"}}],
+    }
+    if gpu:
+        count, model, vram_gib = gpu
+        size["gpu_info"] = {"count": count, "model": model, "vram": {"amount": vram_gib, "unit": "gib"}}
+        size["disk_info"].append({"type": "scratch", "size": {"amount": 40960, "unit": "gib"}})
+    return size
+
+
+SIZES = [
+    _size("s-8vcpu-16gb", ["nyc1", "sfo3", "atl1", "ams3"], price_hourly=0.14286, vcpus=8, memory_mb=16384),
+    _size(
+        "gpu-mi300x8-1536gb",
+        ["atl1"],
+        price_hourly=15.92,
+        vcpus=160,
+        memory_mb=1966080,
+        gpu=(8, "amd_mi300x", 1536),
+        description="AMD MI300X GPU",
+    ),
+    _size(
+        "gpu-h100x8-640gb",
+        ["nyc2", "tor1"],
+        price_hourly=23.92,
+        vcpus=160,
+        memory_mb=1966080,
+        gpu=(8, "nvidia_h100", 640),
+        description="NVIDIA H100 GPU",
+    ),
+]
+
+REGIONS = [
+    {
+        "name": "Atlanta 1",
+        "slug": "atl1",
+        "features": ["backups", "ipv6", "metadata", "install_agent", "storage", "image_transfer"],
+        "available": True,
+        "sizes": ["s-8vcpu-16gb", "gpu-mi300x8-1536gb"],
+    },
+    {
+        "name": "New York 2",
+        "slug": "nyc2",
+        "features": ["backups", "ipv6", "metadata"],
+        "available": False,
+        "sizes": [],
+    },
+    {
+        "name": "Toronto 1",
+        "slug": "tor1",
+        "features": ["backups", "ipv6", "metadata", "install_agent", "storage"],
+        "available": True,
+        "sizes": ["s-8vcpu-16gb", "gpu-h100x8-640gb"],
+    },
+]
+
+OPTIONS = {
+    "options": {
+        "regions": [{"name": "Atlanta 1", "slug": "atl1"}, {"name": "Toronto 1", "slug": "tor1"}],
+        "versions": [
+            {
+                "slug": "1.33.1-do.5",
+                "kubernetes_version": "1.33.1",
+                "supported_features": ["cluster-autoscaler"],
+            },
+            {
+                "slug": "1.32.5-do.2",
+                "kubernetes_version": "1.32.5",
+                "supported_features": ["cluster-autoscaler"],
+            },
+        ],
+        "sizes": [{"name": "s-8vcpu-16gb", "slug": "s-8vcpu-16gb"}],
+    }
+}
+
+
+def _listing(key, items):
+    return {key: items, "links": {}, "meta": {"total": len(items)}}
+
+
+def _target(**overrides) -> DoctorTarget:
+    pools = overrides.pop(
+        "pools",
+        [
+            PoolTarget("system", "s-8vcpu-16gb", 3),
+            PoolTarget("mi300x", "gpu-mi300x8-1536gb", 4),
+            PoolTarget("mi325x", "gpu-mi325x8-2048gb-contracted", 2),
+        ],
+    )
+    fields = dict(
+        region="atl1",
+        kubernetes_version_prefix="1.33",
+        pools=pools,
+        nfs_size_gib=1024,
+        planned_max_nodes=sum(p.max_nodes for p in pools),
+    )
+    fields.update(overrides)
+    return DoctorTarget(**fields)
+
+
+def _serve(httpserver, *, account=ACCOUNT, sizes=SIZES, regions=REGIONS, options=OPTIONS):
+    httpserver.expect_request("/v2/account").respond_with_json(account)
+    httpserver.expect_request("/v2/sizes").respond_with_json(_listing("sizes", sizes))
+    httpserver.expect_request("/v2/regions").respond_with_json(_listing("regions", regions))
+    httpserver.expect_request("/v2/kubernetes/options").respond_with_json(options)
+
+
+def _client(httpserver):
+    return preflight.make_client(TOKEN, httpserver.url_for("").rstrip("/"))
+
+
+def _all_tools(name):
+    return f"/usr/local/bin/{name}"
+
+
+def _by_name(checks: list[Check]) -> dict[str, Check]:
+    return {c.name: c for c in checks}
+
+
+# ------------------------------------------------------------------------------------ happy path
+
+
+def test_healthy_account_passes_with_a_warning_for_the_contract_size(httpserver):
+    _serve(httpserver)
+    checks = preflight.run_checks(_target(), _client(httpserver), which=_all_tools)
+    got = _by_name(checks)
+
+    assert got["api token"].status == "pass" and "platform@example.com" in got["api token"].detail
+    assert got["droplet limit"].status == "pass" and "needs up to 9" in got["droplet limit"].detail
+    assert got["region"].status == "pass"
+    assert got["pool system size"].status == "pass"
+    assert got["pool mi300x size"].status == "pass" and "8x amd_mi300x" in got["pool mi300x size"].detail
+    contract = got["pool mi325x size"]
+    assert contract.status == "warn" and "contract-only" in contract.detail and "atl1" in contract.fix
+    assert got["kubernetes region"].status == "pass"
+    assert got["kubernetes version"].status == "pass" and "1.33.1-do.5" in got["kubernetes version"].detail
+    assert got["nfs share size"].status == "pass"
+    assert preflight.exit_code(checks) == 0
+
+    # The token travels as a bearer header; list endpoints ask for the largest page.
+    requests = [req for req, _ in httpserver.log]
+    assert all(req.headers["Authorization"] == f"Bearer {TOKEN}" for req in requests)
+    sizes_req = next(r for r in requests if r.path == "/v2/sizes")
+    assert sizes_req.args["per_page"] == "200" and sizes_req.args["page"] == "1"
+
+
+def test_sizes_are_read_across_pages(httpserver):
+    first = {"sizes": SIZES[:1], "links": {"pages": {"next": "..."}}, "meta": {"total": len(SIZES)}}
+    second = {"sizes": SIZES[1:], "links": {}, "meta": {"total": len(SIZES)}}
+    httpserver.expect_request("/v2/account").respond_with_json(ACCOUNT)
+    httpserver.expect_request("/v2/sizes", query_string={"per_page": "200", "page": "1"}).respond_with_json(
+        first
+    )
+    httpserver.expect_request("/v2/sizes", query_string={"per_page": "200", "page": "2"}).respond_with_json(
+        second
+    )
+    httpserver.expect_request("/v2/regions").respond_with_json(_listing("regions", REGIONS))
+    httpserver.expect_request("/v2/kubernetes/options").respond_with_json(OPTIONS)
+
+    got = _by_name(preflight.run_checks(_target(), _client(httpserver), which=_all_tools))
+    assert got["pool mi300x size"].status == "pass"  # only on page 2
+
+
+# ------------------------------------------------------------------------------------ rules
+
+
+def test_droplet_limit_below_planned_nodes_fails(httpserver):
+    account = copy.deepcopy(ACCOUNT)
+    account["account"]["droplet_limit"] = 8
+    _serve(httpserver, account=account)
+    checks = preflight.run_checks(_target(), _client(httpserver), which=_all_tools)
+    limit = _by_name(checks)["droplet limit"]
+    assert limit.status == "fail"
+    assert "limit 8" in limit.detail and "at least 9" in limit.fix
+    assert preflight.exit_code(checks) == 1
+
+
+def test_droplet_limit_equal_to_planned_nodes_passes():
+    assert preflight.check_droplet_limit({"droplet_limit": 9}, 9).status == "pass"
+    assert preflight.check_droplet_limit({"droplet_limit": 9}, 10).status == "fail"
+
+
+def test_inactive_account_fails():
+    check = preflight.check_account(
+        {"status": "locked", "email": "a@example.com", "status_message": "billing"}
+    )
+    assert check.status == "fail" and "locked" in check.detail and "billing" in check.detail
+
+
+def test_size_not_offered_in_region_names_where_it_is(httpserver):
+    _serve(httpserver)
+    target = _target(pools=[PoolTarget("h100", "gpu-h100x8-640gb", 2)])
+    got = _by_name(preflight.run_checks(target, _client(httpserver), which=_all_tools))
+    check = got["pool h100 size"]
+    assert check.status == "fail"
+    assert "not offered in atl1" in check.detail and "nyc2, tor1" in check.detail
+
+
+def test_unavailable_size_fails():
+    sizes = [dict(SIZES[1], available=False)]
+    (check,) = preflight.check_pool_sizes(
+        sizes, _target(pools=[PoolTarget("mi300x", "gpu-mi300x8-1536gb", 1)])
+    )
+    assert check.status == "fail" and "not available" in check.detail
+
+
+def test_unknown_public_slug_fails_but_missing_contract_slug_warns():
+    target = _target(
+        pools=[
+            PoolTarget("typo", "gpu-mi300x8-1536gbb", 1),
+            PoolTarget("c", "gpu-mi325x1-256gb-contracted", 1),
+        ]
+    )
+    typo, contract = preflight.check_pool_sizes(SIZES, target)
+    assert typo.status == "fail" and "gpu-mi300x8-1536gbb" in typo.detail
+    assert contract.status == "warn"
+
+
+def test_unknown_and_unavailable_regions_fail():
+    missing = preflight.check_region(REGIONS, "xyz1")
+    assert missing.status == "fail" and "atl1, tor1" in missing.fix  # unavailable nyc2 is not suggested
+    closed = preflight.check_region(REGIONS, "nyc2")
+    assert closed.status == "fail" and "does not accept" in closed.detail
+
+
+def test_kubernetes_version_prefix_matches_on_component_boundaries():
+    options = OPTIONS["options"]
+    ok = preflight.check_kubernetes_options(options, _target(kubernetes_version_prefix="1.32"))
+    assert ok[1].status == "pass" and "1.32.5-do.2" in ok[1].detail
+    # "1.3" is not a prefix of the 1.33 line; it must not match by string accident.
+    bad = preflight.check_kubernetes_options(options, _target(kubernetes_version_prefix="1.3"))
+    assert bad[1].status == "fail" and "1.32, 1.33" in bad[1].fix
+    # The newest patch wins whatever order the API lists versions in.
+    shuffled = dict(
+        options,
+        versions=[{"slug": "1.33.1-do.3", "kubernetes_version": "1.33.1"}, *reversed(options["versions"])],
+    )
+    assert "newest patch 1.33.1-do.5" in preflight.check_kubernetes_options(shuffled, _target())[1].detail
+    retired = preflight.check_kubernetes_options(options, _target(kubernetes_version_prefix="1.29"))
+    assert retired[1].status == "fail"
+
+
+def test_region_without_doks_fails():
+    checks = preflight.check_kubernetes_options(OPTIONS["options"], _target(region="nyc2"))
+    assert checks[0].status == "fail" and "atl1, tor1" in checks[0].fix
+
+
+@pytest.mark.parametrize(("size_gib", "status"), [(None, "pass"), (49, "fail"), (50, "pass"), (2048, "pass")])
+def test_nfs_share_minimum(size_gib, status):
+    assert preflight.check_nfs_size(size_gib).status == status
+
+
+def test_missing_pulumi_fails_missing_kubectl_warns():
+    checks = _by_name(preflight.check_local_tools(lambda name: None))
+    assert checks["pulumi cli"].status == "fail"
+    assert checks["kubectl"].status == "warn"
+    present = _by_name(preflight.check_local_tools(_all_tools))
+    assert present["pulumi cli"].status == present["kubectl"].status == "pass"
+
+
+def test_no_token_is_one_failing_check_and_no_api_calls():
+    checks = preflight.run_checks(_target(), None, which=_all_tools)
+    token = _by_name(checks)["api token"]
+    assert token.status == "fail" and "DIGITALOCEAN_TOKEN" in token.fix
+    assert "region" not in _by_name(checks)
+    assert preflight.exit_code(checks) == 1
+
+
+# ------------------------------------------------------------------------------------ API errors
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        (
+            401,
+            {"id": "unauthorized", "message": "Unable to authenticate you"},
+            "401 Unauthorized: Unable to authenticate you",
+        ),
+        (
+            403,
+            {"id": "forbidden", "message": "You do not have access for the attempted action."},
+            "403 Forbidden",
+        ),
+    ],
+)
+def test_auth_errors_stop_after_the_first_call(httpserver, status, body, expected):
+    httpserver.expect_request("/v2/account").respond_with_json(body, status=status)
+    checks = preflight.run_checks(_target(), _client(httpserver), which=_all_tools)
+    token = _by_name(checks)["api token"]
+    assert token.status == "fail" and expected in token.detail
+    assert len(httpserver.log) == 1  # no pointless follow-up calls with a dead token
+    assert TOKEN not in token.detail + token.fix
+    assert [c.name for c in checks] == ["api token", "nfs share size", "pulumi cli", "kubectl"]
+
+
+def test_rate_limit_is_reported_with_the_wait_and_other_checks_still_run(httpserver):
+    httpserver.expect_request("/v2/account").respond_with_json(ACCOUNT)
+    httpserver.expect_request("/v2/regions").respond_with_json(_listing("regions", REGIONS))
+    httpserver.expect_request("/v2/sizes").respond_with_json(
+        {"id": "too_many_requests", "message": "API Rate limit exceeded."},
+        status=429,
+        headers={"Retry-After": "30", "ratelimit-limit": "5000", "ratelimit-remaining": "0"},
+    )
+    httpserver.expect_request("/v2/kubernetes/options").respond_with_json(OPTIONS)
+    got = _by_name(preflight.run_checks(_target(), _client(httpserver), which=_all_tools))
+    assert got["node sizes"].status == "fail"
+    assert "429" in got["node sizes"].detail and "retry in 30 s" in got["node sizes"].fix
+    assert got["kubernetes version"].status == "pass"
+    assert got["region"].status == "pass"
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_server_errors_are_reported_and_do_not_abort(httpserver, status):
+    httpserver.expect_request("/v2/account").respond_with_json(
+        {"id": "server_error", "message": "Unexpected server-side error"}, status=status
+    )
+    httpserver.expect_request("/v2/sizes").respond_with_json(_listing("sizes", SIZES))
+    httpserver.expect_request("/v2/regions").respond_with_json(_listing("regions", REGIONS))
+    httpserver.expect_request("/v2/kubernetes/options").respond_with_json(OPTIONS)
+    checks = preflight.run_checks(_target(), _client(httpserver), which=_all_tools)
+    got = _by_name(checks)
+    assert got["api token"].status == "fail"
+    assert f"({status}: Unexpected server-side error)" in got["api token"].detail
+    assert "status.digitalocean.com" in got["api token"].fix
+    assert got["region"].status == "pass"
+    assert "droplet limit" not in got  # unknown without the account
+    assert preflight.exit_code(checks) == 1
+
+
+def test_html_error_page_from_a_proxy_is_still_a_clear_message(httpserver):
+    httpserver.expect_request("/v2/account").respond_with_data("<html>Bad Gateway</html>", status=502)
+    (token, *_rest) = preflight.run_checks(_target(), _client(httpserver), which=_all_tools)
+    assert token.status == "fail" and "(502)" in token.detail
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_network_error_is_one_clear_failure():
+    client = preflight.make_client(TOKEN, f"http://127.0.0.1:{_closed_port()}")
+    checks = preflight.run_checks(_target(), client, which=_all_tools)
+    token = _by_name(checks)["api token"]
+    assert token.status == "fail" and token.detail.startswith("cannot reach the DigitalOcean API")
+    assert "DIGITALOCEAN_API_URL" in token.fix
+    assert [c.name for c in checks] == ["api token", "nfs share size", "pulumi cli", "kubectl"]
+
+
+# ------------------------------------------------------------------------------------ env + table
+
+
+def test_token_and_url_follow_digitalocean_tool_conventions():
+    assert preflight.token_from_env({"DIGITALOCEAN_TOKEN": "a", "DIGITALOCEAN_ACCESS_TOKEN": "b"}) == "a"
+    assert preflight.token_from_env({"DIGITALOCEAN_TOKEN": " ", "DIGITALOCEAN_ACCESS_TOKEN": "b"}) == "b"
+    assert preflight.token_from_env({}) is None
+    assert preflight.api_url_from_env({}) == "https://api.digitalocean.com"
+    assert (
+        preflight.api_url_from_env({"DIGITALOCEAN_API_URL": "http://127.0.0.1:8080/"})
+        == "http://127.0.0.1:8080"
+    )
+
+
+def test_table_shows_fixes_only_for_problems():
+    table = preflight.render_table(
+        [
+            Check("region", "pass", "atl1 is available", "never shown"),
+            Check("pulumi cli", "fail", "`pulumi` is not on PATH", "install it"),
+            Check("kubectl", "warn", "missing", "install kubectl"),
+        ]
+    )
+    lines = table.splitlines()
+    assert lines[0].split() == ["STATUS", "CHECK", "DETAIL", "FIX"]
+    assert lines[1].startswith("PASS") and "never shown" not in table
+    assert lines[2].startswith("FAIL") and lines[2].endswith("install it")
+    # columns line up: the DETAIL column starts at the same offset on every row
+    offsets = {
+        line.index(word) for line, word in zip(lines[1:4], ["atl1", "`pulumi`", "missing"], strict=True)
+    }
+    assert len(offsets) == 1
+    assert lines[-1] == "checks: 1 pass, 1 warn, 1 fail"
+
+
+# ------------------------------------------------------------------------------------ the command
+
+
+def _fake_config(**model_cache):
+    """The attributes of infra.config.StackConfig that doctor reads, nothing else."""
+    return SimpleNamespace(
+        region="atl1",
+        cluster=SimpleNamespace(version="1.33", system_pool=SimpleNamespace(size="s-8vcpu-16gb", nodes=3)),
+        gpu_pools=[
+            SimpleNamespace(name="mi300x", size="gpu-mi300x8-1536gb", max_node_count=6),
+            SimpleNamespace(name="mi325x", size="gpu-mi325x8-2048gb-contracted", max_node_count=1),
+        ],
+        model_cache=SimpleNamespace(**(model_cache or {"kind": "nfs", "size_gib": 2048})),
+    )
+
+
+def test_target_from_config_counts_every_pool_at_its_maximum():
+    target = doctor.target_from_config(_fake_config())
+    assert target.planned_max_nodes == 3 + 6 + 1
+    assert [p.name for p in target.pools] == ["system", "mi300x", "mi325x"]
+    assert target.nfs_size_gib == 2048 and target.kubernetes_version_prefix == "1.33"
+    assert doctor.target_from_config(_fake_config(kind="none", size_gib=1024)).nfs_size_gib is None
+
+
+@pytest.fixture
+def cli(monkeypatch, tmp_path):
+    """`infra.cli.main` with only the doctor command, fake pulumi/kubectl on PATH, a clean DO env."""
+    import infra.cli
+
+    monkeypatch.setattr(infra.cli, "COMMAND_MODULES", ["infra.commands.doctor"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("pulumi", "kubectl"):
+        exe = bin_dir / tool
+        exe.write_text("#!/bin/sh\nexit 0\n")
+        exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    for var in ("DIGITALOCEAN_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN", "DIGITALOCEAN_API_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(doctor, "load_stack_file", lambda stack, root=None: _fake_config())
+    return infra.cli.main
+
+
+def test_command_prints_the_table_and_exits_zero_when_nothing_fails(cli, httpserver, monkeypatch, capsys):
+    _serve(httpserver)
+    monkeypatch.setenv("DIGITALOCEAN_ACCESS_TOKEN", TOKEN)
+    monkeypatch.setenv("DIGITALOCEAN_API_URL", httpserver.url_for("/"))
+    assert cli(["doctor", "prod"]) == 0
+    out = capsys.readouterr().out
+    rows = {
+        line.split()[1] + " " + line.split()[2]: line.split()[0]
+        for line in out.splitlines()
+        if line.startswith(("PASS", "WARN", "FAIL"))
+    }
+    assert rows["pool mi325x"] == "WARN" and rows["pool mi300x"] == "PASS"
+    assert "checks: 10 pass, 1 warn, 0 fail" in out
+    assert TOKEN not in out
+
+
+def test_command_with_a_rejected_token_exits_one_without_traceback(cli, httpserver, monkeypatch, capsys):
+    httpserver.expect_request("/v2/account").respond_with_json(
+        {"id": "unauthorized", "message": "Unable to authenticate you"}, status=401
+    )
+    monkeypatch.setenv("DIGITALOCEAN_TOKEN", TOKEN)
+    monkeypatch.setenv("DIGITALOCEAN_API_URL", httpserver.url_for("/"))
+    assert cli(["doctor", "prod"]) == 1
+    captured = capsys.readouterr()
+    assert "401 Unauthorized" in captured.out
+    assert "Traceback" not in captured.out + captured.err
+
+
+def test_command_without_a_token_exits_one(cli, capsys):
+    assert cli(["doctor", "prod"]) == 1
+    assert "no token in DIGITALOCEAN_TOKEN or DIGITALOCEAN_ACCESS_TOKEN" in capsys.readouterr().out
+
+
+def test_command_with_an_invalid_stack_exits_two(cli, monkeypatch, capsys):
+    def broken(stack, root=None):
+        raise ConfigError(f"no stack file stacks/Pulumi.{stack}.yaml; stacks: dev, prod, staging")
+
+    monkeypatch.setattr(doctor, "load_stack_file", broken)
+    assert cli(["doctor", "qa"]) == 2
+    assert "no stack file stacks/Pulumi.qa.yaml" in capsys.readouterr().err
+
+
+def test_real_stack_files_map_to_a_target():
+    """The checked-in stacks, loaded by infra.config, reduce to the target doctor checks."""
+    root = Path(__file__).resolve().parent.parent
+    cfg = doctor.load_stack_file("prod", root)
+    target = doctor.target_from_config(cfg)
+    assert target.region == cfg.region
+    assert target.pools[0].name == "system" and len(target.pools) == 1 + len(cfg.gpu_pools)
+    assert target.planned_max_nodes == cfg.cluster.system_pool.nodes + sum(
+        p.max_node_count for p in cfg.gpu_pools
+    )
+    assert target.nfs_size_gib == (cfg.model_cache.size_gib if cfg.model_cache.kind == "nfs" else None)
