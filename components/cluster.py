@@ -143,7 +143,7 @@ class DoksCluster(pulumi.ComponentResource):
             ),
             kubeconfig_expire_seconds=args.kubeconfig_expire_seconds,
             node_pool=digitalocean.KubernetesClusterNodePoolArgs(
-                name=f"{name}-system",
+                name=f"{name}-system",  # keep in sync with system_pool_name below
                 size=args.system_pool_size,
                 node_count=args.system_pool_nodes,
                 auto_scale=False,
@@ -178,6 +178,7 @@ class DoksCluster(pulumi.ComponentResource):
                 ignore_changes=["version"] if args.auto_upgrade else None,
             ),
         )
+        self.system_pool_name = f"{name}-system"  # DOKS labels its nodes doks.digitalocean.com/node-pool=<this>
         self.cluster_id = self.cluster.id
         self.version = self.cluster.version  # what runs, not what the lookup says
         self.kubeconfig = pulumi.Output.secret(

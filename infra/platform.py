@@ -180,6 +180,10 @@ def plan_models(cfg: StackConfig, base_dir: Path | None = None) -> PlatformFacts
                     f"model {model.name}: peak {model.workload.peak_rps} req/s needs {needed} nodes of {pool.name} "
                     f"at the predicted goodput; the pool allows at most {pool.max_node_count}"
                 )
+    if cfg.observability.enabled and facts.models:
+        from infra.render.slo_rules import slo_bucket_warnings
+
+        facts.notes += slo_bucket_warnings(observed_models(facts))
     if cfg.missing_secrets:
         facts.notes.append(
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
@@ -210,6 +214,7 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
     from components.model_service import ModelService, ModelServiceArgs
     from components.router import Router, RouterArgs
     from components.network import EnvironmentProject, EnvironmentProjectArgs, Network, NetworkArgs, standard_tags
+    from components.observability import Observability, ObservabilityArgs
     from infra.render.model_service import render_namespace
 
     global LAST_FACTS
@@ -321,6 +326,25 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
             RouterArgs(spec=router_spec(cfg, model, service.spec.api_key_secret), provider=cluster.provider, depends_on=[service]),
             pulumi.ResourceOptions(deleted_with=cluster.cluster),
         )
+    if cfg.observability.enabled:
+        obs = cfg.observability
+        Observability(
+            f"{prefix}-observability",
+            ObservabilityArgs(
+                provider=cluster.provider,
+                grafana_admin_password=secrets.grafana_admin_password,
+                models=observed_models(facts),
+                gpu=gpu_runtime_facts(cfg),
+                retention=obs.retention,
+                storage_gib=obs.storage_gib,
+                alert_receiver=obs.alert_receiver.kind,
+                alert_webhook_url=secrets.alert_webhook_url,
+                alert_slack_channel=obs.alert_receiver.channel,
+                system_node_selector={"doks.digitalocean.com/node-pool": cluster.system_pool_name},
+                deleted_with=cluster.cluster,
+            ),
+            pulumi.ResourceOptions(depends_on=services),
+        )
     EnvironmentProject(
         f"{prefix}-project",
         EnvironmentProjectArgs(environment=env, resources=[cluster.cluster.cluster_urn]),
@@ -337,6 +361,35 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
         "endpoints": {m.config.name: svc.endpoint for m, svc in zip(facts.models, services)},
     }
     return outputs
+
+
+def observed_models(facts: PlatformFacts) -> list:
+    """What the monitoring needs to know of each model (pure)."""
+    from infra.render.slo_rules import ObservedModel
+
+    out = []
+    for m in facts.models:
+        price = m.pool.node_usd_per_hour
+        out.append(
+            ObservedModel(
+                name=m.config.name,
+                served_model_name=m.config.api_model_name,
+                namespace=INFERENCE_NAMESPACE,
+                ttft_p90_ms=m.config.slo.ttft_p90_ms,
+                tpot_p90_ms=m.config.slo.tpot_p90_ms,
+                gpus_per_replica=m.layout.gpus_per_replica,
+                replicas=m.layout.replicas_per_node * m.pool.min_node_count,
+                usd_per_gpu_hour=(price / m.pool.gpu.gpus) if price is not None else None,
+            )
+        )
+    return out
+
+
+def gpu_runtime_facts(cfg: StackConfig):
+    from infra.render.observability import GpuRuntimeFacts
+
+    amd = any(p.gpu.vendor == "amd" for p in cfg.gpu_pools)
+    return GpuRuntimeFacts(vendor="amd" if amd else "nvidia", mode=cfg.gpu_runtime.mode, metrics_exporter=amd)
 
 
 def _loaders(model: ModelFacts) -> int:

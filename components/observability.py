@@ -1,0 +1,184 @@
+"""Observability: kube-prometheus-stack, scrape monitors, SLO rules and dashboards.
+
+A thin Pulumi wrapper around the pure renderers in `infra.render.observability`: every manifest is
+a dict built there, this module only declares resources and their order. The PodMonitors,
+PrometheusRules and dashboards depend on the Helm release because the release installs the CRDs
+(and the Grafana sidecar) they need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.catalog import versions
+from infra.render.observability import (
+    ALERT_WEBHOOK_SECRET,
+    GRAFANA_ADMIN_SECRET,
+    AlertThresholds,
+    GpuRuntimeFacts,
+    MonitoringSettings,
+    ObservedModel,
+    render_dashboard_configmaps,
+    render_kube_prometheus_stack_values,
+    render_namespace,
+    render_pod_monitors,
+    render_prometheus_rules,
+)
+from infra.render.slo_rules import DEFAULT_THRESHOLDS, RUNBOOK_DEFAULT, slo_bucket_warnings
+
+HELM_RELEASE_NAME = "kps"  # short: the chart prefixes every object name with it
+HELM_TIMEOUT_S = 900  # CRDs + admission-webhook hook jobs + a PVC on a fresh cluster
+
+
+@dataclass
+class ObservabilityArgs:
+    """Inputs of the monitoring stack.
+
+    provider: the cluster's Kubernetes provider.
+    namespace: namespace for the stack, its monitors, rules and dashboards.
+    retention / storage_gib: Prometheus TSDB retention (≥ 3d for the SLO windows) and volume size.
+    grafana_admin_password: a Pulumi secret; lands only in a Kubernetes Secret.
+    alert_receiver: "none" | "webhook" | "slack" (Slack incoming-webhook URL); with "none" alerts
+        stay visible in Alertmanager and Grafana only.
+    alert_webhook_url: a Pulumi secret, required unless alert_receiver is "none".
+    alert_slack_channel: channel for the Slack receiver (optional: the URL implies one).
+    system_node_selector: node labels of the system pool (the stack never runs on GPU nodes).
+    models: the served models to scrape, record and alert on.
+    gpu: what the GPU runtime installed (which exporter to scrape, where).
+    """
+
+    provider: k8s.Provider
+    grafana_admin_password: pulumi.Input[str]
+    models: list[ObservedModel]
+    gpu: GpuRuntimeFacts
+    namespace: str = "monitoring"
+    retention: str = "15d"
+    storage_gib: int = 100
+    alert_receiver: str = "none"
+    alert_webhook_url: pulumi.Input[str] | None = None
+    alert_slack_channel: str | None = None
+    system_node_selector: dict[str, str] = field(default_factory=dict)
+    thresholds: AlertThresholds = DEFAULT_THRESHOLDS
+    runbook_url: str = RUNBOOK_DEFAULT
+    router_metrics_port: str = "http"
+    chart_version: str = versions.KUBE_PROMETHEUS_STACK_CHART_VERSION
+    deleted_with: pulumi.Resource | None = None  # the cluster: skip per-object deletes on teardown
+
+    def settings(self) -> MonitoringSettings:
+        return MonitoringSettings(
+            namespace=self.namespace,
+            retention=self.retention,
+            storage_gib=self.storage_gib,
+            system_node_selector=dict(self.system_node_selector),
+            alert_receiver=self.alert_receiver,
+            alert_slack_channel=self.alert_slack_channel,
+            runbook_url=self.runbook_url,
+            router_metrics_port=self.router_metrics_port,
+        )
+
+
+class Observability(pulumi.ComponentResource):
+    """Prometheus, Alertmanager and Grafana with the platform's monitors, SLO rules and dashboards."""
+
+    namespace: k8s.core.v1.Namespace
+    grafana_admin: k8s.core.v1.Secret
+    release: k8s.helm.v3.Release
+    monitors: list[k8s.apiextensions.CustomResource]
+    rules: list[k8s.apiextensions.CustomResource]
+    dashboards: list[k8s.core.v1.ConfigMap]
+
+    def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("inference-platform:observability:Observability", name, None, opts)
+        settings = args.settings()
+        for warning in slo_bucket_warnings(args.models):
+            pulumi.log.warn(warning, resource=self)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider, deleted_with=args.deleted_with)
+        ns = settings.namespace
+
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-ns", metadata=render_namespace(ns)["metadata"], opts=child
+        )
+        in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
+
+        # Secrets first: the chart's pods mount them by name.
+        self.grafana_admin = k8s.core.v1.Secret(
+            f"{name}-grafana-admin",
+            metadata={"name": GRAFANA_ADMIN_SECRET, "namespace": ns},
+            string_data={
+                "admin-user": "admin",
+                "admin-password": pulumi.Output.secret(args.grafana_admin_password),
+            },
+            opts=in_ns,
+        )
+        release_deps: list[pulumi.Resource] = [self.namespace, self.grafana_admin]
+        if args.alert_receiver != "none":
+            if args.alert_webhook_url is None:
+                raise ValueError(f"alert_receiver {args.alert_receiver!r} needs alert_webhook_url")
+            webhook = k8s.core.v1.Secret(
+                f"{name}-alert-webhook",
+                metadata={"name": ALERT_WEBHOOK_SECRET, "namespace": ns},
+                string_data={"url": pulumi.Output.secret(args.alert_webhook_url)},
+                opts=in_ns,
+            )
+            release_deps.append(webhook)
+
+        self.release = k8s.helm.v3.Release(
+            f"{name}-kube-prometheus-stack",
+            k8s.helm.v3.ReleaseArgs(
+                name=HELM_RELEASE_NAME,
+                chart=versions.KUBE_PROMETHEUS_STACK_CHART,
+                version=args.chart_version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(
+                    repo=versions.KUBE_PROMETHEUS_STACK_CHART_REPO
+                ),
+                namespace=ns,
+                values=render_kube_prometheus_stack_values(settings),
+                timeout=HELM_TIMEOUT_S,
+                atomic=False,  # keep a half-installed release inspectable instead of rolling back
+            ),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=release_deps)),
+        )
+
+        after_release = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.release]))
+        self.monitors = [
+            self._custom_resource(name, obj, after_release)
+            for obj in render_pod_monitors(args.models, args.gpu, settings)
+        ]
+        self.rules = [
+            self._custom_resource(name, obj, after_release)
+            for obj in render_prometheus_rules(args.models, args.gpu, settings, args.thresholds)
+        ]
+        self.dashboards = [
+            k8s.core.v1.ConfigMap(
+                f"{name}-{obj['metadata']['name']}",
+                metadata=obj["metadata"],
+                data=obj["data"],
+                opts=after_release,
+            )
+            for obj in render_dashboard_configmaps(ns)
+        ]
+
+        self.register_outputs(
+            {
+                "namespace": ns,
+                "release_status": self.release.status,
+                "monitors": [m.metadata["name"] for m in self.monitors],
+                "rules": [r.metadata["name"] for r in self.rules],
+            }
+        )
+
+    @staticmethod
+    def _custom_resource(
+        name: str, obj: dict, opts: pulumi.ResourceOptions
+    ) -> k8s.apiextensions.CustomResource:
+        return k8s.apiextensions.CustomResource(
+            f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}",
+            api_version=obj["apiVersion"],
+            kind=obj["kind"],
+            metadata=obj["metadata"],
+            spec=obj["spec"],
+            opts=opts,
+        )

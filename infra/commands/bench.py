@@ -1,0 +1,284 @@
+"""`infra bench <stack> <model>`: render (and with --apply, run) benchmark sweeps per layout.
+
+Without --apply it only writes manifests and a kubectl runner (`run.sh`) into --out, so it works
+offline with no credentials. With --apply it runs the same steps through the Kubernetes API
+(one layout at a time) and collects the results into --out/results for `infra tune ingest`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from infra.errors import Problem, UserError
+from infra.planner.layout import Layout, parse_layout_name
+from infra.tuning.bench import (
+    RESULT_LINE_PREFIX,
+    BenchOptions,
+    BenchTarget,
+    LayoutSweep,
+    default_rates,
+    make_sweep,
+    render_bench,
+)
+
+_TOP = re.compile(r"^top([1-9][0-9]?)$")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="render in-cluster benchmark sweeps (vllm bench serve) for candidate layouts",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
+    parser.add_argument("model", help="model name in the stack")
+    parser.add_argument(
+        "--layouts",
+        default="top3",
+        help="topN (the planner's N best layouts) or comma-separated layout names, e.g. tp4-ep-r2,tp8-ep-r1",
+    )
+    parser.add_argument("--rates", help="comma-separated request rates (req/s); default: around each layout's predicted goodput")
+    parser.add_argument("--out", type=Path, help="directory for the manifests (default: bench-<stack>-<model>-<run>)")
+    parser.add_argument("--run-id", help="names the results directory and labels objects (default: UTC time)")
+    parser.add_argument("--dataset", default="random", help="vLLM dataset name (default: random, with the workload's lengths)")
+    parser.add_argument("--dataset-path", help="dataset file path inside the cache volume, for --dataset other than random")
+    parser.add_argument("--seconds-per-rate", type=int, default=180, help="arrivals per rate last at least this long")
+    parser.add_argument("--min-prompts", type=int, default=300, help="at least this many requests per rate")
+    parser.add_argument("--apply", action="store_true", help="run the sweep on the cluster (needs the `kubernetes` package)")
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig for --apply (default: $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M")
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$", run_id) or run_id.endswith(("-", ".", "_")):
+        raise UserError([Problem("--run-id", f"{run_id!r} must be a Kubernetes label value (letters, digits, -._)")])
+    if args.dataset != "random" and not args.dataset_path:
+        raise UserError([Problem("--dataset-path", f"needed with --dataset {args.dataset}")])
+    opts = BenchOptions(
+        run_id=run_id,
+        dataset=args.dataset,
+        dataset_path=args.dataset_path,
+        seconds_per_rate=args.seconds_per_rate,
+        min_prompts=args.min_prompts,
+    )
+    target, planner = stack_target(args.stack, args.model, root=args.root)
+    sweeps = choose_sweeps(target, planner, args.layouts, parse_rates(args.rates), opts)
+    bundle = render_bench(target, sweeps, opts)
+    out = args.out or Path(f"bench-{args.stack}-{args.model}-{run_id}")
+    for relative, content in bundle.files().items():
+        path = out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+    (out / "run.sh").chmod(0o755)
+    print(f"wrote {len(bundle.files())} files to {out}/ for {args.model} on {args.stack} (run {run_id}):")
+    for sweep in sweeps:
+        predicted = f", predicted goodput {sweep.predicted_goodput_rps:.2f} req/s per node" if sweep.predicted_goodput_rps else ""
+        rates = ",".join(f"{r:g}" for r in sweep.rates_rps)
+        print(f"  {sweep.layout.name}: rates {rates} req/s{predicted}")
+    if args.apply:
+        apply_bundle(bundle, out, kubeconfig=args.kubeconfig)
+    else:
+        print(f"run it with: {out}/run.sh   (or: infra bench {args.stack} {args.model} --apply)")
+    return 0
+
+
+def parse_rates(text: str | None) -> tuple[float, ...] | None:
+    if not text:
+        return None
+    try:
+        rates = tuple(float(r) for r in text.split(",") if r.strip())
+    except ValueError:
+        raise UserError([Problem("--rates", f"{text!r} is not a comma-separated list of numbers")]) from None
+    if not rates or any(r <= 0 for r in rates):
+        raise UserError([Problem("--rates", "every rate must be > 0 req/s")])
+    return rates
+
+
+# --- stack → target ------------------------------------------------------------------------------
+
+
+class _Planner:
+    """The planner bound to one model of one stack (None-safe wrapper for tests and callers)."""
+
+    def __init__(self, arch, gpu, workload, slo, usd_per_hour):
+        self.arch, self.gpu, self.workload, self.slo, self.usd_per_hour = arch, gpu, workload, slo, usd_per_hour
+
+    def top(self, n: int):
+        from infra.planner import plan_model
+
+        plan = plan_model(self.arch, self.gpu, self.workload, self.slo, usd_per_hour=self.usd_per_hour)
+        return [c for c in plan.candidates if c.fits][:n]
+
+    def for_shape(self, shape: dict):
+        """The planner's best candidate of this tp/ep/dp/replicas shape (batch limits tuned)."""
+        from infra.planner import plan_model
+
+        plan = plan_model(self.arch, self.gpu, self.workload, self.slo, usd_per_hour=self.usd_per_hour, **shape)
+        return plan.candidates[0] if plan.candidates else None
+
+
+def stack_target(stack: str, model: str, *, root: Path | None = None) -> tuple[BenchTarget, _Planner]:
+    """Map the validated stack config to the benchmark's inputs through the platform's own
+    config → model-service mapping, so a bench engine is configured like the production one."""
+    import dataclasses
+
+    from infra.config import load_stack_file, repo_root
+    from infra.platform import model_service_spec, plan_models
+    from infra.render.model_cache import MODEL_CACHE_PVC_NAME
+
+    cfg = load_stack_file(stack, root)
+    if not any(m.name == model for m in cfg.models):
+        raise UserError([Problem("model", f"stack {stack} has no model {model!r}; models: {[m.name for m in cfg.models]}")])
+    facts = plan_models(cfg, root or repo_root())
+    entry = next(m for m in facts.models if m.config.name == model)
+    cache_pvc = MODEL_CACHE_PVC_NAME if cfg.model_cache.kind == "nfs" else None
+    service = dataclasses.replace(
+        model_service_spec(entry, cache_pvc),
+        # One node per sweep; bench engines are internal and short-lived: no API key, no HF token.
+        nodes_min=1,
+        nodes_max=1,
+        hf_token_secret=None,
+        api_key_secret=None,
+    )
+    target = BenchTarget(stack, model, service, entry.config.workload.to_workload(), entry.config.slo.to_slo())
+    planner = _Planner(entry.arch, entry.pool.gpu, target.workload, target.slo, entry.pool.node_usd_per_hour)
+    return target, planner
+
+
+def choose_sweeps(
+    target: BenchTarget, planner: _Planner, layouts: str, rates: tuple[float, ...] | None, opts: BenchOptions
+) -> list[LayoutSweep]:
+    """`topN` → the planner's N best fitting layouts; names → those shapes with the planner's
+    batch limits (or the stack's explicit layout when the name matches it)."""
+    chosen: list[tuple[Layout, float | None]] = []
+    top = _TOP.match(layouts.strip())
+    if top:
+        for cand in planner.top(int(top.group(1))):
+            chosen.append((cand.layout, cand.goodput_rps_per_node))
+        if not chosen:
+            raise UserError([Problem("--layouts", "the planner found no layout that fits; name layouts explicitly")])
+    else:
+        problems = []
+        for name in [n.strip() for n in layouts.split(",") if n.strip()]:
+            try:
+                shape = parse_layout_name(name)
+            except ValueError as err:
+                problems.append(Problem("--layouts", str(err)))
+                continue
+            if target.service.layout.name == name and target.service.layout != Layout():
+                cand = planner.for_shape(shape)
+                chosen.append((target.service.layout, cand.goodput_rps_per_node if cand else None))
+                continue
+            cand = planner.for_shape(shape)
+            if cand is None or not cand.fits:
+                why = "; ".join(cand.problems) if cand and cand.problems else "it does not fit on this GPU"
+                problems.append(Problem("--layouts", f"{name}: {why}"))
+                continue
+            chosen.append((cand.layout, cand.goodput_rps_per_node))
+        if problems:
+            raise UserError(problems)
+    if len({layout.name for layout, _ in chosen}) != len(chosen):
+        raise UserError([Problem("--layouts", "a layout is listed twice")])
+    return [make_sweep(layout, rates or default_rates(predicted), opts, predicted) for layout, predicted in chosen]
+
+
+# --- --apply -------------------------------------------------------------------------------------
+
+
+def apply_bundle(bundle, out: Path, *, kubeconfig: Path | None, poll_seconds: int = 30) -> None:
+    """Run the sweep through the Kubernetes API, one layout at a time, as run.sh does with kubectl."""
+    try:
+        from kubernetes import client, config, utils
+    except ImportError:
+        raise UserError(
+            "--apply needs the `kubernetes` Python package (pip install 'kubernetes>=31'); "
+            f"or run {out}/run.sh with kubectl"
+        ) from None
+    try:
+        config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None)
+    except Exception as err:  # the client raises ConfigException and plain OSErrors
+        raise UserError(f"cannot load kubeconfig ({err}); fetch it with `doctl kubernetes cluster kubeconfig save <cluster>`") from None
+    api = client.ApiClient()
+    batch = client.BatchV1Api(api)
+    core = client.CoreV1Api(api)
+    namespace = bundle.target.service.namespace
+    if bundle.prefetch:
+        _create(utils, api, bundle.prefetch)
+        _wait_job(batch, namespace, bundle.prefetch["metadata"]["name"], bundle.prefetch["spec"]["activeDeadlineSeconds"], poll_seconds)
+    for (directory, objects), sweep in zip(bundle.layouts, bundle.sweeps, strict=True):
+        job = objects[-1]["metadata"]["name"]
+        print(f"=== {sweep.layout.name}: applying {directory}")
+        for obj in objects:
+            _create(utils, api, obj)
+        try:
+            state = _wait_job(batch, namespace, job, objects[-1]["spec"]["activeDeadlineSeconds"], poll_seconds)
+            print(f"    job {job}: {state}")
+            pods = core.list_namespaced_pod(namespace, label_selector=f"job-name={job}").items
+            written = 0
+            for pod in pods:
+                log = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="bench")
+                written += collect_results(log, out / "results" / sweep.layout.name)
+            print(f"    collected {written} result files into {out}/results/{sweep.layout.name}")
+        finally:
+            _delete(api, objects)
+    print(f"next: infra tune ingest {out}/results --stack {bundle.target.stack} --model {bundle.target.model}")
+
+
+def collect_results(log: str, directory: Path) -> int:
+    """Write every `BENCH_RESULT <file> <json>` line of a sweep Job's log as <directory>/<file>."""
+    count = 0
+    for line in log.splitlines():
+        if not line.startswith(RESULT_LINE_PREFIX + " "):
+            continue
+        parts = line.split(" ", 2)
+        if len(parts) != 3 or "/" in parts[1] or not parts[1].endswith(".json"):
+            continue
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / parts[1]).write_text(parts[2].strip() + "\n", encoding="utf-8")
+        count += 1
+    return count
+
+
+def _create(utils, api, obj: dict) -> None:
+    try:
+        utils.create_from_dict(api, obj, namespace=obj["metadata"].get("namespace"))
+    except utils.FailToCreateError as err:
+        if not all(getattr(e, "status", None) == 409 for e in err.api_exceptions):  # 409: exists
+            raise UserError(f"creating {obj['kind']} {obj['metadata']['name']} failed: {err}") from None
+
+
+def _wait_job(batch, namespace: str, name: str, deadline_s: int, poll_seconds: int) -> str:
+    end = time.monotonic() + deadline_s + 60
+    while time.monotonic() < end:
+        status = batch.read_namespaced_job_status(name, namespace).status
+        if status.succeeded:
+            return "complete"
+        if status.failed:
+            return "failed (collecting what it measured)"
+        time.sleep(poll_seconds)
+    return "timed out"
+
+
+def _delete(api, objects: list[dict]) -> None:
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    apps, core, batch = client.AppsV1Api(api), client.CoreV1Api(api), client.BatchV1Api(api)
+    deleters = {
+        "Job": lambda n, ns: batch.delete_namespaced_job(n, ns, propagation_policy="Background"),
+        "Service": core.delete_namespaced_service,
+        "Deployment": apps.delete_namespaced_deployment,
+    }
+    for obj in reversed(objects):
+        try:
+            deleters[obj["kind"]](obj["metadata"]["name"], obj["metadata"]["namespace"])
+        except ApiException as err:
+            if err.status != 404:
+                raise

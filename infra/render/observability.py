@@ -1,0 +1,418 @@
+"""Observability manifests as plain dicts: kube-prometheus-stack values, scrape monitors, rules,
+dashboards (no Pulumi; `components/observability.py` turns these into resources).
+
+Scrape contract with the other renderers:
+- vLLM pods carry `app.kubernetes.io/name: vllm` and `inference-platform/model: <name>` and serve
+  `/metrics` on the container port named `http` (8000).
+- Router pods carry `app.kubernetes.io/name: router` and the same model label.
+- The AMD device-metrics exporter serves `/metrics` on container port 5000. Its pod labels differ
+  between installs (DOKS add-on in kube-system, the upstream Helm chart's
+  `app: <release>-amdgpu-metrics-exporter`, the GPU operator's `app.kubernetes.io/name:
+  metrics-exporter`), so its PodMonitor selects by port and container image instead of labels.
+Both PodMonitors for our pods copy the model label to a `model` target label and the
+`app.kubernetes.io/name` label to `component`; the recording rules rely on that.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.render.slo_rules import (
+    DEFAULT_THRESHOLDS,
+    LONGEST_SLO_WINDOW_DAYS,
+    RUNBOOK_DEFAULT,
+    AlertThresholds,
+    ObservedModel,
+    gpu_alert_group,
+    model_recording_group,
+    serving_alert_group,
+    slo_alert_group,
+    slo_recording_group,
+)
+
+__all__ = [
+    "ObservedModel",
+    "AlertThresholds",
+    "GpuRuntimeFacts",
+    "MonitoringSettings",
+    "DASHBOARD_DIR",
+    "DASHBOARD_LABEL",
+    "render_namespace",
+    "render_kube_prometheus_stack_values",
+    "render_pod_monitors",
+    "render_rule_groups",
+    "render_prometheus_rules",
+    "render_dashboard_configmaps",
+    "retention_days",
+]
+
+MONITORING_API = "monitoring.coreos.com/v1"
+DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "manifests" / "dashboards"
+DASHBOARD_LABEL = "grafana_dashboard"  # the Grafana sidecar's default label key
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+ALERT_WEBHOOK_SECRET = "alertmanager-webhook"  # key "url"; mounted by alertmanagerSpec.secrets
+MANAGED_BY = {
+    "app.kubernetes.io/managed-by": "inference-platform",
+    "app.kubernetes.io/part-of": "observability",
+}
+
+# Where the ROCm device-metrics exporter runs for each GPU runtime mode.
+EXPORTER_NAMESPACE_BY_MODE = {
+    "doks-managed": "kube-system",  # DOKS cluster flag amd_gpu_device_metrics_exporter_plugin
+    "device-plugin": "kube-system",  # our own DaemonSet next to the device plugin
+    "gpu-operator": "kube-amd-gpu",  # the AMD GPU operator's DeviceConfig namespace
+}
+
+
+@dataclass(frozen=True)
+class GpuRuntimeFacts:
+    """What the GPU runtime installed, as far as scraping is concerned.
+
+    vendor: "amd" | "nvidia"; only AMD has an exporter wired here (NVIDIA DCGM is not).
+    mode: the gpu_runtime mode; picks the exporter namespace unless exporter_namespace is given.
+    metrics_exporter: whether the ROCm device-metrics exporter is installed at all.
+    """
+
+    vendor: str = "amd"
+    mode: str = "doks-managed"
+    metrics_exporter: bool = True
+    exporter_namespace: str | None = None
+    exporter_port: int = 5000
+
+    @property
+    def scrape_amd_exporter(self) -> bool:
+        return self.vendor == "amd" and self.metrics_exporter
+
+    @property
+    def resolved_exporter_namespace(self) -> str:
+        return self.exporter_namespace or EXPORTER_NAMESPACE_BY_MODE.get(self.mode, "kube-system")
+
+
+@dataclass(frozen=True)
+class MonitoringSettings:
+    """The non-secret knobs of the monitoring stack.
+
+    retention: Prometheus TSDB retention (Prometheus duration, e.g. "15d"); must cover the 3-day
+        SLO window.
+    storage_gib: size of Prometheus' do-block-storage volume.
+    system_node_selector: where the stack's pods run (the system pool).
+    alert_receiver: "none" | "webhook" | "slack"; the URL lives in the `alertmanager-webhook`
+        Secret (key `url`) and never passes through here.
+    alert_slack_channel: the Slack channel for alert_receiver "slack".
+    runbook_url: base of the runbook links in alert annotations (anchors are appended).
+    """
+
+    namespace: str = "monitoring"
+    retention: str = "15d"
+    storage_gib: int = 100
+    system_node_selector: dict[str, str] = field(default_factory=dict)
+    alert_receiver: str = "none"
+    alert_slack_channel: str | None = None
+    runbook_url: str = RUNBOOK_DEFAULT
+    scrape_interval: str = "15s"
+    router_metrics_port: str = "http"
+    grafana_storage_gib: int = 0  # 0: dashboards come from ConfigMaps, no state worth a volume
+
+
+_DURATION_UNITS_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def retention_days(retention: str) -> float:
+    """Days in a Prometheus duration such as "15d", "2w" or "1w3d"."""
+    parts = re.findall(r"(\d+)(ms|s|m|h|d|w|y)", retention)
+    if not parts or "".join(n + u for n, u in parts) != retention:
+        raise ValueError(f"not a Prometheus duration: {retention!r}")
+    return sum(int(n) * _DURATION_UNITS_S[u] for n, u in parts) / 86400
+
+
+def _meta(name: str, namespace: str | None = None, labels: dict | None = None) -> dict:
+    meta: dict = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = {**MANAGED_BY, **(labels or {})}
+    return meta
+
+
+def render_namespace(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name)}
+
+
+# --- kube-prometheus-stack -------------------------------------------------------------------
+
+
+def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
+    """Helm values for kube-prometheus-stack.
+
+    Secrets stay out: Grafana reads its admin password from the `grafana-admin` Secret
+    (`grafana.admin.existingSecret`), Alertmanager reads the webhook URL from a mounted Secret file
+    (`url_file`). The values are therefore safe to show in plans and diffs.
+    """
+    if retention_days(settings.retention) < LONGEST_SLO_WINDOW_DAYS:
+        raise ValueError(
+            f"observability.retention={settings.retention} is shorter than the {LONGEST_SLO_WINDOW_DAYS}d "
+            "SLO burn-rate window"
+        )
+    node_selector = dict(settings.system_node_selector)
+    webhook_path = f"/etc/alertmanager/secrets/{ALERT_WEBHOOK_SECRET}/url"
+    receivers: list[dict] = [{"name": "null"}]
+    route: dict = {
+        "receiver": "null",
+        "group_by": ["alertname", "model", "namespace"],
+        "group_wait": "30s",
+        "group_interval": "5m",
+        "repeat_interval": "4h",
+        # The chart's Watchdog alert always fires by design (a heartbeat); never notify on it.
+        "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}],
+    }
+    if settings.alert_receiver == "webhook":
+        receivers.append(
+            {"name": "platform", "webhook_configs": [{"url_file": webhook_path, "send_resolved": True}]}
+        )
+    elif settings.alert_receiver == "slack":
+        slack = {"api_url_file": webhook_path, "send_resolved": True}
+        if settings.alert_slack_channel:
+            slack["channel"] = settings.alert_slack_channel
+        receivers.append({"name": "platform", "slack_configs": [slack]})
+    elif settings.alert_receiver != "none":
+        raise ValueError(f"unknown alert receiver kind {settings.alert_receiver!r}")
+    if len(receivers) > 1:
+        route["receiver"] = "platform"
+
+    # Prometheus keeps ~15 % headroom below the volume so compaction never fills the disk.
+    retention_size_gb = max(1, int(settings.storage_gib * 1.073741824 * 0.85))
+    return {
+        "crds": {"enabled": True},
+        "prometheusOperator": {
+            "nodeSelector": node_selector,
+            "admissionWebhooks": {"patch": {"nodeSelector": node_selector}},
+        },
+        "prometheus": {
+            "prometheusSpec": {
+                "retention": settings.retention,
+                "retentionSize": f"{retention_size_gb}GB",
+                "scrapeInterval": settings.scrape_interval,
+                "nodeSelector": node_selector,
+                # Select every PodMonitor/ServiceMonitor/PrometheusRule, not only the chart's own.
+                "podMonitorSelectorNilUsesHelmValues": False,
+                "serviceMonitorSelectorNilUsesHelmValues": False,
+                "ruleSelectorNilUsesHelmValues": False,
+                "storageSpec": {
+                    "volumeClaimTemplate": {
+                        "spec": {
+                            "storageClassName": "do-block-storage",
+                            "accessModes": ["ReadWriteOnce"],  # DO block storage is RWO only
+                            "resources": {"requests": {"storage": f"{settings.storage_gib}Gi"}},
+                        }
+                    }
+                },
+            }
+        },
+        "alertmanager": {
+            "alertmanagerSpec": {
+                "nodeSelector": node_selector,
+                **({"secrets": [ALERT_WEBHOOK_SECRET]} if settings.alert_receiver != "none" else {}),
+            },
+            "config": {
+                "global": {"resolve_timeout": "5m"},
+                "route": route,
+                "receivers": receivers,
+                # While a model's SLI pages (fast burn), its slow-burn ticket adds nothing. Scoped by
+                # alert name: `equal` treats a label missing on both sides as equal, so a bare
+                # severity rule would let any GPU page mute every warning without a model label.
+                "inhibit_rules": [
+                    {
+                        "source_matchers": [f'alertname = "Vllm{sli}SloFastBurn"'],
+                        "target_matchers": [f'alertname = "Vllm{sli}SloSlowBurn"'],
+                        "equal": ["model"],
+                    }
+                    for sli in ("Ttft", "Tpot")
+                ],
+            },
+        },
+        "grafana": {
+            "nodeSelector": node_selector,
+            "admin": {
+                "existingSecret": GRAFANA_ADMIN_SECRET,
+                "userKey": "admin-user",
+                "passwordKey": "admin-password",
+            },
+            "sidecar": {
+                "dashboards": {"enabled": True, "label": DASHBOARD_LABEL, "labelValue": "1"},
+            },
+            "persistence": (
+                {
+                    "enabled": True,
+                    "storageClassName": "do-block-storage",
+                    "size": f"{settings.grafana_storage_gib}Gi",
+                }
+                if settings.grafana_storage_gib
+                else {"enabled": False}
+            ),
+        },
+        "kube-state-metrics": {
+            "nodeSelector": node_selector,
+            # kube_pod_labels only carries allow-listed pod labels; the readiness and restart
+            # rules join on these two (as label_app_kubernetes_io_name, label_inference_platform_model).
+            "metricLabelsAllowlist": ["pods=[app.kubernetes.io/name,inference-platform/model]"],
+        },
+    }
+
+
+# --- scrape monitors -------------------------------------------------------------------------
+
+
+def _pod_label_relabelings() -> list[dict]:
+    return [
+        {
+            "action": "replace",
+            "sourceLabels": ["__meta_kubernetes_pod_label_inference_platform_model"],
+            "targetLabel": "model",
+        },
+        {
+            "action": "replace",
+            "sourceLabels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"],
+            "targetLabel": "component",
+        },
+        {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"},
+    ]
+
+
+def _pod_monitor(name: str, namespace: str, spec: dict) -> dict:
+    return {
+        "apiVersion": MONITORING_API,
+        "kind": "PodMonitor",
+        "metadata": _meta(name, namespace),
+        "spec": spec,
+    }
+
+
+def render_pod_monitors(
+    models: Iterable[ObservedModel], gpu: GpuRuntimeFacts, settings: MonitoringSettings
+) -> list[dict]:
+    """PodMonitors for vLLM, the router and (AMD) the device-metrics exporter."""
+    namespaces = sorted({m.namespace for m in models})
+    monitors = []
+    if namespaces:
+        for component, port in (("vllm", "http"), ("router", settings.router_metrics_port)):
+            monitors.append(
+                _pod_monitor(
+                    component,
+                    settings.namespace,
+                    {
+                        "namespaceSelector": {"matchNames": namespaces},
+                        "selector": {
+                            "matchLabels": {"app.kubernetes.io/name": component},
+                            "matchExpressions": [{"key": "inference-platform/model", "operator": "Exists"}],
+                        },
+                        "podMetricsEndpoints": [
+                            {
+                                "port": port,
+                                "path": "/metrics",
+                                "interval": settings.scrape_interval,
+                                "relabelings": _pod_label_relabelings(),
+                            }
+                        ],
+                    },
+                )
+            )
+    if gpu.scrape_amd_exporter:
+        monitors.append(
+            _pod_monitor(
+                "amd-device-metrics-exporter",
+                settings.namespace,
+                {
+                    "namespaceSelector": {"matchNames": [gpu.resolved_exporter_namespace]},
+                    "selector": {},  # every pod in the namespace; the image relabeling filters
+                    "podMetricsEndpoints": [
+                        {
+                            "portNumber": gpu.exporter_port,
+                            "path": "/metrics",
+                            "interval": "30s",
+                            # The exporter labels a GPU's series with the pod/namespace of the
+                            # workload holding it; keep those instead of the exporter's own.
+                            "honorLabels": True,
+                            "relabelings": [
+                                {
+                                    "action": "keep",
+                                    "sourceLabels": ["__meta_kubernetes_pod_container_image"],
+                                    "regex": ".*device-metrics-exporter.*",
+                                },
+                                {
+                                    "action": "replace",
+                                    "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                                    "targetLabel": "node",
+                                },
+                            ],
+                        }
+                    ],
+                },
+            )
+        )
+    return monitors
+
+
+# --- rules -----------------------------------------------------------------------------------
+
+
+def render_rule_groups(
+    models: Iterable[ObservedModel],
+    gpu: GpuRuntimeFacts,
+    thresholds: AlertThresholds = DEFAULT_THRESHOLDS,
+    runbook_url: str = RUNBOOK_DEFAULT,
+) -> dict[str, list[dict]]:
+    """Every rule group, keyed by the PrometheusRule object that carries it."""
+    models = list(models)
+    out: dict[str, list[dict]] = {}
+    for m in models:
+        out[f"model-{m.name}"] = [model_recording_group(m), slo_recording_group(m)]
+    alerts = [slo_alert_group(runbook_url), serving_alert_group(models, thresholds, runbook_url)]
+    if gpu.scrape_amd_exporter:
+        alerts.append(gpu_alert_group(thresholds, runbook_url))
+    out["alerts"] = alerts
+    return out
+
+
+def render_prometheus_rules(
+    models: Iterable[ObservedModel],
+    gpu: GpuRuntimeFacts,
+    settings: MonitoringSettings,
+    thresholds: AlertThresholds = DEFAULT_THRESHOLDS,
+) -> list[dict]:
+    """PrometheusRule objects: one per model (its recording rules) and one with all alerts."""
+    return [
+        {
+            "apiVersion": MONITORING_API,
+            "kind": "PrometheusRule",
+            "metadata": _meta(f"inference-{name}", settings.namespace),
+            "spec": {"groups": groups},
+        }
+        for name, groups in render_rule_groups(models, gpu, thresholds, settings.runbook_url).items()
+    ]
+
+
+# --- dashboards ------------------------------------------------------------------------------
+
+
+def dashboard_files(directory: Path = DASHBOARD_DIR) -> list[Path]:
+    return sorted(directory.glob("*.json"))
+
+
+def render_dashboard_configmaps(namespace: str, directory: Path = DASHBOARD_DIR) -> list[dict]:
+    """One ConfigMap per dashboard JSON, labelled for the Grafana sidecar."""
+    out = []
+    for path in dashboard_files(directory):
+        text = path.read_text()
+        json.loads(text)  # a broken dashboard fails here, not silently in Grafana
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": _meta(f"dashboard-{path.stem}", namespace, {DASHBOARD_LABEL: "1"}),
+                "data": {path.name: text},
+            }
+        )
+    return out

@@ -1,0 +1,579 @@
+"""Prometheus recording and alerting rules for the inference SLOs (pure data, no Pulumi).
+
+The SLO the platform promises per model is "p90 time-to-first-token ≤ X and p90 time-per-output-
+token ≤ Y". Read as an objective over requests, "p90 ≤ X" means *at least 90 % of requests finish
+their first token within X*: the error budget is the 10 % of requests allowed to be slower (not
+1 % — that would be a p99 promise). Alerts burn that budget with the multi-window,
+multi-burn-rate method of the Google SRE workbook ("Alerting on SLOs"), adapted to the 10 % budget:
+the workbook's 14.4× page threshold is unreachable here because the error ratio can never exceed
+1.0, i.e. the burn rate is capped at 1 / 0.10 = 10×. The policy below keeps every threshold
+under that cap (a test enforces it).
+
+Where the numbers come from: vLLM V1 exports `vllm:time_to_first_token_seconds` and
+`vllm:request_time_per_output_token_seconds` as classic histograms with fixed bucket boundaries
+(vllm/v1/metrics/loggers.py). "Requests within X" is only exact when X is a bucket boundary; in
+between, the rules interpolate linearly between the two neighbouring buckets — the same
+assumption `histogram_quantile` makes for the p90 panels — and `slo_bucket_warnings` says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# vLLM V1 histogram bucket upper bounds in seconds (vllm/v1/metrics/loggers.py, unchanged from
+# 0.9 to 0.11+). Keep in step with the pinned vLLM version in infra/catalog/versions.py.
+TTFT_BUCKETS_S: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+TPOT_BUCKETS_S: tuple[float, ...] = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+)  # fmt: skip
+
+TTFT_METRIC = "vllm:time_to_first_token_seconds"
+TPOT_METRIC = "vllm:request_time_per_output_token_seconds"
+
+SLO_QUANTILE = 0.90
+ERROR_BUDGET = round(1.0 - SLO_QUANTILE, 6)  # 0.10 of requests may exceed the p90 limit
+
+# Long windows need at least this much Prometheus retention to mean anything.
+LONGEST_SLO_WINDOW_DAYS = 3
+
+RUNBOOK_DEFAULT = "docs/runbook.md"
+
+
+@dataclass(frozen=True)
+class ObservedModel:
+    """One served model as the monitoring sees it.
+
+    name: platform model name; the vLLM and router pods carry `inference-platform/model: <name>`.
+    served_model_name: vLLM's `--served-model-name`; vLLM puts it in the `model_name` metric label.
+    namespace: where the model's pods run.
+    ttft_p90_ms / tpot_p90_ms: the SLO limits at the 90th percentile.
+    gpus_per_replica: GPUs one vLLM pod holds (tp × dp); turns replicas into GPU-hours.
+    replicas: pods the deployment should keep ready (for the not-ready alert).
+    usd_per_gpu_hour: the pool's hourly node price divided by its GPUs; None when the contract
+        price is unknown, which drops the cost rules for this model.
+    """
+
+    name: str
+    served_model_name: str
+    namespace: str
+    ttft_p90_ms: float
+    tpot_p90_ms: float
+    gpus_per_replica: int
+    replicas: int
+    usd_per_gpu_hour: float | None = None
+
+
+@dataclass(frozen=True)
+class BurnRateWindow:
+    """Alert when the error ratio over both windows exceeds burn_rate × ERROR_BUDGET.
+
+    The long window makes the alert significant, the short one makes it reset quickly once the
+    problem is gone (SRE workbook, "multiwindow, multi-burn-rate alerts").
+    """
+
+    long_window: str
+    short_window: str
+    burn_rate: float
+    severity: str  # "critical" pages, "warning" opens a ticket
+
+    @property
+    def error_ratio_threshold(self) -> float:
+        return round(self.burn_rate * ERROR_BUDGET, 6)
+
+
+# Budget: 10 % of requests over a 30-day period. A burn rate of b spends b × window / 30 d of it.
+#   6× for 1 h  → 60 % of requests slow (even the median is over the limit): 0.8 % of the budget/h.
+#   3× for 6 h  → 30 % slow for a quarter day: 2.5 % of the budget.
+#   1.5× for 1 d, 1× for 3 d: the SLO is being missed slowly; fix within working hours.
+BURN_RATE_POLICY: tuple[BurnRateWindow, ...] = (
+    BurnRateWindow("1h", "5m", 6.0, "critical"),
+    BurnRateWindow("6h", "30m", 3.0, "critical"),
+    BurnRateWindow("1d", "2h", 1.5, "warning"),
+    BurnRateWindow("3d", "6h", 1.0, "warning"),
+)
+SLO_WINDOWS: tuple[str, ...] = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+
+
+@dataclass(frozen=True)
+class AlertThresholds:
+    """Tunable limits of the non-SLO alerts, with the reason for each default."""
+
+    # vLLM preempts (recomputes) sequences when the KV cache is full; sustained > 95 % means
+    # latency is about to degrade for everyone on the replica.
+    kv_cache_usage_ratio: float = 0.95
+    # A queue that grows by one request per minute for 15 minutes is demand above capacity.
+    queue_growth_per_minute: float = 1.0
+    # MI300X/MI325X throttle near 100–105 °C junction; warn before the clocks drop.
+    gpu_junction_temperature_c: float = 95.0
+    # A model load takes tens of minutes; only complain when readiness stays short this long.
+    replicas_not_ready_for: str = "45m"
+    pod_restarts_per_30m: int = 2
+    deadman_window: str = "10m"
+
+
+DEFAULT_THRESHOLDS = AlertThresholds()
+
+
+# --- bucket precision ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BucketBracket:
+    """Where an SLO limit falls among a histogram's buckets."""
+
+    limit_s: float
+    lower_s: float | None  # largest boundary ≤ limit (None: below the first bucket, count is 0)
+    upper_s: float | None  # smallest boundary ≥ limit (None: above the last finite bucket)
+
+    @property
+    def exact(self) -> bool:
+        return self.lower_s == self.limit_s
+
+
+def bracket(limit_s: float, buckets: Iterable[float]) -> BucketBracket:
+    """The bucket boundaries around `limit_s`."""
+    bounds = sorted(buckets)
+    lower = max((b for b in bounds if b <= limit_s + 1e-12), default=None)
+    upper = min((b for b in bounds if b >= limit_s - 1e-12), default=None)
+    return BucketBracket(limit_s, lower, upper)
+
+
+def slo_bucket_warnings(models: Iterable[ObservedModel]) -> list[str]:
+    """One warning per SLO limit that is not a vLLM histogram bucket boundary.
+
+    A quantile (and the fraction of requests within a limit) is only as precise as the buckets
+    around it: with TTFT buckets at 1.0 s and 2.5 s, a 2.0 s limit is estimated by assuming the
+    requests between 1.0 s and 2.5 s are spread evenly. Choosing a boundary makes it exact.
+    """
+    warnings: list[str] = []
+    for m in models:
+        for sli, limit_ms, buckets in (
+            ("ttft_p90_ms", m.ttft_p90_ms, TTFT_BUCKETS_S),
+            ("tpot_p90_ms", m.tpot_p90_ms, TPOT_BUCKETS_S),
+        ):
+            b = bracket(limit_ms / 1000.0, buckets)
+            if b.exact:
+                continue
+            if b.upper_s is None:
+                warnings.append(
+                    f"models[{m.name}].slo.{sli}={limit_ms:g} is above vLLM's largest finite bucket "
+                    f"({b.lower_s * 1000:g} ms); the SLO is evaluated at {b.lower_s * 1000:g} ms"
+                )
+                continue
+            lower_ms = 0.0 if b.lower_s is None else b.lower_s * 1000
+            warnings.append(
+                f"models[{m.name}].slo.{sli}={limit_ms:g} lies between vLLM histogram buckets "
+                f"{lower_ms:g} ms and {b.upper_s * 1000:g} ms; the fraction within the SLO and the "
+                f"p90 are interpolated between them. Use {lower_ms:g} or {b.upper_s * 1000:g} for an "
+                f"exact SLO"
+            )
+    return warnings
+
+
+# --- PromQL building blocks ------------------------------------------------------------------
+
+
+def _num(x: float) -> str:
+    """A float as PromQL prints it best: 0.6, 2, 1e-06 stays readable."""
+    return f"{x:.10g}"
+
+
+def regex_literal(text: str) -> str:
+    """`text` as an RE2 pattern inside a double-quoted PromQL string (backslashes doubled)."""
+    return re.escape(text).replace("\\", "\\\\")
+
+
+def le_matcher(bound_s: float) -> str:
+    """Match one bucket boundary however it was written.
+
+    prometheus_client (vLLM) writes `le="1.0"`; Prometheus 3 normalises classic-histogram `le`
+    values on ingestion to `le="1"`. The regex accepts both and escapes the dot, because an
+    unescaped `1.0` would also match `le="160"`.
+    """
+    python_form = repr(float(bound_s))
+    forms = [python_form]
+    if python_form.endswith(".0"):
+        forms.append(python_form[:-2])
+    return 'le=~"' + "|".join(regex_literal(f) for f in forms) + '"'
+
+
+def quoted(value: str) -> str:
+    """A label value as a double-quoted PromQL string."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def selector(model: ObservedModel, *extra: str) -> str:
+    """The label matchers that select one model's vLLM series.
+
+    `component="vllm"` comes from the vLLM PodMonitor's relabeling; it keeps out the router's own
+    `vllm:`-prefixed series (the production-stack router re-exports some under the same names).
+    """
+    parts = [
+        f"model_name={quoted(model.served_model_name)}",
+        f"namespace={quoted(model.namespace)}",
+        'component="vllm"',
+        *extra,
+    ]
+    return "{" + ", ".join(parts) + "}"
+
+
+def slo_good_ratio_expr(
+    metric: str, model: ObservedModel, limit_s: float, buckets: Iterable[float], window: str
+) -> str:
+    """Fraction of requests at or under `limit_s` over `window`, from histogram buckets."""
+    b = bracket(limit_s, buckets)
+    count = f"sum(rate({metric}_count{selector(model)}[{window}]))"
+
+    def cumulative(bound: float) -> str:
+        return f"sum(rate({metric}_bucket{selector(model, le_matcher(bound))}[{window}]))"
+
+    if b.exact:
+        good = cumulative(b.lower_s)
+    elif b.upper_s is None:  # above the last finite bucket: evaluate at the last one (stricter)
+        good = cumulative(b.lower_s)
+    else:
+        lower = 0.0 if b.lower_s is None else b.lower_s
+        weight = (limit_s - lower) / (b.upper_s - lower)
+        upper_term = f"{cumulative(b.upper_s)} * {_num(weight)}"
+        good = (
+            upper_term if b.lower_s is None else f"({cumulative(lower)} * {_num(1 - weight)} + {upper_term})"
+        )
+    return f"{good} / {count}"
+
+
+def _rule(record: str, expr: str, model: ObservedModel) -> dict:
+    return {"record": record, "expr": expr, "labels": {"model": model.name}}
+
+
+def _quantile_rules(short: str, metric: str, model: ObservedModel) -> list[dict]:
+    return [
+        _rule(
+            f"model:vllm_{short}_seconds:p{int(q * 100)}",
+            f"histogram_quantile({q}, sum by (le) (rate({metric}_bucket{selector(model)}[5m])))",
+            model,
+        )
+        for q in (0.5, 0.9, 0.99)
+    ]
+
+
+def _by_model(record: str, model: ObservedModel) -> str:
+    return f"{record}{{model={quoted(model.name)}}}"
+
+
+# --- recording rules -------------------------------------------------------------------------
+
+
+def model_recording_group(model: ObservedModel) -> dict:
+    """Per-model serving, saturation, efficiency and cost series (evaluated every interval)."""
+    sel = selector(model)
+    pod_labels = (
+        f'kube_pod_labels{{namespace={quoted(model.namespace)}, label_app_kubernetes_io_name="vllm", '
+        f"label_inference_platform_model={quoted(model.name)}}}"
+    )
+    rules = [
+        *_quantile_rules("ttft", TTFT_METRIC, model),
+        *_quantile_rules("tpot", TPOT_METRIC, model),
+        _rule(
+            "model:vllm_requests_per_second:rate5m", f"sum(rate(vllm:request_success_total{sel}[5m]))", model
+        ),
+        _rule(
+            "model:vllm_output_tokens_per_second:rate5m",
+            f"sum(rate(vllm:generation_tokens_total{sel}[5m]))",
+            model,
+        ),
+        _rule(
+            "model:vllm_prompt_tokens_per_second:rate5m",
+            f"sum(rate(vllm:prompt_tokens_total{sel}[5m]))",
+            model,
+        ),
+        _rule("model:vllm_requests_waiting:sum", f"sum(vllm:num_requests_waiting{sel})", model),
+        _rule("model:vllm_requests_running:sum", f"sum(vllm:num_requests_running{sel})", model),
+        _rule("model:vllm_kv_cache_usage:max", f"max(vllm:kv_cache_usage_perc{sel})", model),
+        _rule("model:vllm_kv_cache_usage:avg", f"avg(vllm:kv_cache_usage_perc{sel})", model),
+        _rule(
+            "model:vllm_prefix_cache_hit:ratio_rate5m",
+            f"sum(rate(vllm:prefix_cache_hits_total{sel}[5m])) / sum(rate(vllm:prefix_cache_queries_total{sel}[5m]))",
+            model,
+        ),
+        # Targets the vLLM PodMonitor scrapes successfully (its relabelings set model/component).
+        _rule(
+            "model:vllm_replicas_up:sum", f'sum(up{{component="vllm", model={quoted(model.name)}}})', model
+        ),
+        _rule(
+            "model:vllm_gpus_serving:sum",
+            f"{_by_model('model:vllm_replicas_up:sum', model)} * {model.gpus_per_replica}",
+            model,
+        ),
+        _rule(
+            "model:vllm_output_tokens_per_second_per_gpu:rate5m",
+            f"{_by_model('model:vllm_output_tokens_per_second:rate5m', model)}"
+            f" / ({_by_model('model:vllm_gpus_serving:sum', model)} > 0)",
+            model,
+        ),
+        # Ready pods from kube-state-metrics; `or vector(0)` so that "no pod at all" is 0, not absent.
+        _rule(
+            "model:vllm_replicas_ready:sum",
+            f'sum(kube_pod_status_ready{{namespace={quoted(model.namespace)}, condition="true"}}'
+            f" * on (namespace, pod) {pod_labels}) or vector(0)",
+            model,
+        ),
+        _rule("model:vllm_replicas_expected:count", f"vector({model.replicas})", model),
+        _rule("model:slo_ttft_p90_limit_seconds", f"vector({_num(model.ttft_p90_ms / 1000)})", model),
+        _rule("model:slo_tpot_p90_limit_seconds", f"vector({_num(model.tpot_p90_ms / 1000)})", model),
+    ]
+    if model.usd_per_gpu_hour is not None:
+        rules += [
+            _rule("model:gpu_price_usd_per_gpu_hour", f"vector({_num(model.usd_per_gpu_hour)})", model),
+            _rule(
+                "model:gpu_cost_usd_per_hour:sum",
+                f"{_by_model('model:vllm_gpus_serving:sum', model)} * {_num(model.usd_per_gpu_hour)}",
+                model,
+            ),
+            _rule(
+                "model:vllm_output_tokens_per_second:rate1h",
+                f"sum(rate(vllm:generation_tokens_total{sel}[1h]))",
+                model,
+            ),
+            # $/h ÷ (million output tokens per hour); the `> 0` drops idle hours instead of +Inf.
+            _rule(
+                "model:vllm_cost_usd_per_million_output_tokens:rate1h",
+                f"{_by_model('model:gpu_cost_usd_per_hour:sum', model)}"
+                f" / ({_by_model('model:vllm_output_tokens_per_second:rate1h', model)} * 3600 / 1e6 > 0)",
+                model,
+            ),
+        ]
+    return {"name": f"inference-platform.model.{model.name}", "rules": rules}
+
+
+def slo_recording_group(model: ObservedModel) -> dict:
+    """Per-model SLO error ratios over every burn-rate window, plus goodput.
+
+    Evaluated once a minute: the 1d and 3d rates over bucket series are the most expensive rules
+    here and do not change faster than that.
+    """
+    rules: list[dict] = []
+    for short, metric, limit_ms, buckets in (
+        ("ttft", TTFT_METRIC, model.ttft_p90_ms, TTFT_BUCKETS_S),
+        ("tpot", TPOT_METRIC, model.tpot_p90_ms, TPOT_BUCKETS_S),
+    ):
+        for window in SLO_WINDOWS:
+            good = slo_good_ratio_expr(metric, model, limit_ms / 1000.0, buckets, window)
+            rules.append(_rule(f"model:vllm_{short}_slo_errors:ratio_rate{window}", f"1 - ({good})", model))
+        rules.append(
+            _rule(
+                f"model:vllm_{short}_slo_good:ratio_rate5m",
+                f"1 - {_by_model(f'model:vllm_{short}_slo_errors:ratio_rate5m', model)}",
+                model,
+            )
+        )
+    # The two histograms are separate, so the fraction of requests meeting *both* SLOs is not
+    # observable; the smaller of the two fractions is an upper bound on it.
+    ttft_good = _by_model("model:vllm_ttft_slo_good:ratio_rate5m", model)
+    tpot_good = _by_model("model:vllm_tpot_slo_good:ratio_rate5m", model)
+    rules.append(
+        _rule(
+            "model:vllm_goodput_requests_per_second:rate5m",
+            f"{_by_model('model:vllm_requests_per_second:rate5m', model)}"
+            f" * ({ttft_good} < {tpot_good} or {tpot_good})",
+            model,
+        )
+    )
+    return {"name": f"inference-platform.slo.{model.name}", "interval": "1m", "rules": rules}
+
+
+# --- alerting rules --------------------------------------------------------------------------
+
+
+def _runbook(base: str, anchor: str) -> str:
+    return f"{base}#{anchor}"
+
+
+def _alert(
+    name: str,
+    expr: str,
+    severity: str,
+    for_: str | None,
+    summary: str,
+    description: str,
+    runbook_base: str,
+    extra_labels: dict | None = None,
+) -> dict:
+    rule = {"alert": name, "expr": expr}
+    if for_:
+        rule["for"] = for_
+    rule["labels"] = {"severity": severity, **(extra_labels or {})}
+    rule["annotations"] = {
+        "summary": summary,
+        "description": description,
+        "runbook_url": _runbook(runbook_base, name.lower()),
+    }
+    return rule
+
+
+def _burn_condition(short: str, w: BurnRateWindow) -> str:
+    t = _num(w.error_ratio_threshold)
+    return (
+        f"(model:vllm_{short}_slo_errors:ratio_rate{w.long_window} > {t}"
+        f" and model:vllm_{short}_slo_errors:ratio_rate{w.short_window} > {t})"
+    )
+
+
+def slo_alert_group(runbook_base: str = RUNBOOK_DEFAULT) -> dict:
+    """Burn-rate alerts for both SLIs; generic over the `model` label of the recorded ratios."""
+    rules = []
+    for short, title in (("ttft", "time to first token"), ("tpot", "time per output token")):
+        for speed, severity, for_ in (("Fast", "critical", "2m"), ("Slow", "warning", "15m")):
+            windows = [w for w in BURN_RATE_POLICY if w.severity == severity]
+            expr = "\n or\n".join(_burn_condition(short, w) for w in windows)
+            rules.append(
+                _alert(
+                    f"Vllm{short.capitalize()}Slo{speed}Burn",
+                    expr,
+                    severity,
+                    for_,
+                    f"{{{{ $labels.model }}}}: p90 {title} SLO error budget burning {speed.lower()}",
+                    f"{{{{ $value | humanizePercentage }}}} of {{{{ $labels.model }}}} requests exceeded the "
+                    f"p90 {title} limit (budget: {ERROR_BUDGET:.0%} of requests). Windows: "
+                    + ", ".join(f"{w.long_window}/{w.short_window} at {w.burn_rate:g}×" for w in windows),
+                    runbook_base,
+                )
+            )
+    return {"name": "inference-platform.alerts.slo", "rules": rules}
+
+
+def serving_alert_group(
+    models: Iterable[ObservedModel],
+    thresholds: AlertThresholds = DEFAULT_THRESHOLDS,
+    runbook_base: str = RUNBOOK_DEFAULT,
+) -> dict:
+    """Queue, KV cache, readiness, restarts and the per-model deadman."""
+    models = list(models)
+    namespaces = "|".join(sorted({regex_literal(m.namespace) for m in models})) or "none"
+    growth_per_s = thresholds.queue_growth_per_minute / 60.0
+    rules = [
+        _alert(
+            "VllmQueueGrowing",
+            "model:vllm_requests_waiting:sum > 0"
+            f" and deriv(model:vllm_requests_waiting:sum[15m]) > {_num(growth_per_s)}",
+            "warning",
+            "10m",
+            "{{ $labels.model }}: request queue keeps growing",
+            "{{ $labels.model }} has {{ $value }} requests waiting and the queue has grown by more than "
+            f"{thresholds.queue_growth_per_minute:g} request/min for 15 minutes: demand exceeds capacity.",
+            runbook_base,
+        ),
+        _alert(
+            "VllmKvCacheSaturated",
+            f"model:vllm_kv_cache_usage:max > {_num(thresholds.kv_cache_usage_ratio)}",
+            "warning",
+            "10m",
+            "{{ $labels.model }}: KV cache nearly full",
+            "The fullest {{ $labels.model }} replica uses {{ $value | humanizePercentage }} of its KV cache; "
+            "vLLM preempts and recomputes sequences when it runs out.",
+            runbook_base,
+        ),
+        _alert(
+            "VllmReplicasNotReady",
+            "model:vllm_replicas_ready:sum < model:vllm_replicas_expected:count",
+            "warning",
+            thresholds.replicas_not_ready_for,
+            "{{ $labels.model }}: fewer vLLM replicas ready than configured",
+            "Only {{ $value }} {{ $labels.model }} replicas have been ready for "
+            f"{thresholds.replicas_not_ready_for}.",
+            runbook_base,
+        ),
+        _alert(
+            "InferencePodRestarting",
+            "label_replace(sum by (namespace, pod, label_inference_platform_model) ("
+            f'increase(kube_pod_container_status_restarts_total{{namespace=~"{namespaces}"}}[30m])'
+            " * on (namespace, pod) group_left (label_inference_platform_model)"
+            ' kube_pod_labels{label_app_kubernetes_io_name=~"vllm|router"}),'
+            ' "model", "$1", "label_inference_platform_model", "(.+)")'
+            f" >= {thresholds.pod_restarts_per_30m}",
+            "warning",
+            None,
+            "{{ $labels.namespace }}/{{ $labels.pod }} restarted {{ $value }} times in 30 minutes",
+            "A vLLM or router pod of {{ $labels.model }} keeps restarting.",
+            runbook_base,
+        ),
+    ]
+    for m in models:
+        rules.append(
+            _alert(
+                "VllmMetricsAbsent",
+                f"absent_over_time(vllm:num_requests_running{selector(m)}[{thresholds.deadman_window}])",
+                "critical",
+                "5m",
+                f"{m.name}: no vLLM metrics",
+                f"Prometheus has no vLLM metrics for model_name={m.served_model_name} in namespace "
+                f"{m.namespace} for {thresholds.deadman_window}: every replica is down or not scraped, so "
+                "the SLO alerts for it are blind.",
+                runbook_base,
+                extra_labels={"model": m.name},
+            )
+        )
+    return {"name": "inference-platform.alerts.serving", "rules": rules}
+
+
+def gpu_alert_group(
+    thresholds: AlertThresholds = DEFAULT_THRESHOLDS, runbook_base: str = RUNBOOK_DEFAULT
+) -> dict:
+    """AMD device-metrics-exporter alerts, aggregated per physical GPU (hostname, gpu_id).
+
+    The exporter adds the workload's pod/namespace labels to a GPU's series when a pod holds it,
+    so aggregating per GPU keeps one alert per device whatever runs on it.
+    """
+    rules = [
+        _alert(
+            "AmdGpuJunctionTemperatureHigh",
+            "max by (hostname, gpu_id) (gpu_junction_temperature)"
+            f" > {_num(thresholds.gpu_junction_temperature_c)}",
+            "warning",
+            "5m",
+            "GPU {{ $labels.gpu_id }} on {{ $labels.hostname }} runs hot",
+            "Junction temperature {{ $value }} °C; the GPU will throttle its clocks and slow every "
+            "replica on it.",
+            runbook_base,
+        ),
+        _alert(
+            "AmdGpuUnhealthy",
+            "min by (hostname, gpu_id) (gpu_health) == 0",
+            "critical",
+            "5m",
+            "GPU {{ $labels.gpu_id }} on {{ $labels.hostname }} reports unhealthy",
+            "The device-metrics exporter marks the GPU unhealthy; the device plugin stops offering it.",
+            runbook_base,
+        ),
+        _alert(
+            "AmdGpuUncorrectableEccErrors",
+            "max by (hostname, gpu_id) (delta(gpu_ecc_uncorrect_total[15m])) > 0",
+            "critical",
+            None,
+            "GPU {{ $labels.gpu_id }} on {{ $labels.hostname }} logged uncorrectable ECC errors",
+            "{{ $value }} new uncorrectable memory errors in 15 minutes; results computed on this GPU may be "
+            "wrong.",
+            runbook_base,
+        ),
+    ]
+    return {"name": "inference-platform.alerts.gpu", "rules": rules}
+
+
+def alert_names(groups: Iterable[dict]) -> list[str]:
+    """Distinct alert names in rule groups, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for g in groups:
+        for r in g["rules"]:
+            if "alert" in r:
+                seen.setdefault(r["alert"], None)
+    return list(seen)
+
+
+def recorded_names(groups: Iterable[dict]) -> set[str]:
+    """Every series name the groups record."""
+    return {r["record"] for g in groups for r in g["rules"] if "record" in r}

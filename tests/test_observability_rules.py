@@ -1,0 +1,315 @@
+"""Rules and dashboards: PromQL parses, names exist, SLO math and runbook links hold (no promtool)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import promql_parser
+import pytest
+
+from infra.render.observability import (
+    DASHBOARD_DIR,
+    GpuRuntimeFacts,
+    MonitoringSettings,
+    render_prometheus_rules,
+    render_rule_groups,
+)
+from infra.render.slo_rules import (
+    BURN_RATE_POLICY,
+    ERROR_BUDGET,
+    SLO_WINDOWS,
+    TPOT_BUCKETS_S,
+    TTFT_BUCKETS_S,
+    ObservedModel,
+    alert_names,
+    bracket,
+    le_matcher,
+    recorded_names,
+    slo_bucket_warnings,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+MODELS = [
+    ObservedModel("qwen3-235b", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "inference", 2000, 50, 4, 4, 3.5),
+    ObservedModel("llama-8b", "llama-8b", "small-models", 1000, 25, 1, 2, None),
+]
+AMD = GpuRuntimeFacts(vendor="amd", mode="doks-managed")
+
+# Every metric a rule or dashboard may read that it does not record itself, with its source.
+# A name missing here fails the test: add it only after confirming it in the source named.
+VLLM = "vLLM V1 vllm/v1/metrics/loggers.py (PrometheusStatLogger); counters gain _total"
+AMD_EXPORTER = "ROCm/device-metrics-exporter docs/configuration/metricslist.md + grafana/dashboard_gpu.json"
+KSM = "kube-state-metrics docs/metrics/workload/pod-metrics.md"
+EXTERNAL_METRICS: dict[str, str] = {
+    "vllm:time_to_first_token_seconds_bucket": VLLM,
+    "vllm:time_to_first_token_seconds_count": VLLM,
+    "vllm:request_time_per_output_token_seconds_bucket": VLLM,
+    "vllm:request_time_per_output_token_seconds_count": VLLM,
+    "vllm:request_success_total": VLLM,
+    "vllm:generation_tokens_total": VLLM,
+    "vllm:prompt_tokens_total": VLLM,
+    "vllm:num_requests_waiting": VLLM,
+    "vllm:num_requests_running": VLLM,
+    "vllm:kv_cache_usage_perc": VLLM,
+    "vllm:prefix_cache_hits_total": VLLM,
+    "vllm:prefix_cache_queries_total": VLLM,
+    "vllm:num_preemptions_total": VLLM,
+    "gpu_gfx_activity": AMD_EXPORTER,
+    "gpu_umc_activity": AMD_EXPORTER,
+    "gpu_used_vram": AMD_EXPORTER,
+    "gpu_total_vram": AMD_EXPORTER,
+    "gpu_package_power": AMD_EXPORTER,
+    "gpu_junction_temperature": AMD_EXPORTER,
+    "gpu_memory_temperature": AMD_EXPORTER,
+    "gpu_health": AMD_EXPORTER,
+    "gpu_ecc_uncorrect_total": AMD_EXPORTER,
+    "gpu_ecc_correct_total": AMD_EXPORTER,
+    "kube_pod_status_ready": KSM,
+    "kube_pod_labels": KSM + " (labels allow-listed by kube-state-metrics.metricLabelsAllowlist)",
+    "kube_pod_container_status_restarts_total": KSM,
+    "up": "Prometheus: synthetic per-target series",
+}
+
+
+def all_groups() -> list[dict]:
+    return [g for groups in render_rule_groups(MODELS, AMD).values() for g in groups]
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names a PromQL expression selects (raises ValueError if it does not parse)."""
+    names: set[str] = set()
+
+    def visit(node):
+        if isinstance(node, promql_parser.VectorSelector):
+            name = node.name or next((m.value for m in node.matchers.matchers if m.name == "__name__"), None)
+            assert name, f"selector without a metric name in {expr!r}"
+            names.add(name)
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return names
+
+
+# Grafana variables replaced by something PromQL parses, as Grafana would before querying.
+GRAFANA_VARS = {
+    "$__rate_interval": "5m",
+    "$__interval": "1m",
+    "$__range_s": "86400",
+    "$__range": "1d",
+    "${datasource}": "prometheus",
+    "$model": "qwen3-235b",
+    "$hostname": "node-1",
+}
+
+
+def grafana_expr_to_promql(expr: str) -> str:
+    for var, value in sorted(GRAFANA_VARS.items(), key=lambda kv: -len(kv[0])):
+        expr = expr.replace(var, value)
+    assert "$" not in expr, f"unknown Grafana variable in {expr!r}"
+    return expr
+
+
+def dashboard_exprs() -> list[tuple[str, str]]:
+    out = []
+    for path in sorted(DASHBOARD_DIR.glob("*.json")):
+        board = json.loads(path.read_text())
+        for panel in board["panels"]:
+            for target in panel.get("targets", []):
+                out.append((f"{path.name}: {panel['title']}", target["expr"]))
+        for var in board["templating"]["list"]:
+            if var["type"] == "query":
+                m = re.fullmatch(r"label_values\((.+), *\w+\)", var["query"]["query"])
+                assert m, var
+                out.append((f"{path.name}: variable {var['name']}", m.group(1)))
+    return out
+
+
+# --- SLO arithmetic ---------------------------------------------------------------------------
+
+
+def test_error_budget_is_ten_percent_for_a_p90_slo():
+    assert ERROR_BUDGET == pytest.approx(0.10)
+
+
+def test_every_burn_threshold_is_reachable():
+    # error ratio ≤ 1, so a burn rate ≥ 1 / budget can never fire
+    for w in BURN_RATE_POLICY:
+        assert 0 < w.error_ratio_threshold < 1, w
+        assert w.long_window in SLO_WINDOWS and w.short_window in SLO_WINDOWS
+
+
+def test_bucket_boundaries_match_vllm():
+    assert 1.0 in TTFT_BUCKETS_S and 2.5 in TTFT_BUCKETS_S and 2.0 not in TTFT_BUCKETS_S
+    assert 0.05 in TPOT_BUCKETS_S and list(TPOT_BUCKETS_S) == sorted(TPOT_BUCKETS_S)
+
+
+def test_bucket_warning_only_between_boundaries():
+    warnings = slo_bucket_warnings(MODELS)
+    assert len(warnings) == 1
+    assert "qwen3-235b" in warnings[0] and "ttft_p90_ms=2000" in warnings[0]
+    assert "1000" in warnings[0] and "2500" in warnings[0]
+    aligned = ObservedModel("m", "m", "ns", 2500, 50, 1, 1)
+    assert slo_bucket_warnings([aligned]) == []
+
+
+def test_bucket_warning_above_last_bucket():
+    huge = ObservedModel("m", "m", "ns", 3_000_000, 90_000, 1, 1)
+    warnings = slo_bucket_warnings([huge])
+    assert len(warnings) == 2 and all("largest finite bucket" in w for w in warnings)
+
+
+def test_bracket():
+    assert bracket(2.0, TTFT_BUCKETS_S).lower_s == 1.0 and bracket(2.0, TTFT_BUCKETS_S).upper_s == 2.5
+    assert bracket(0.05, TPOT_BUCKETS_S).exact
+    assert bracket(0.005, TPOT_BUCKETS_S).lower_s is None
+
+
+def test_le_matcher_accepts_both_spellings_and_not_neighbours():
+    pattern = re.search(r'le=~"(.*)"', le_matcher(1.0)).group(1).replace("\\\\", "\\")
+    assert re.fullmatch(pattern, "1.0") and re.fullmatch(pattern, "1")
+    assert not re.fullmatch(pattern, "160") and not re.fullmatch(pattern, "10.0")
+    assert le_matcher(0.05) == 'le=~"0\\\\.05"'
+
+
+# --- PromQL validity and names -----------------------------------------------------------------
+
+
+def test_every_rule_expression_parses_and_uses_known_names():
+    groups = all_groups()
+    recorded = recorded_names(groups)
+    unknown = {}
+    for g in groups:
+        for r in g["rules"]:
+            names = metric_names(r["expr"])
+            missing = names - recorded - EXTERNAL_METRICS.keys()
+            if missing:
+                unknown[r.get("record") or r.get("alert")] = missing
+    assert not unknown
+
+
+def test_every_dashboard_expression_parses_and_uses_known_names():
+    recorded = recorded_names(all_groups())
+    exprs = dashboard_exprs()
+    assert len(exprs) > 20
+    unknown = {}
+    for where, expr in exprs:
+        missing = metric_names(grafana_expr_to_promql(expr)) - recorded - EXTERNAL_METRICS.keys()
+        if missing:
+            unknown[where] = missing
+    assert not unknown
+
+
+def test_allow_list_has_no_dead_entries():
+    used = set()
+    for g in all_groups():
+        for r in g["rules"]:
+            used |= metric_names(r["expr"])
+    for _, expr in dashboard_exprs():
+        used |= metric_names(grafana_expr_to_promql(expr))
+    assert set(EXTERNAL_METRICS) <= used
+
+
+def test_metric_name_check_catches_a_typo():
+    assert metric_names('sum(vllm:num_request_waiting{model_name="x"})') - EXTERNAL_METRICS.keys() == {
+        "vllm:num_request_waiting"
+    }
+
+
+def test_rules_are_scoped_per_model():
+    groups = render_rule_groups(MODELS, AMD)
+    qwen = groups["model-qwen3-235b"][0]["rules"]
+    assert all(r["labels"]["model"] == "qwen3-235b" for r in qwen)
+    exprs = " ".join(r["expr"] for r in qwen)
+    assert 'model_name="Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"' in exprs and "llama" not in exprs
+
+
+def test_cost_rules_only_with_a_price():
+    groups = render_rule_groups(MODELS, AMD)
+    assert "model:vllm_cost_usd_per_million_output_tokens:rate1h" in recorded_names(
+        groups["model-qwen3-235b"]
+    )
+    assert "model:vllm_cost_usd_per_million_output_tokens:rate1h" not in recorded_names(
+        groups["model-llama-8b"]
+    )
+
+
+def test_gpu_alerts_follow_the_exporter():
+    with_exporter = alert_names(render_rule_groups(MODELS, AMD)["alerts"])
+    nvidia = alert_names(render_rule_groups(MODELS, GpuRuntimeFacts(vendor="nvidia"))["alerts"])
+    assert "AmdGpuJunctionTemperatureHigh" in with_exporter
+    assert not [a for a in nvidia if a.startswith("AmdGpu")]
+
+
+def test_required_alerts_exist():
+    names = set(alert_names(all_groups()))
+    assert {
+        "VllmTtftSloFastBurn",
+        "VllmTtftSloSlowBurn",
+        "VllmTpotSloFastBurn",
+        "VllmTpotSloSlowBurn",
+        "VllmQueueGrowing",
+        "VllmKvCacheSaturated",
+        "VllmReplicasNotReady",
+        "InferencePodRestarting",
+        "VllmMetricsAbsent",
+        "AmdGpuJunctionTemperatureHigh",
+        "AmdGpuUnhealthy",
+        "AmdGpuUncorrectableEccErrors",
+    } <= names
+
+
+# --- runbook -----------------------------------------------------------------------------------
+
+
+def test_every_alert_links_to_a_runbook_section():
+    runbook = (REPO / "docs" / "runbook.md").read_text()
+    anchors = {h.strip().lower() for h in re.findall(r"^## (\S+)\s*$", runbook, flags=re.M)}
+    for g in all_groups():
+        for r in g["rules"]:
+            if "alert" in r:
+                url = r["annotations"]["runbook_url"]
+                assert url.startswith("docs/runbook.md#")
+                assert url.split("#", 1)[1] in anchors, r["alert"]
+                assert r["labels"]["severity"] in {"critical", "warning"}
+
+
+# --- PrometheusRule shape (CRD monitoring.coreos.com/v1, prometheus-operator v0.88) -----------
+
+GROUP_FIELDS = {"name", "interval", "rules", "limit", "query_offset", "partial_response_strategy", "labels"}
+RULE_FIELDS = {"record", "alert", "expr", "for", "keep_firing_for", "labels", "annotations"}
+DURATION = re.compile(
+    r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+)
+
+
+def test_prometheus_rule_objects_match_the_crd():
+    objs = render_prometheus_rules(MODELS, AMD, MonitoringSettings(namespace="monitoring"))
+    names = [o["metadata"]["name"] for o in objs]
+    assert len(names) == len(set(names)) == 3
+    group_names = [g["name"] for o in objs for g in o["spec"]["groups"]]
+    assert len(group_names) == len(set(group_names))
+    for o in objs:
+        assert o["apiVersion"] == "monitoring.coreos.com/v1" and o["kind"] == "PrometheusRule"
+        assert o["metadata"]["namespace"] == "monitoring"
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", o["metadata"]["name"])
+        for g in o["spec"]["groups"]:
+            assert set(g) <= GROUP_FIELDS and g["rules"]
+            assert DURATION.match(g.get("interval", "0"))
+            for r in g["rules"]:
+                assert set(r) <= RULE_FIELDS
+                assert ("record" in r) != ("alert" in r)
+                assert isinstance(r["expr"], str)
+                assert DURATION.match(r.get("for", "0"))
+                assert all(isinstance(v, str) for v in r.get("labels", {}).values())
+
+
+def test_label_values_are_escaped():
+    odd = ObservedModel("m", 'Org/Model "v2"', "ns", 2500, 50, 1, 1, 1.0)
+    for g in render_rule_groups([odd], AMD)["model-m"]:
+        for r in g["rules"]:
+            promql_parser.parse(r["expr"])  # raises on a broken string literal
+    assert (
+        'model_name="Org/Model \\"v2\\""' in render_rule_groups([odd], AMD)["model-m"][0]["rules"][0]["expr"]
+    )

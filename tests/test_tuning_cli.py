@@ -1,0 +1,144 @@
+"""`infra tune ingest` end to end: table, JSON, chart, --write into a copy of the staging stack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.commands import tune
+from infra.errors import UserError
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures" / "bench" / "staging-qwen3-235b"
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="infra")
+    tune.register(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    copy = tmp_path / "results"
+    shutil.copytree(FIXTURES, copy)
+    return copy
+
+
+@pytest.fixture
+def stack_root(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    (root / "stacks").mkdir(parents=True)
+    shutil.copy(REPO / "stacks" / "Pulumi.staging.yaml", root / "stacks")
+    return root
+
+
+def test_table_names_the_winner_and_why_the_others_lost(results, capsys):
+    assert run(["tune", "ingest", str(results), "--ttft-p90-ms", "2000", "--tpot-p90-ms", "50"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "SLO: p90 TTFT <= 2000 ms, p90 TPOT <= 50 ms"
+    rows = [ln for ln in lines if "tp" in ln and "rps" not in ln and ":" not in ln]
+    assert [r.split()[0] for r in rows] == ["*", "tp8-ep-r1", "tp2-r4"]
+    assert "winner: tp4-ep-r2 - highest goodput 5.09 rps" in out
+    assert "tp8-ep-r1: 4.12 rps, 19% below tp4-ep-r2" in out
+    assert "tp2-r4: never meets the SLO" in out
+    assert (results / "latency-vs-rate.svg").read_text().startswith("<svg")
+
+
+def test_json_output(results, capsys, tmp_path):
+    chart = tmp_path / "out" / "c.svg"
+    run(["tune", "ingest", str(results), "--ttft-p90-ms", "2000", "--tpot-p90-ms", "50", "--json", "--chart", str(chart)])
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["winner"] == "tp4-ep-r2"
+    assert [g["name"] for g in payload["layouts"]] == ["tp4-ep-r2", "tp8-ep-r1", "tp2-r4"]
+    first = payload["layouts"][0]
+    assert first["goodput_rps"] == pytest.approx(5.086, abs=1e-3)
+    assert first["reason"] and first["points"][0]["request_rate_rps"] == 1
+    assert payload["chart"] == str(chart) and chart.is_file()
+
+
+def test_slos_default_to_the_stack_model(results, stack_root, capsys):
+    run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--no-chart",
+         "--stacks-dir", str(stack_root / "stacks"), "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["slo"] == {"ttft_p90_ms": 2000.0, "tpot_p90_ms": 50.0}
+    # A tighter TPOT on the command line overrides the stack and changes the outcome.
+    run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--no-chart",
+         "--stacks-dir", str(stack_root / "stacks"), "--json", "--tpot-p90-ms", "30"])
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["slo"]["tpot_p90_ms"] == 30 and payload["layouts"][0]["goodput_rps"] < 2.2
+
+
+def test_write_records_the_winner_with_provenance(results, stack_root, capsys):
+    stack = stack_root / "stacks" / "Pulumi.staging.yaml"
+    before = stack.read_text()
+    run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write",
+         "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+    assert "wrote tp4-ep-r2 to" in capsys.readouterr().out
+    after = stack.read_text()
+    assert [ln for ln in before.splitlines() if ln.lstrip().startswith("#")] == [
+        ln for ln in after.splitlines() if ln.lstrip().startswith("#")
+    ]
+    model = yaml.safe_load(after)["config"]["inference-platform:models"][0]
+    layout = model["layout"]
+    assert {k: layout[k] for k in ("tp", "ep", "dp", "replicas_per_node", "max_num_seqs", "kv_cache_dtype")} == {
+        "tp": 4, "ep": True, "dp": 1, "replicas_per_node": 2, "max_num_seqs": 128, "kv_cache_dtype": "fp8"
+    }
+    provenance = layout["provenance"]
+    assert provenance["vllm_version"] == "0.33.0"
+    assert provenance["image"] == "vllm/vllm-openai-rocm:v0.33.0"
+    assert provenance["measured_goodput_rps"] == pytest.approx(5.086, abs=1e-3)
+    assert provenance["measured_at"] == "2026-12-02T18:16:00"  # the latest of the winner's runs
+    assert len(provenance["source_results"]) == 7 and all("tp4-ep-r2" in s for s in provenance["source_results"])
+
+
+def test_written_stack_still_validates(results, stack_root):
+    config = pytest.importorskip("infra.config")
+    run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write",
+         "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+    loaded = config.load_stack_file("staging", root=stack_root)
+    layout = loaded.models[0].layout
+    assert (layout.tp, layout.ep, layout.replicas_per_node) == (4, True, 2)
+    assert layout.provenance["vllm_version"] == "0.33.0"
+
+
+def test_user_errors(results, stack_root):
+    with pytest.raises(UserError, match="--ttft-p90-ms"):
+        run(["tune", "ingest", str(results), "--no-chart"])
+    with pytest.raises(UserError, match="--write needs --stack and --model"):
+        run(["tune", "ingest", str(results), "--ttft-p90-ms", "1", "--tpot-p90-ms", "1", "--write", "--no-chart"])
+    with pytest.raises(UserError, match="not 'llama'"):
+        run(["tune", "ingest", str(results), "--model", "llama", "--ttft-p90-ms", "1", "--tpot-p90-ms", "1", "--no-chart"])
+    with pytest.raises(UserError, match="nothing written"):
+        run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write", "--no-chart",
+             "--ttft-p90-ms", "100", "--stacks-dir", str(stack_root / "stacks")])
+
+
+def test_write_records_the_planners_prediction(results, stack_root):
+    run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write",
+         "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+    provenance = yaml.safe_load((stack_root / "stacks" / "Pulumi.staging.yaml").read_text())["config"][
+        "inference-platform:models"][0]["layout"]["provenance"]
+    assert provenance["predicted_goodput_rps"] > 0
+
+
+def test_calibrate_command_reports_and_saves(results, stack_root, tmp_path, capsys):
+    from infra.planner.efficiency import DEFAULT_PATH
+
+    table = tmp_path / "efficiency.json"
+    shutil.copy(DEFAULT_PATH, table)
+    before = table.read_text()
+    run(["tune", "calibrate", str(results), "--stack", "staging", "--model", "qwen3-235b", "--json", "--save",
+         "--efficiency-file", str(table), "--stacks-dir", str(stack_root / "stacks")])
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["mean_abs_error_pct"]["after"] < payload["mean_abs_error_pct"]["before"]
+    assert payload["saved_to"] == str(table) and table.read_text() != before
+    with pytest.raises(UserError, match="calibrate needs --stack and --model"):
+        run(["tune", "calibrate", str(results), "--ttft-p90-ms", "1", "--tpot-p90-ms", "1"])
