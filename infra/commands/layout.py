@@ -1,0 +1,176 @@
+"""`infra layout`: rank serving layouts for one model on one GPU size, or compare against a benchmark.
+
+    infra layout --model Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 --gpu gpu-mi325x8-2048gb-contracted \\
+        --input-tokens 2000 --output-tokens 300 --ttft-p90-ms 2000 --tpot-p90-ms 50 [--peak-rps 40] [--json]
+
+`--tp/--ep/--dp/--replicas-per-node` restrict the candidates; `--concurrency C` also predicts each
+candidate closed-loop at C concurrent requests per node (split over its replicas, as benchmark
+clients do). `--model` accepts a Hugging Face id from the catalog or a path to a local config.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from infra.catalog.gpus import GPU_SIZES, gpu_size
+from infra.catalog.models import resolve_model
+from infra.errors import UserError
+from infra.planner import Slo, Workload, load_efficiency, plan_model
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "layout",
+        help="rank TP/EP/DP/replica layouts for a model on a GPU size by goodput per node",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True, help="Hugging Face id (catalog) or path to a local config.json")
+    p.add_argument("--hf-config", help="local config.json describing --model (for ids not in the catalog)")
+    p.add_argument(
+        "--gpu", required=True, help="DigitalOcean GPU size slug, e.g. gpu-mi325x8-2048gb-contracted"
+    )
+    p.add_argument("--input-tokens", type=int, required=True, help="mean prompt tokens per request")
+    p.add_argument("--output-tokens", type=int, required=True, help="mean completion tokens per request")
+    p.add_argument("--ttft-p90-ms", type=float, required=True, help="p90 time-to-first-token limit")
+    p.add_argument("--tpot-p90-ms", type=float, required=True, help="p90 time-per-output-token limit")
+    p.add_argument("--peak-rps", type=float, help="peak requests/s of the workload (for nodes needed)")
+    p.add_argument(
+        "--prefix-cache-hit-rate", type=float, default=0.0, help="share of prompt tokens served from cache"
+    )
+    p.add_argument("--usd-per-hour", type=float, help="node price (required for cost on contract sizes)")
+    p.add_argument("--tp", type=int, help="only layouts with this tensor-parallel size")
+    p.add_argument(
+        "--ep",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="only layouts with (--ep) or without (--no-ep) expert parallelism",
+    )
+    p.add_argument("--dp", type=int, help="only layouts with this data-parallel attention size")
+    p.add_argument("--replicas-per-node", type=int, help="only layouts with this many replicas per node")
+    p.add_argument(
+        "--concurrency", type=int, help="also predict closed-loop at this many concurrent requests per node"
+    )
+    p.add_argument("--efficiency", help="efficiency factors file (default: the catalog's efficiency.json)")
+    p.add_argument("--top", type=int, default=0, help="show only the best N candidates (table and JSON)")
+    p.add_argument("--json", action="store_true", help="print the candidates as JSON, best first")
+    p.set_defaults(func=run)
+
+
+def _check_args(args) -> None:
+    problems = []
+    for name in ("input_tokens", "output_tokens"):
+        if getattr(args, name) < 1:
+            problems.append(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("ttft_p90_ms", "tpot_p90_ms"):
+        if getattr(args, name) <= 0:
+            problems.append(f"--{name.replace('_', '-')} must be positive")
+    if args.peak_rps is not None and args.peak_rps < 0:
+        problems.append("--peak-rps must not be negative")
+    if not 0.0 <= args.prefix_cache_hit_rate < 1.0:
+        problems.append("--prefix-cache-hit-rate must be in [0, 1)")
+    if args.concurrency is not None and args.concurrency < 1:
+        problems.append("--concurrency must be at least 1")
+    if problems:
+        raise UserError("; ".join(problems))
+
+
+def run(args) -> int:
+    _check_args(args)
+    gpu = gpu_size(args.gpu)
+    if gpu is None:
+        raise UserError(
+            f"--gpu {args.gpu!r} is not a GPU size we know; known: {', '.join(sorted(GPU_SIZES))}"
+        )
+    arch = resolve_model(args.model, args.hf_config)
+    if arch is None:
+        raise UserError(
+            f"--model {args.model!r} is not in the model catalog; pass --hf-config path/to/config.json "
+            f"(or give the config.json path as --model)"
+        )
+    workload = Workload(args.input_tokens, args.output_tokens, args.peak_rps, args.prefix_cache_hit_rate)
+    slo = Slo(args.ttft_p90_ms, args.tpot_p90_ms)
+    plan = plan_model(
+        arch,
+        gpu,
+        workload,
+        slo,
+        usd_per_hour=args.usd_per_hour,
+        tp=args.tp,
+        ep=args.ep,
+        dp=args.dp,
+        replicas_per_node=args.replicas_per_node,
+        concurrency=args.concurrency,
+        efficiency=load_efficiency(args.efficiency) if args.efficiency else None,
+    )
+    candidates = plan.candidates[: args.top] if args.top else plan.candidates
+    if args.json:
+        json.dump([c.to_json() for c in candidates], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    print(render_table(candidates, closed_loop=args.concurrency is not None))
+    print()
+    print(plan.reason)
+    if gpu.usd_per_hour is None and args.usd_per_hour is None:
+        print(f"(no cost figures: {gpu.slug} is contract-priced; pass --usd-per-hour)")
+    return 0
+
+
+def _fmt(value, spec: str, none: str = "-") -> str:
+    return none if value is None else format(value, spec)
+
+
+def render_table(candidates, *, closed_loop: bool = False) -> str:
+    """A fixed-width table of candidates, best first."""
+    head = [
+        "layout",
+        "fits",
+        "kv tokens",
+        "max conc",
+        "req/s/node",
+        "tok/s/gpu",
+        "ttft p90",
+        "tpot p90",
+        "nodes",
+        "$/h",
+        "$/1M out",
+        "limit",
+    ]
+    if closed_loop:
+        head += ["conc", "tok/s/node", "ttft mean", "tpot mean"]
+    rows = [head]
+    for c in candidates:
+        m = c.memory
+        row = [
+            c.name,
+            "yes" if c.fits else "no",
+            str(m.kv_tokens_per_replica) if c.fits else "-",
+            str(m.max_concurrency_per_replica) if c.fits else "-",
+            f"{c.goodput_rps_per_node:.2f}",
+            f"{c.output_tokens_per_s_per_gpu:.0f}",
+            _fmt(c.ttft_p90_ms, ".0f"),
+            _fmt(c.tpot_p90_ms, ".1f"),
+            _fmt(c.nodes_needed, "d"),
+            _fmt(c.usd_per_hour, ".2f"),
+            _fmt(c.usd_per_million_output_tokens, ".3f"),
+            c.limit,
+        ]
+        if closed_loop:
+            cl = c.closed_loop
+            row += [
+                _fmt(cl.concurrency if cl else None, "d"),
+                _fmt(cl.output_tokens_per_s_per_node if cl else None, ".0f"),
+                _fmt(cl.ttft_mean_ms if cl else None, ".0f"),
+                _fmt(cl.tpot_mean_ms if cl else None, ".1f"),
+            ]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
+    return "\n".join(lines)
