@@ -161,6 +161,6 @@ class ModelService(pulumi.ComponentResource):
             logical_name,
             metadata=shape["metadata"],
             type=shape["type"],
-            string_data=pulumi.Output.secret(value).apply(lambda v: {key: v}),
+            string_data={key: pulumi.Output.secret(value)},
             opts=child_opts(additional_secret_outputs=["data", "stringData"]),
         )

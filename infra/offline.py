@@ -299,8 +299,25 @@ def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
         obj = {k: v for k, v in res["inputs"].items() if k not in ("__defaults",)}
         if "apiVersion" not in obj or "kind" not in obj:
             continue
+        if obj["kind"] == "Secret":
+            obj = _redacted_secret(obj)
         objects.append(obj)
     return objects
+
+
+def _redacted_secret(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Secret whose values are redacted: keep its shape valid, say so, never carry a value."""
+    obj = dict(obj)
+    redacted = False
+    for key in ("data", "stringData"):
+        if obj.get(key) == SECRET_MARKER or isinstance(obj.get(key), dict):
+            redacted = redacted or obj.get(key) == SECRET_MARKER or SECRET_MARKER in obj[key].values()
+            obj[key] = {}
+    meta = dict(obj.get("metadata", {}))
+    if redacted:
+        meta["annotations"] = {**meta.get("annotations", {}), "inference-platform/redacted": "values are Pulumi secrets; apply with pulumi up"}
+    obj["metadata"] = meta
+    return obj
 
 
 __all__ = ["Plan", "build_plan", "kubernetes_objects", "normalise", "SECRET_MARKER", "NS"]

@@ -194,3 +194,56 @@ def test_diff_unknown_ref_is_a_clear_error():
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
     assert "no-such-ref-xyz" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_kubernetes_object_validates_against_1_33(stack):
+    """What `infra plan --out` writes is what a platform engineer could `kubectl apply`."""
+    import kubernetes_validate
+
+    from infra.offline import kubernetes_objects
+
+    objects = kubernetes_objects(plan_of(stack))
+    assert objects
+    checked = 0
+    for obj in objects:
+        if "." in obj["apiVersion"].split("/")[0] and not obj["apiVersion"].startswith(
+            ("apps/", "batch/", "policy/", "rbac.authorization.k8s.io/", "networking.k8s.io/")
+        ):
+            continue  # custom resources (PodMonitor, PrometheusRule, DeviceConfig): no OpenAPI schema
+        kubernetes_validate.validate(obj, "1.33", strict=True)
+        checked += 1
+    assert checked >= 4
+
+
+def test_no_service_named_vllm_and_gpu_limits_match_layouts(plans):
+    for stack, plan in plans.items():
+        from infra.offline import kubernetes_objects
+
+        objects = kubernetes_objects(plan)
+        assert not [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "vllm"]
+        layouts = {m["name"]: m["layout"] for m in plan.models}
+        deployments = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["labels"].get("app.kubernetes.io/name") == "vllm"]
+        assert len(deployments) == len(plan.models), stack
+        for dep in deployments:
+            model = dep["metadata"]["labels"]["inference-platform/model"]
+            layout = layouts[model]
+            container = dep["spec"]["template"]["spec"]["containers"][0]
+            gpus = int(next(v for k, v in container["resources"]["limits"].items() if k.endswith("/gpu")))
+            assert gpus == layout["tp"] * layout["dp"], (stack, model)
+            pool = next(m["pool"] for m in plan.models if m["name"] == model)
+            pool_min = next(p["min_nodes"] for p in plan.summary["pools"] if p["name"] == pool)
+            assert dep["spec"]["replicas"] == layout["replicas_per_node"] * pool_min
+
+
+def test_plan_out_writes_one_file_per_object(tmp_path):
+    from infra.commands.plan import write_manifests
+    from infra.offline import kubernetes_objects
+
+    plan = plan_of("prod")
+    written = write_manifests(plan, tmp_path)
+    files = sorted(tmp_path.glob("*.yaml"))
+    assert written == len(files) == len(kubernetes_objects(plan))
+    assert all(yaml.safe_load(f.read_text())["kind"] for f in files)
+    text = "".join(f.read_text() for f in files)
+    assert "hunter2" not in text
