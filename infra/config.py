@@ -35,7 +35,7 @@ from pydantic import (
 
 from infra.catalog.gpus import GPU_SIZES, GpuSize
 from infra.catalog.regions import REGIONS
-from infra.errors import ConfigError, Problem
+from infra.errors import ConfigError, Problem, UserError
 from infra.planner.layout import Layout, Slo, Workload
 
 PROJECT = "inference-platform"
@@ -662,8 +662,9 @@ def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_d
             return [Problem(f"{at}.hf_config", f"{model.hf_config!r} is not a file (paths are relative to the repository root)")]
     try:
         arch = resolve_model(model.source, str(hf_path) if hf_path else None)
-    except (ValueError, OSError) as err:
-        return [Problem(f"{at}.hf_config", f"cannot read {model.hf_config!r}: {err}")]
+    except (UserError, ValueError, OSError) as err:
+        detail = err.render() if isinstance(err, UserError) else str(err)
+        return [Problem(f"{at}.hf_config", f"cannot use {model.hf_config!r}: {detail}")]
     if arch is None:
         return [
             Problem(

@@ -241,3 +241,14 @@ def test_invalid_yaml_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_stack_file("bad", tmp_path)
     assert "not valid YAML" in info.value.render()
+
+
+def test_malformed_hf_config_is_a_config_error(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    values, secrets = stack_values("prod")
+    _set("models[1].source", "acme/custom-7b")(values)
+    _set("models[1].hf_config", str(bad))(values)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secrets)
+    assert "models[1].hf_config" in info.value.render()

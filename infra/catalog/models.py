@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -240,7 +240,6 @@ class CatalogEntry:
     patterns: tuple[str, ...]  # regexes searched in the lower-cased model name (after the org)
     exclude: tuple[str, ...] = ()
     long_context_markers: tuple[tuple[str, int], ...] = ()  # (substring, max_context) overrides
-    _compiled: tuple = field(default=(), compare=False, repr=False)
 
 
 def _qwen3_dense(id_, layers, hidden, heads, kv, inter) -> ModelArch:

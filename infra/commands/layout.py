@@ -56,6 +56,9 @@ def register(subparsers) -> None:
     p.add_argument("--efficiency", help="efficiency factors file (default: the catalog's efficiency.json)")
     p.add_argument("--top", type=int, default=0, help="show only the best N candidates (table and JSON)")
     p.add_argument("--json", action="store_true", help="print the candidates as JSON, best first")
+    p.add_argument(
+        "--reasons", action="store_true", help="print every candidate's full reason under the table"
+    )
     p.set_defaults(func=run)
 
 
@@ -113,6 +116,10 @@ def run(args) -> int:
     print(render_table(candidates, closed_loop=args.concurrency is not None))
     print()
     print(plan.reason)
+    if args.reasons:
+        for cand in candidates[1:]:
+            print()
+            print(cand.reason)
     if gpu.usd_per_hour is None and args.usd_per_hour is None:
         print(f"(no cost figures: {gpu.slug} is contract-priced; pass --usd-per-hour)")
     return 0
@@ -136,10 +143,10 @@ def render_table(candidates, *, closed_loop: bool = False) -> str:
         "nodes",
         "$/h",
         "$/1M out",
-        "limit",
     ]
     if closed_loop:
         head += ["conc", "tok/s/node", "ttft mean", "tpot mean"]
+    head.append("reason")
     rows = [head]
     for c in candidates:
         m = c.memory
@@ -155,7 +162,6 @@ def render_table(candidates, *, closed_loop: bool = False) -> str:
             _fmt(c.nodes_needed, "d"),
             _fmt(c.usd_per_hour, ".2f"),
             _fmt(c.usd_per_million_output_tokens, ".3f"),
-            c.limit,
         ]
         if closed_loop:
             cl = c.closed_loop
@@ -165,12 +171,13 @@ def render_table(candidates, *, closed_loop: bool = False) -> str:
                 _fmt(cl.ttft_mean_ms if cl else None, ".0f"),
                 _fmt(cl.tpot_mean_ms if cl else None, ".1f"),
             ]
+        row.append(c.short_reason)
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = [
-        "  ".join(
-            cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in rows
-    ]
+    last = len(head) - 1  # layout and reason read left to right; numbers align right
+
+    def cell(i: int, text: str) -> str:
+        return text.ljust(widths[i]) if i in (0, last) else text.rjust(widths[i])
+
+    lines = ["  ".join(cell(i, text) for i, text in enumerate(r)).rstrip() for r in rows]
     return "\n".join(lines)

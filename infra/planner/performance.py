@@ -31,6 +31,7 @@ from infra.catalog.gpus import GpuSize
 from infra.catalog.models import ModelArch
 from infra.planner.efficiency import EfficiencyFactors
 from infra.planner.layout import Layout, Workload
+from infra.planner.memory import weight_bytes_per_gpu
 
 INF = float("inf")
 
@@ -54,6 +55,15 @@ class StepBreakdown:
     @property
     def total_s(self) -> float:
         return self.overhead_s + max(self.weights_s + self.kv_s, self.compute_s) + self.floor_s + self.comm_s
+
+
+def _dense_bytes_read_per_step(arch: ModelArch, tp: int, dp: int) -> float:
+    """Non-expert weight bytes one GPU reads every step: all it holds except the input embedding
+    (a lookup of a few rows), unless the embedding doubles as the LM head."""
+    held = weight_bytes_per_gpu(arch, tp, dp) - arch.routed_expert_weight_bytes / (tp * dp)
+    if arch.tie_word_embeddings:
+        return held
+    return held - arch.vocab_size * arch.hidden_size * 2.0 / tp
 
 
 class ReplicaModel:
@@ -90,10 +100,8 @@ class ReplicaModel:
         "floor_s",
         "step_overhead_s",
         "seq_overhead_s",
-        "peak_tokens_per_s_cap",
         "tpot_p90",
         "bw",
-        "hbm_bytes_min_fn",
     )
 
     def __init__(
@@ -114,10 +122,7 @@ class ReplicaModel:
         self.bw = bw
 
         # -- memory time per step (seconds) ------------------------------------------------------
-        from infra.planner.memory import weight_bytes_per_gpu  # local: avoid import cycle at load
-
-        dense_bytes = weight_bytes_per_gpu(arch, tp, dp) - arch.routed_expert_weight_bytes / g
-        dense_bytes -= arch.vocab_size * arch.hidden_size * 2.0 / tp  # the input embedding is a lookup
+        dense_bytes = _dense_bytes_read_per_step(arch, tp, dp)
         dense_width = (arch.intermediate_size if not arch.is_moe else arch.hidden_size) / tp
         self.dense_s = max(0.0, dense_bytes) / (
             bw * eff.hbm_efficiency * slice_efficiency(dense_width, eff.slice_half_width)
@@ -357,10 +362,7 @@ class ReplicaModel:
         acc = self.gpu.accelerator
         arch = self.arch
         tp, g = self.tp, self.g
-        from infra.planner.memory import weight_bytes_per_gpu
-
-        dense = weight_bytes_per_gpu(arch, tp, self.dp) - arch.routed_expert_weight_bytes / g
-        dense -= arch.vocab_size * arch.hidden_size * 2.0 / tp
+        dense = _dense_bytes_read_per_step(arch, tp, self.dp)
         if arch.is_moe:
             share = 1.0 - (1.0 - arch.num_experts_per_tok / arch.num_experts) ** n
             experts = arch.routed_expert_weight_bytes / g * share
@@ -425,7 +427,7 @@ def goodput(
     ok, best, why = check(hi * 1e-6)
     if not ok:
         return 0.0, best, why
-    limit = why
+    limit = "throughput"  # if no probe fails, the GPUs saturate before either latency limit
     for _ in range(24):
         mid = 0.5 * (lo + hi)
         ok, point, why = check(mid)

@@ -83,6 +83,21 @@ class Candidate:
     def name(self) -> str:
         return self.layout.name
 
+    @property
+    def short_reason(self) -> str:
+        """A few words for tables: what limits this candidate."""
+        if not self.fits:
+            return "does not fit in memory" if self.limit == "memory" else "invalid layout"
+        if self.goodput_rps_per_node <= 0:
+            return f"misses the SLO at any load ({self.bottleneck})"
+        limit = {
+            "ttft": "TTFT-bound",
+            "tpot": "TPOT-bound",
+            "capacity": "KV/seq cap",
+            "throughput": "saturated",
+        }
+        return f"{limit.get(self.limit, self.limit)}, step mostly {self.bottleneck}"
+
     def to_json(self) -> dict:
         lay = self.layout
         out = {
@@ -211,9 +226,8 @@ def _evaluate(
     mem = memory_per_gpu(arch, gpu, _kv_normalised(layout), ctx.context_tokens)
     gpus_used = layout.gpus_per_node_used
     if problems or not mem.fits:
-        limit = (
-            "memory" if not mem.fits and not any("divide" in p or "GPUs" in p for p in problems) else "layout"
-        )
+        memory_only = not mem.fits and all(mem.problem in p for p in problems)
+        limit = "memory" if memory_only else "layout"
         reason = f"{layout.name} cannot run: " + "; ".join(problems or [mem.problem]) + "."
         return Candidate(
             layout,
@@ -349,11 +363,13 @@ def _reason(layout, mem, model, rate, point: LoadPoint, limit, bottleneck, slo) 
             f"mostly {_BOTTLENECK_TEXT[bottleneck]})."
         )
     b = model.breakdown(max(1.0, point.running))
+    prefill_ms = max(0.0, point.step_s - b.total_s) * 1e3
     return head + (
-        f" At {rate * layout.replicas_per_node:.2f} req/s per node ({point.running:.0f} running per replica) a decode "
-        f"step takes {point.step_s * 1e3:.1f} ms, mostly {_BOTTLENECK_TEXT[bottleneck]} "
+        f" At {rate * layout.replicas_per_node:.2f} req/s per node ({point.running:.0f} running per replica) a step "
+        f"takes {point.step_s * 1e3:.1f} ms: decode mostly {_BOTTLENECK_TEXT[bottleneck]} "
         f"(overhead {1e3 * (b.overhead_s + b.floor_s):.1f}, weights {1e3 * b.weights_s:.1f}, KV {1e3 * b.kv_s:.1f}, "
-        f"compute {1e3 * b.compute_s:.1f}, collectives {1e3 * b.comm_s:.1f} ms); {_LIMIT_TEXT.get(limit, limit)}."
+        f"compute {1e3 * b.compute_s:.1f}, collectives {1e3 * b.comm_s:.1f} ms) plus {prefill_ms:.1f} ms of "
+        f"interleaved prompt chunks; {_LIMIT_TEXT.get(limit, limit)}."
     )
 
 
@@ -394,7 +410,18 @@ def plan_model(
         cand = _evaluate(ctx, layout, tune_max_num_seqs=False, concurrency=concurrency)
         reason = cand.reason
         if cand.fits and cand.goodput_rps_per_replica > 0:
-            reason = f"explicit layout {cand.name}: " + reason
+            reason = "explicit layout: " + reason
+        best = plan_model(arch, gpu, workload, slo, usd_per_hour=usd_per_hour, efficiency=efficiency).chosen
+        if best.fits and best.goodput_rps_per_node > 0 and best.name != cand.name:
+            ratio = (
+                best.goodput_rps_per_node / cand.goodput_rps_per_node
+                if cand.goodput_rps_per_node > 0
+                else None
+            )
+            reason += (
+                f" (layout: auto would choose {best.name} at {best.goodput_rps_per_node:.2f} req/s per node"
+                + (f", {ratio:.2f}× this layout)" if ratio else ")")
+            )
         return ModelPlan(arch.id, gpu.slug, cand, [cand], reason)
 
     kv_dtype = "fp8" if gpu.accelerator.supports_fp8 else "auto"
@@ -482,7 +509,12 @@ def _plan_reason(chosen: Candidate, candidates: list[Candidate], slo: Slo) -> st
             for c in others
             if c.layout.replicas_per_node == 1 and c.layout.dp == 1 and c.layout.tp == chosen.gpus_per_node
         ]
-        if single and single[0] is not ru and chosen.name != single[0].name and single[0].goodput_rps_per_node > 0:
+        if (
+            single
+            and single[0] is not ru
+            and chosen.name != single[0].name
+            and single[0].goodput_rps_per_node > 0
+        ):
             vs += f"; one {single[0].name} engine per node would carry {single[0].goodput_rps_per_node:.2f} req/s"
     return (
         f"chose {chosen.name}: {chosen.goodput_rps_per_node:.2f} req/s per node within p90 TTFT "

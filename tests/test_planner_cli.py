@@ -1,0 +1,167 @@
+"""`infra layout` end to end (table, JSON, filters, closed-loop mode, user errors)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from infra import cli
+from infra.commands import layout as layout_cmd
+from infra.errors import UserError
+
+BASE = [
+    "layout",
+    "--model",
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
+    "--gpu",
+    "gpu-mi325x8-2048gb-contracted",
+    "--input-tokens",
+    "2000",
+    "--output-tokens",
+    "300",
+    "--ttft-p90-ms",
+    "2000",
+    "--tpot-p90-ms",
+    "50",
+]
+
+
+def run(argv):
+    parser = argparse.ArgumentParser(prog="infra")
+    layout_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_layout_is_registered_with_the_cli():
+    assert "infra.commands.layout" in cli.COMMAND_MODULES
+
+
+def test_json_is_a_list_best_first(capsys):
+    assert run(BASE + ["--peak-rps", "40", "--usd-per-hour", "24", "--json"]) == 0
+    items = json.loads(capsys.readouterr().out)
+    assert isinstance(items, list) and len(items) > 5
+    fitting = [i for i in items if i["fits"]]
+    assert [i["goodput_rps_per_node"] for i in fitting] == sorted(
+        (i["goodput_rps_per_node"] for i in fitting), reverse=True
+    )
+    first = items[0]
+    for key in (
+        "name",
+        "tp",
+        "ep",
+        "dp",
+        "replicas_per_node",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "fits",
+        "goodput_rps_per_node",
+        "output_tokens_per_s_per_gpu",
+        "ttft_p90_ms",
+        "tpot_p90_ms",
+        "nodes_needed",
+        "usd_per_million_output_tokens",
+        "reason",
+    ):
+        assert key in first
+    assert first["nodes_needed"] >= 1 and first["usd_per_million_output_tokens"] > 0
+
+
+def test_table_lists_every_candidate_and_the_reason(capsys):
+    assert run(BASE + ["--top", "3"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["layout", "fits", "kv"]
+    assert len([line for line in lines[1:4] if line.strip()]) == 3
+    assert "chose " in out and "contract-priced" in out
+
+
+def test_filters_and_closed_loop_mode(capsys):
+    assert (
+        run(
+            BASE
+            + [
+                "--tp",
+                "8",
+                "--no-ep",
+                "--dp",
+                "1",
+                "--replicas-per-node",
+                "1",
+                "--concurrency",
+                "128",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    items = json.loads(capsys.readouterr().out)
+    assert [i["name"] for i in items] == ["tp8-r1"]
+    for key in (
+        "concurrency",
+        "total_tokens_per_s_per_node",
+        "output_tokens_per_s_per_node",
+        "ttft_mean_ms",
+        "tpot_mean_ms",
+    ):
+        assert key in items[0]
+    assert items[0]["concurrency"] == 128
+
+
+def test_model_may_be_a_local_config_json(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(
+        json.dumps(
+            {
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "intermediate_size": 14336,
+                "vocab_size": 128256,
+                "max_position_embeddings": 131072,
+            }
+        )
+    )
+    argv = [
+        "layout",
+        "--model",
+        str(cfg),
+        "--gpu",
+        "gpu-h100x8-640gb",
+        "--input-tokens",
+        "1000",
+        "--output-tokens",
+        "200",
+        "--ttft-p90-ms",
+        "1000",
+        "--tpot-p90-ms",
+        "40",
+        "--json",
+    ]
+    assert run(argv) == 0
+    items = json.loads(capsys.readouterr().out)
+    assert items[0]["fits"] and items[0]["usd_per_million_output_tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (["--model", "acme/never-heard-of-it"], "not in the model catalog"),
+        (["--gpu", "gpu-imaginary"], "not a GPU size we know"),
+        (["--input-tokens", "0"], "--input-tokens must be at least 1"),
+        (["--tpot-p90-ms", "-1"], "--tpot-p90-ms must be positive"),
+        (["--tp", "3"], "no layout"),
+    ],
+)
+def test_user_mistakes_are_one_line_errors(change, needle):
+    argv = list(BASE)
+    for i in range(0, len(change), 2):
+        if change[i] in argv:
+            argv[argv.index(change[i]) + 1] = change[i + 1]
+        else:
+            argv += change[i : i + 2]
+    with pytest.raises(UserError, match=needle):
+        run(argv)

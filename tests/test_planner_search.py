@@ -1,0 +1,197 @@
+"""The layout search: ranking, the reference workload, explicit layouts, determinism and speed."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from infra.catalog.gpus import gpu_size
+from infra.catalog.models import resolve_model
+from infra.errors import UserError
+from infra.planner import Layout, Slo, Workload, estimated_load_seconds, plan_model
+from infra.planner.search import enumerate_shapes
+
+QWEN_FP8 = resolve_model("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8")
+MI325X_8 = gpu_size("gpu-mi325x8-2048gb-contracted")
+REFERENCE = (Workload(2000, 300, peak_rps=40), Slo(ttft_p90_ms=2000, tpot_p90_ms=50))
+JSON_KEYS = {
+    "name",
+    "tp",
+    "ep",
+    "dp",
+    "replicas_per_node",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "fits",
+    "goodput_rps_per_node",
+    "output_tokens_per_s_per_gpu",
+    "ttft_p90_ms",
+    "tpot_p90_ms",
+    "nodes_needed",
+    "usd_per_million_output_tokens",
+    "reason",
+}
+
+
+@pytest.fixture(scope="module")
+def reference_plan():
+    return plan_model(QWEN_FP8, MI325X_8, *REFERENCE, usd_per_hour=24.0)
+
+
+def test_candidates_are_ranked_by_goodput_per_node(reference_plan):
+    fitting = [c for c in reference_plan.candidates if c.fits]
+    goodputs = [c.goodput_rps_per_node for c in fitting]
+    assert goodputs == sorted(goodputs, reverse=True)
+    assert reference_plan.chosen is reference_plan.candidates[0]
+    assert not reference_plan.candidates[-1].fits  # tp1-r8: 236 GB of weights on one GPU
+    assert {c.name for c in reference_plan.candidates} >= {
+        "tp8-r1",
+        "tp8-ep-r1",
+        "tp4-ep-r2",
+        "tp1-ep-dp8-r1",
+    }
+
+
+def test_reference_workload_prefers_several_ep_engines_over_one_tp8_engine(reference_plan):
+    """The production lesson: several TP4-ish EP engines per node beat one TP8 engine.
+
+    Not special-cased: TP8 pays collective latency on 2 × 94 all-reduces per step, moves every
+    prompt token's hidden state through 188 all-reduces, runs one scheduler for the whole node's
+    sequences and (without EP) slices each 1536-wide expert 8 ways; two TP4 replicas each read
+    twice the expert bytes per GPU, which is what they trade against.
+    """
+    chosen = reference_plan.chosen
+    assert chosen.layout.ep
+    assert chosen.layout.replicas_per_node * chosen.layout.dp >= 2  # more than one scheduler per node
+    by_name = {c.name: c.goodput_rps_per_node for c in reference_plan.candidates}
+    assert by_name["tp4-ep-r2"] > by_name["tp8-ep-r1"] > by_name["tp8-r1"]
+    generic = plan_model(QWEN_FP8, MI325X_8, *REFERENCE, Layout(tp=8)).chosen
+    assert chosen.goodput_rps_per_node >= 1.3 * generic.goodput_rps_per_node
+    assert (
+        chosen.usd_per_million_output_tokens
+        < plan_model(QWEN_FP8, MI325X_8, *REFERENCE, Layout(tp=8), usd_per_hour=24.0).chosen.usd_per_million_output_tokens
+    )
+
+
+def test_candidate_json_has_the_documented_keys(reference_plan):
+    for cand in reference_plan.candidates:
+        item = cand.to_json()
+        assert JSON_KEYS <= set(item)
+        assert item["name"] == cand.layout.name
+        assert "memory_gb_per_gpu" in item
+    best = reference_plan.chosen.to_json()
+    assert best["fits"] and best["goodput_rps_per_node"] > 0
+    assert best["ttft_p90_ms"] <= 2000 and best["tpot_p90_ms"] <= 50
+    assert best["nodes_needed"] == pytest.approx(40 * 1.2 / best["goodput_rps_per_node"], abs=1)
+    assert best["usd_per_million_output_tokens"] == pytest.approx(
+        24.0 / (best["goodput_rps_per_node"] * 300 * 3600) * 1e6, rel=0.01
+    )
+
+
+def test_chosen_layout_has_its_vllm_settings_filled_in(reference_plan):
+    lay = reference_plan.chosen.layout
+    assert lay.max_model_len == 8192  # 2 × 2300 tokens, rounded up to a power of two
+    assert lay.kv_cache_dtype == "fp8"
+    assert lay.max_num_seqs >= reference_plan.chosen.running_per_replica / lay.dp
+    assert lay.max_num_batched_tokens in (4096, 8192, 16384)
+
+
+def test_reasons_say_what_limits_each_candidate(reference_plan):
+    assert reference_plan.reason.startswith(f"chose {reference_plan.chosen.name}")
+    for cand in reference_plan.candidates:
+        assert cand.reason.startswith(cand.name)
+        if cand.fits and cand.goodput_rps_per_node > 0:
+            assert "a step takes" in cand.reason and cand.limit in ("ttft", "tpot", "capacity", "throughput")
+    tp8 = next(c for c in reference_plan.candidates if c.name == "tp8-r1")
+    assert "KV heads replicated across TP ranks" in tp8.reason
+    unfit = reference_plan.candidates[-1]
+    assert unfit.limit == "memory" and "exceed" in unfit.reason
+
+
+def test_explicit_layout_is_annotated_not_searched():
+    lay = Layout(tp=4, ep=True, replicas_per_node=2, max_num_seqs=128, kv_cache_dtype="fp8")
+    plan = plan_model(QWEN_FP8, MI325X_8, *REFERENCE, lay)
+    assert len(plan.candidates) == 1
+    assert plan.chosen.layout.max_num_seqs == 128  # kept as given
+    assert plan.chosen.layout.max_model_len == 8192  # filled in
+    assert plan.reason.startswith("explicit layout: tp4-ep-r2")
+    generic = plan_model(QWEN_FP8, MI325X_8, *REFERENCE, Layout(tp=8))
+    assert "layout: auto would choose" in generic.reason
+
+
+def test_explicit_layout_that_does_not_fit_is_reported_not_raised():
+    plan = plan_model(QWEN_FP8, gpu_size("gpu-mi300x1-192gb"), *REFERENCE, Layout(tp=1))
+    assert not plan.chosen.fits
+    assert plan.chosen.goodput_rps_per_node == 0
+    assert "exceed" in plan.chosen.reason
+
+
+def test_an_impossible_slo_gives_zero_goodput_with_a_reason():
+    plan = plan_model(QWEN_FP8, MI325X_8, Workload(2000, 300), Slo(2000, 1.0))
+    assert plan.chosen.goodput_rps_per_node == 0
+    assert "misses the SLO" in plan.chosen.reason
+    assert plan.chosen.to_json()["nodes_needed"] is None
+
+
+def test_filters_restrict_candidates():
+    plan = plan_model(QWEN_FP8, MI325X_8, *REFERENCE, tp=4, ep=True)
+    assert {c.name for c in plan.candidates} == {"tp4-ep-r2", "tp4-ep-dp2-r1"}
+    with pytest.raises(UserError):
+        plan_model(QWEN_FP8, MI325X_8, *REFERENCE, tp=3)
+
+
+def test_closed_loop_mode_adds_benchmark_figures():
+    plan = plan_model(QWEN_FP8, MI325X_8, *REFERENCE, tp=8, ep=True, dp=1, concurrency=64)
+    item = plan.chosen.to_json()
+    assert item["concurrency"] == 64
+    assert item["total_tokens_per_s_per_node"] == pytest.approx(
+        item["output_tokens_per_s_per_node"] * 2300 / 300, rel=1e-3
+    )
+    assert item["ttft_mean_ms"] > 0 and item["tpot_mean_ms"] > 0
+    more = plan_model(QWEN_FP8, MI325X_8, *REFERENCE, tp=8, ep=True, dp=1, concurrency=256).chosen.to_json()
+    assert more["output_tokens_per_s_per_node"] > item["output_tokens_per_s_per_node"]
+    assert more["tpot_mean_ms"] > item["tpot_mean_ms"]
+
+
+def test_dense_models_get_no_ep_or_dp_shapes():
+    llama = resolve_model("meta-llama/Llama-3.1-70B-Instruct-FP8")
+    shapes = enumerate_shapes(llama, gpu_size("gpu-h100x8-640gb"))
+    assert all(not ep and dp == 1 for _, ep, dp, _ in shapes)
+    assert [(tp, r) for tp, _, _, r in shapes] == [(1, 8), (2, 4), (4, 2), (8, 1)]
+
+
+def test_plans_are_deterministic_byte_for_byte():
+    a = json.dumps(plan_model(QWEN_FP8, MI325X_8, *REFERENCE).to_json(), sort_keys=True)
+    b = json.dumps(plan_model(QWEN_FP8, MI325X_8, *REFERENCE).to_json(), sort_keys=True)
+    assert a == b
+
+
+def test_a_whole_stack_plans_well_under_a_second():
+    stack = [
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "gpu-mi325x8-2048gb-contracted", Workload(2000, 300, 40)),
+        ("meta-llama/Llama-3.3-70B-Instruct-FP8", "gpu-mi300x8-1536gb", Workload(1000, 500, 10)),
+        ("Qwen/Qwen3-30B-A3B", "gpu-mi300x8-1536gb", Workload(4000, 800, 5)),
+        ("deepseek-ai/DeepSeek-R1-0528", "gpu-mi325x8-2048gb-contracted", Workload(3000, 1000, 5)),
+        ("openai/gpt-oss-120b", "gpu-h200x8-1128gb", Workload(1000, 1000, 20)),
+    ]
+    plan_model(QWEN_FP8, MI325X_8, *REFERENCE)  # warm the efficiency cache
+    start = time.perf_counter()
+    for source, slug, workload in stack:
+        plan = plan_model(resolve_model(source), gpu_size(slug), workload, Slo(3000, 60))
+        assert plan.chosen.fits
+    assert time.perf_counter() - start < 1.0
+
+
+def test_load_time_estimates_are_conservative_and_ordered():
+    hf = estimated_load_seconds(QWEN_FP8, source="huggingface", gpus_per_replica=4)
+    nfs = estimated_load_seconds(QWEN_FP8, source="nfs", gpus_per_replica=4)
+    crowded = estimated_load_seconds(QWEN_FP8, source="nfs", gpus_per_replica=4, concurrent_loaders=4)
+    assert 20 * 60 <= hf <= 90 * 60  # tens of minutes for 236 GB from Hugging Face
+    assert nfs < hf
+    assert crowded > nfs
+    small = estimated_load_seconds(resolve_model("Qwen/Qwen3-8B"), source="nfs")
+    assert small < nfs
+    with pytest.raises(ValueError):
+        estimated_load_seconds(QWEN_FP8, source="s3")
