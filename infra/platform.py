@@ -204,7 +204,6 @@ class Secrets:
 def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = None) -> dict[str, Any]:
     """Declare every component of the stack; returns the stack outputs."""
     import pulumi
-
     import pulumi_kubernetes as k8s
 
     from components.cluster import DoksCluster, DoksClusterArgs, gpu_addon_flags
@@ -212,9 +211,15 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
     from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
     from components.model_cache import ModelCache, ModelCacheArgs
     from components.model_service import ModelService, ModelServiceArgs
-    from components.router import Router, RouterArgs
-    from components.network import EnvironmentProject, EnvironmentProjectArgs, Network, NetworkArgs, standard_tags
+    from components.network import (
+        EnvironmentProject,
+        EnvironmentProjectArgs,
+        Network,
+        NetworkArgs,
+        standard_tags,
+    )
     from components.observability import Observability, ObservabilityArgs
+    from components.router import Router, RouterArgs
     from infra.render.model_service import render_namespace
 
     global LAST_FACTS
@@ -358,7 +363,7 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
         "kubernetes_version": cluster.version,
         "kubeconfig": cluster.kubeconfig,
         "layouts": {m.config.name: m.layout.name for m in facts.models},
-        "endpoints": {m.config.name: svc.endpoint for m, svc in zip(facts.models, services)},
+        "endpoints": {m.config.name: svc.endpoint for m, svc in zip(facts.models, services, strict=True)},
     }
     return outputs
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STACKS = ("dev", "staging", "prod")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _stack_values(stack: str):
     return read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
 
@@ -25,7 +25,7 @@ def stack_values(stack: str) -> tuple[dict, set]:
     return copy.deepcopy(values), set(secrets)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _plan(stack: str):
     from infra.offline import build_plan
 

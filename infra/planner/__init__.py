@@ -20,9 +20,10 @@ from infra.planner.efficiency import (
 from infra.planner.layout import Layout, Slo, Workload, layout_name, parse_layout_name
 from infra.planner.loading import estimated_load_seconds
 from infra.planner.memory import MemoryBreakdown, memory_per_gpu
-from infra.planner.search import Candidate, ClosedLoop, ModelPlan, plan_model
+from infra.planner.search import Candidate, ClosedLoop, ModelPlan, evaluate_layout, plan_model
 
 __all__ = [
+    "evaluate_layout",
     "Candidate",
     "ClosedLoop",
     "EfficiencyFactors",

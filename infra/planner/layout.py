@@ -47,7 +47,7 @@ class Layout:
     def name(self) -> str:
         return layout_name(self.tp, self.ep, self.dp, self.replicas_per_node)
 
-    def with_(self, **changes) -> "Layout":
+    def with_(self, **changes) -> Layout:
         return replace(self, **changes)
 
 

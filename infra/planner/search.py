@@ -384,6 +384,26 @@ def _rank_key(c: Candidate):
     )
 
 
+def evaluate_layout(
+    arch: ModelArch,
+    gpu: GpuSize,
+    workload: Workload,
+    slo: Slo,
+    layout: Layout,
+    *,
+    usd_per_hour: float | None = None,
+    concurrency: int | None = None,
+    efficiency: EfficiencyTable | None = None,
+) -> Candidate:
+    """Predictions for exactly this layout (its batch limits kept), without searching the others.
+
+    What `infra tune calibrate` calls many times while fitting factors: the comparison with the
+    search's winner that `plan_model` adds for explicit layouts would dominate its cost.
+    """
+    ctx = _Context(arch, gpu, workload, slo, usd_per_hour, efficiency)
+    return _evaluate(ctx, layout, tune_max_num_seqs=False, concurrency=concurrency)
+
+
 def plan_model(
     arch: ModelArch,
     gpu: GpuSize,
@@ -407,7 +427,9 @@ def plan_model(
     """
     ctx = _Context(arch, gpu, workload, slo, usd_per_hour, efficiency)
     if layout is not None:
-        cand = _evaluate(ctx, layout, tune_max_num_seqs=False, concurrency=concurrency)
+        cand = evaluate_layout(
+            arch, gpu, workload, slo, layout, usd_per_hour=usd_per_hour, concurrency=concurrency, efficiency=efficiency
+        )
         reason = cand.reason
         if cand.fits and cand.goodput_rps_per_replica > 0:
             reason = "explicit layout: " + reason

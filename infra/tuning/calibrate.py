@@ -103,14 +103,13 @@ def layout_from_fields(layout_fields_: dict):
 
 def predict_goodput_rps(context: ModelContext, layout_fields_: dict, efficiency=None) -> float | None:
     """The planner's goodput per node for this exact layout (None if it does not fit)."""
-    from infra.planner import plan_model
+    from infra.planner import evaluate_layout
 
-    plan = plan_model(
+    cand = evaluate_layout(
         context.arch, context.gpu, context.workload, context.slo, layout_from_fields(layout_fields_),
         usd_per_hour=context.usd_per_hour, efficiency=efficiency,
     )
-    chosen = plan.chosen
-    return chosen.goodput_rps_per_node if chosen.fits and chosen.goodput_rps_per_node > 0 else None
+    return cand.goodput_rps_per_node if cand.fits and cand.goodput_rps_per_node > 0 else None
 
 
 @dataclass(frozen=True)
