@@ -45,7 +45,7 @@ def generated_stack(n_models: int) -> dict:
         models.append({
             "name": f"model-{i}", "source": source, "pool": f"pool-{i}", "layout": "auto",
             "served_model_name": f"model-{i}", "workload": dict(workload, peak_rps=5),
-            "slo": {"ttft_p90_ms": 1500, "tpot_p90_ms": 50},
+            "slo": {"ttft_p90_ms": 1000, "tpot_p90_ms": 50},
         })
     cfg["inference-platform:gpu_pools"] = pools
     cfg["inference-platform:models"] = models

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import runpy
 import sys
@@ -233,11 +234,14 @@ def run_program(stack: str, root: Path | None = None) -> tuple[list[dict[str, An
     config, secrets = _engine_config(values, secret_keys)
 
     monitor = _recording_monitor(_mocks_class())
+    engine_log = _EngineLog()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     settings.reset_options()
     pulumi.runtime.set_all_config(config, secrets)
-    pulumi_mocks.set_mocks(_mocks_class(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    pulumi_mocks.set_mocks(
+        _mocks_class(), project=PROJECT, stack=stack, preview=False, monitor=monitor, logger=engine_log.logger
+    )
     platform_module.LAST_FACTS = None
     old_argv = sys.argv
     old_env = {k: os.environ.get(k) for k in ("INFRA_STACK_ROOT", "INFRA_OFFLINE_PLAN")}
@@ -257,7 +261,41 @@ def run_program(stack: str, root: Path | None = None) -> tuple[list[dict[str, An
                 os.environ[key] = value
         loop.close()
         asyncio.set_event_loop(None)
-    return monitor.records, platform_module.LAST_FACTS
+        _close_stray_event_loops()
+    facts = platform_module.LAST_FACTS
+    if facts is not None:
+        facts.notes += [m for m in engine_log.messages if m not in facts.notes]
+    return monitor.records, facts
+
+
+def _close_stray_event_loops() -> None:
+    """Close the event loops Pulumi's mock monitor opens in its worker threads and never closes.
+
+    Left open, they are closed by the garbage collector at interpreter exit, after their file
+    descriptors are gone, which prints a spurious "Exception ignored ... Invalid file descriptor"
+    traceback on stderr.
+    """
+    import gc
+
+    for obj in gc.get_objects():
+        if isinstance(obj, asyncio.AbstractEventLoop) and not obj.is_running() and not obj.is_closed():
+            obj.close()
+
+
+class _EngineLog(logging.Handler):
+    """Collects what the program logs through `pulumi.log` (warnings and errors) for the plan's
+    notes, instead of letting it spill onto the terminal in between the summary's lines."""
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.messages: list[str] = []
+        self.logger = logging.getLogger(f"infra.offline.engine.{id(self)}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.WARNING)
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 def build_plan(stack: str, root: Path | None = None) -> Plan:

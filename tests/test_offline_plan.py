@@ -152,6 +152,7 @@ def test_plan_cli_json_and_manifests(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "staging", "--json", str(out_json), "--out", str(out_dir)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
     assert "Models:" in proc.stdout and "Cost:" in proc.stdout
     data = json.loads(out_json.read_text())
     assert {"stack", "project", "resources", "models", "cost"} <= data.keys()
