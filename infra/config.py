@@ -364,6 +364,10 @@ class ObservabilityConfig(_Strict):
     retention: Retention = Field("15d", description="Prometheus retention, e.g. 15d.")
     storage_gib: int = Field(100, ge=10, le=16384, description="Prometheus volume size (do-block-storage).")
     alert_receiver: AlertReceiverConfig = Field(default_factory=AlertReceiverConfig, description="Alert destination.")
+    runbook_url: str = Field(
+        "docs/runbook.md",
+        description="Base of the runbook links in alerts; set it to the runbook's web address, e.g. https://github.com/<org>/<repo>/blob/main/docs/runbook.md.",
+    )
 
 
 class StackInput(_Strict):

@@ -14,6 +14,7 @@ cost. The program hands the planning facts (layouts, reasons, cost) to this modu
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import logging
 import os
@@ -235,6 +236,8 @@ def run_program(stack: str, root: Path | None = None) -> tuple[list[dict[str, An
 
     monitor = _recording_monitor(_mocks_class())
     engine_log = _EngineLog()
+    # Keep the caller's event loop (a test harness may own one) and hand it back afterwards.
+    previous_loop = getattr(asyncio.get_event_loop_policy()._local, "_loop", None)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     settings.reset_options()
@@ -260,15 +263,19 @@ def run_program(stack: str, root: Path | None = None) -> tuple[list[dict[str, An
             else:
                 os.environ[key] = value
         loop.close()
-        asyncio.set_event_loop(None)
-        _close_stray_event_loops()
+        _close_stray_event_loops(keep=previous_loop)
+        if previous_loop is None or previous_loop.is_closed():
+            # Leave a usable loop behind, as a fresh interpreter has one; closed at exit.
+            previous_loop = asyncio.new_event_loop()
+            atexit.register(previous_loop.close)
+        asyncio.set_event_loop(previous_loop)
     facts = platform_module.LAST_FACTS
     if facts is not None:
         facts.notes += [m for m in engine_log.messages if m not in facts.notes]
     return monitor.records, facts
 
 
-def _close_stray_event_loops() -> None:
+def _close_stray_event_loops(keep: asyncio.AbstractEventLoop | None = None) -> None:
     """Close the event loops Pulumi's mock monitor opens in its worker threads and never closes.
 
     Left open, they are closed by the garbage collector at interpreter exit, after their file
@@ -278,7 +285,7 @@ def _close_stray_event_loops() -> None:
     import gc
 
     for obj in gc.get_objects():
-        if isinstance(obj, asyncio.AbstractEventLoop) and not obj.is_running() and not obj.is_closed():
+        if isinstance(obj, asyncio.AbstractEventLoop) and obj is not keep and not obj.is_running() and not obj.is_closed():
             obj.close()
 
 

@@ -346,6 +346,7 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
                 alert_webhook_url=secrets.alert_webhook_url,
                 alert_slack_channel=obs.alert_receiver.channel,
                 system_node_selector={"doks.digitalocean.com/node-pool": cluster.system_pool_name},
+                runbook_url=obs.runbook_url,
                 deleted_with=cluster.cluster,
             ),
             pulumi.ResourceOptions(depends_on=services),

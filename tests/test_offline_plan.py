@@ -127,6 +127,8 @@ def test_diff_flags_replacements(tmp_path, what, mutate, resource_type, path):
     diff = diff_plans(old, new)
     hits = [c for c in diff.changed if c.key[0] == resource_type and path in c.replace_paths]
     assert hits, f"{what}: no replacement flagged; changed: {[(c.key, c.replace_paths) for c in diff.changed]}"
+    if what == "cluster region":  # the NFS share moves with the region too
+        assert [c for c in diff.changed if c.key[0] == "digitalocean:index/nfs:Nfs" and "region" in c.replace_paths]
     md = render_markdown(diff)
     assert "CAUTION" in md and "REPLACE" in md and path in md
 
