@@ -2,7 +2,8 @@
 
     python benchmarks/calibrate.py [--csv PATH] [--write] [--json OUT]
 
-Reads ../shared/data/published_serving_benchmarks.csv (override with --csv), turns each row into
+Reads benchmarks/data/published_serving_benchmarks.csv (a copy of the team's shared benchmark table,
+kept in the repo so the fit is reproducible from a clone; override with --csv), turns each row into
 the planner's terms (model, GPU size, layout, prompt/completion lengths, closed-loop concurrency,
 which tokens the throughput counts), fits a handful of factors per GPU family on a fixed training
 split (every third usable row is held out), and prints per-row and per-source absolute percentage
@@ -42,7 +43,7 @@ from infra.planner.efficiency import (  # noqa: E402
 from infra.planner.layout import Layout, Workload  # noqa: E402
 from infra.planner.search import predict_closed_loop  # noqa: E402
 
-DEFAULT_CSV = ROOT.parent / "shared" / "data" / "published_serving_benchmarks.csv"
+DEFAULT_CSV = ROOT / "benchmarks" / "data" / "published_serving_benchmarks.csv"
 
 GPU_SLUGS = {
     "MI300X": "gpu-mi300x8-1536gb",

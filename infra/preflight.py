@@ -10,13 +10,16 @@ The core is pure: it takes a `DoctorTarget` (what the stack plans to build) and 
 pydo's `account.get()`, `sizes.list()`, `regions.list()` and `kubernetes.list_options()`, so the
 command, the tests and other callers share it. DigitalOcean tool conventions apply: the token comes
 from `DIGITALOCEAN_TOKEN` (or `DIGITALOCEAN_ACCESS_TOKEN`), the API base URL from
-`DIGITALOCEAN_API_URL`.
+`DIGITALOCEAN_API_URL`. Without either variable the token is read the way `pulumi up` will read it:
+the stack's `digitalocean:token` secret, decrypted by the Pulumi CLI (`token_from_pulumi_config`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -95,6 +98,72 @@ def token_from_env(env: Mapping[str, str]) -> str | None:
         if value:
             return value
     return None
+
+
+PULUMI_TOKEN_KEY = "digitalocean:token"
+
+
+@dataclass(frozen=True)
+class TokenLookup:
+    """Where the token came from, or why none was found (never the token itself in `detail`)."""
+
+    token: str | None
+    detail: str
+
+
+def token_from_pulumi_config(
+    stack: str,
+    root: Any,
+    stack_has_token: bool,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+) -> TokenLookup:
+    """The stack's `digitalocean:token` secret as the Pulumi CLI decrypts it for `pulumi up`.
+
+    Only asked when the stack file declares the key (a CLI round trip costs seconds and may need a
+    login or passphrase). The CLI's error is passed on, first line only: it says what to do
+    (`pulumi login`, PULUMI_CONFIG_PASSPHRASE) and never contains the secret.
+    """
+    where = f"the stack's Pulumi config ({PULUMI_TOKEN_KEY})"
+    if not stack_has_token:
+        return TokenLookup(None, f"{PULUMI_TOKEN_KEY} is not set in stacks/Pulumi.{stack}.yaml")
+    pulumi = which("pulumi")
+    if pulumi is None:
+        return TokenLookup(None, f"{where} needs the pulumi CLI to decrypt it, and it is not on PATH")
+    env = dict(os.environ, PULUMI_SKIP_UPDATE_CHECK="true")
+    try:
+        done = run(
+            [pulumi, "config", "get", PULUMI_TOKEN_KEY, "--stack", stack, "--cwd", str(root)],
+            capture_output=True, text=True, timeout=120, env=env, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return TokenLookup(None, f"`pulumi config get {PULUMI_TOKEN_KEY}` did not run: {type(err).__name__}")
+    if done.returncode != 0:
+        reason = next((ln.strip() for ln in done.stderr.splitlines() if ln.strip()), f"exit {done.returncode}")
+        return TokenLookup(None, f"`pulumi config get {PULUMI_TOKEN_KEY} --stack {stack}` failed: {reason}")
+    token = done.stdout.strip()
+    if not token:
+        return TokenLookup(None, f"{where} is empty")
+    return TokenLookup(token, f"token from {where}")
+
+
+def find_token(
+    env: Mapping[str, str],
+    stack: str,
+    root: Any,
+    stack_has_token: bool,
+    **pulumi_kwargs: Any,
+) -> TokenLookup:
+    """The token by the DO tools' variables first, then the stack's Pulumi config."""
+    token = token_from_env(env)
+    if token:
+        source = next(name for name in TOKEN_ENV_VARS if env.get(name, "").strip())
+        return TokenLookup(token, f"token from {source}")
+    found = token_from_pulumi_config(stack, root, stack_has_token, **pulumi_kwargs)
+    if found.token:
+        return found
+    return TokenLookup(None, f"no token in {' or '.join(TOKEN_ENV_VARS)}; {found.detail}")
 
 
 def api_url_from_env(env: Mapping[str, str]) -> str:
@@ -201,11 +270,12 @@ def run_checks(
     client: Any | None,
     *,
     which: Callable[[str], str | None] = shutil.which,
+    missing_token: str = "",
 ) -> list[Check]:
     """Every pre-flight check for `target`, in the order a person would fix them.
 
-    `client=None` means no token was found: the API checks collapse into one failing check.
-    Local tool checks use `which` (injectable for tests).
+    `client=None` means no token was found (`missing_token` says where it was looked for): the API
+    checks collapse into one failing check. Local tool checks use `which` (injectable for tests).
     """
     checks: list[Check] = []
     if client is None:
@@ -213,8 +283,9 @@ def run_checks(
             Check(
                 "api token",
                 "fail",
-                f"no token in {' or '.join(TOKEN_ENV_VARS)}",
-                f"create a read-scoped token at {_TOKEN_PAGE} and export DIGITALOCEAN_TOKEN",
+                missing_token or f"no token in {' or '.join(TOKEN_ENV_VARS)}",
+                f"create a read-scoped token at {_TOKEN_PAGE} and export DIGITALOCEAN_TOKEN "
+                f"(or `pulumi config set --secret {PULUMI_TOKEN_KEY} ...`)",
             )
         )
     else:
@@ -462,33 +533,22 @@ def check_nfs_size(nfs_size_gib: int | None) -> Check:
     )
 
 
+# (check name, executable, status when missing, why it matters, where to get it)
+_LOCAL_TOOLS = (
+    ("pulumi cli", "pulumi", "fail", "", "https://www.pulumi.com/docs/install/"),
+    ("kubectl", "kubectl", "warn", " (optional: needed to inspect the cluster)", "https://kubernetes.io/docs/tasks/tools/"),
+)
+
+
 def check_local_tools(which: Callable[[str], str | None] = shutil.which) -> list[Check]:
     """A real deploy runs the pulumi CLI; kubectl is only needed to look at the cluster afterwards."""
     checks = []
-    pulumi_path = which("pulumi")
-    if pulumi_path:
-        checks.append(Check("pulumi cli", "pass", f"found at {pulumi_path}"))
-    else:
-        checks.append(
-            Check(
-                "pulumi cli",
-                "fail",
-                "`pulumi` is not on PATH",
-                "install it: https://www.pulumi.com/docs/install/",
-            )
-        )
-    kubectl_path = which("kubectl")
-    if kubectl_path:
-        checks.append(Check("kubectl", "pass", f"found at {kubectl_path}"))
-    else:
-        checks.append(
-            Check(
-                "kubectl",
-                "warn",
-                "`kubectl` is not on PATH (optional: needed to inspect the cluster)",
-                "install it: https://kubernetes.io/docs/tasks/tools/",
-            )
-        )
+    for check, exe, missing, why, url in _LOCAL_TOOLS:
+        path = which(exe)
+        if path:
+            checks.append(Check(check, "pass", f"found at {path}"))
+        else:
+            checks.append(Check(check, missing, f"`{exe}` is not on PATH{why}", f"install it: {url}"))
     return checks
 
 

@@ -6,11 +6,10 @@ import pulumi
 
 from components.model_service import ModelService, ModelServiceArgs
 from components.router import Router, RouterArgs
-from infra.catalog.gpus import gpu_size
-from infra.planner.layout import Layout
-from infra.render.model_service import CacheSpec, ModelServiceSpec, startup_budget_seconds
+from infra.render.model_service import ModelServiceSpec, startup_budget_seconds
 from infra.render.router import RouterSpec
 from tests.component_harness import resolve, run_program
+from tests.test_model_service import make_spec as render_spec
 
 HF_TOKEN = "hf_plaintext_token_7d1c"  # noqa: S105 - test fixture
 API_KEY = "sk-plaintext-key-93ab"  # noqa: S105 - test fixture
@@ -22,21 +21,9 @@ SERVICE = "kubernetes:core/v1:Service"
 
 
 def make_spec(**overrides) -> ModelServiceSpec:
-    base = dict(
-        name="qwen3-235b",
-        source="Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
-        served_model_name="qwen3-235b",
-        layout=Layout(tp=4, ep=True, replicas_per_node=2, kv_cache_dtype="fp8"),
-        nodes_min=2,
-        nodes_max=2,
-        gpu=gpu_size("gpu-mi325x8-2048gb-contracted"),
-        pool_name="mi325x",
-        cache=CacheSpec("model-cache"),
-        estimated_load_seconds=1800,
-        moe=True,
-    )
-    base.update(overrides)
-    return ModelServiceSpec(**base)
+    """The renderer tests' spec, on two nodes and with no secrets unless a test adds them."""
+    base = dict(nodes_min=2, nodes_max=2, hf_token_secret=None, api_key_secret=None, estimated_load_seconds=1800, max_model_len=None)
+    return render_spec(**{**base, **overrides})
 
 
 def _program(spec: ModelServiceSpec, public: bool = True, kind: str = "session"):

@@ -67,7 +67,6 @@ def test_fractions_above_one_are_clamped():
     assert table.for_family("x").hbm_efficiency == 1.0
 
 
-@pytest.mark.skipif(not CSV.exists(), reason="shared benchmark data not present")
 def test_every_csv_row_is_interpreted_or_excluded_with_a_reason():
     rows = calibrate.parse_rows(CSV)
     assert len(rows) >= 70
@@ -83,7 +82,6 @@ def test_every_csv_row_is_interpreted_or_excluded_with_a_reason():
     assert any(r.metric == "total" for r in used) and any(r.metric == "output" for r in used)
 
 
-@pytest.mark.skipif(not CSV.exists(), reason="shared benchmark data not present")
 def test_calibrated_factors_meet_the_accuracy_bar_on_held_out_rows():
     rows = [r for r in calibrate.parse_rows(CSV) if not r.excluded]
     table = load_efficiency()

@@ -513,6 +513,76 @@ def test_command_without_a_token_exits_one(cli, capsys):
     assert "no token in DIGITALOCEAN_TOKEN or DIGITALOCEAN_ACCESS_TOKEN" in capsys.readouterr().out
 
 
+def _completed(returncode=0, stdout="", stderr=""):
+    import subprocess
+
+    return subprocess.CompletedProcess([], returncode, stdout, stderr)
+
+
+def test_pulumi_config_token_is_asked_only_when_the_stack_declares_it():
+    calls = []
+    found = preflight.token_from_pulumi_config(
+        "prod", "/repo", False, which=_all_tools, run=lambda *a, **k: calls.append(a) or _completed(0, TOKEN)
+    )
+    assert found.token is None and "not set in stacks/Pulumi.prod.yaml" in found.detail
+    assert calls == []
+
+
+def test_pulumi_config_token_is_decrypted_by_the_cli_for_the_right_stack():
+    seen = {}
+
+    def run(argv, **kwargs):
+        seen["argv"], seen["env"] = argv, kwargs["env"]
+        return _completed(0, TOKEN + "\n")
+
+    found = preflight.token_from_pulumi_config("prod", "/repo", True, which=_all_tools, run=run)
+    assert found.token == TOKEN and TOKEN not in found.detail
+    assert seen["argv"][1:] == ["config", "get", "digitalocean:token", "--stack", "prod", "--cwd", "/repo"]
+    assert seen["env"]["PULUMI_SKIP_UPDATE_CHECK"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("which", "result", "expected"),
+    [
+        (lambda name: None, _completed(0, TOKEN), "pulumi CLI to decrypt it, and it is not on PATH"),
+        (_all_tools, _completed(255, "", "\nerror: passphrase must be set with PULUMI_CONFIG_PASSPHRASE\n"), "failed: error: passphrase must be set"),
+        (_all_tools, _completed(0, "  \n"), "is empty"),
+    ],
+)
+def test_pulumi_config_token_failures_say_why(which, result, expected):
+    found = preflight.find_token({}, "prod", "/repo", True, which=which, run=lambda *a, **k: result)
+    assert found.token is None
+    assert found.detail.startswith("no token in DIGITALOCEAN_TOKEN or DIGITALOCEAN_ACCESS_TOKEN; ")
+    assert expected in found.detail
+
+
+def test_environment_token_wins_over_pulumi_config():
+    found = preflight.find_token({"DIGITALOCEAN_ACCESS_TOKEN": TOKEN}, "prod", "/repo", True, run=lambda *a, **k: pytest.fail("asked pulumi"))
+    assert found == preflight.TokenLookup(TOKEN, "token from DIGITALOCEAN_ACCESS_TOKEN")
+
+
+def test_command_reads_the_token_from_the_stack_secret_through_pulumi(cli, httpserver, monkeypatch, tmp_path, capsys):
+    """No DO variables: the stack's digitalocean:token secret, via the (fake) Pulumi CLI."""
+    _serve(httpserver)
+    monkeypatch.setenv("DIGITALOCEAN_API_URL", httpserver.url_for("/"))
+    root = tmp_path / "repo"
+    (root / "stacks").mkdir(parents=True)
+    (root / "stacks" / "Pulumi.prod.yaml").write_text(
+        "config:\n  digitalocean:token:\n    secure: AAABAHsomeciphertext\n"
+    )
+    pulumi = Path(os.environ["PATH"].split(os.pathsep)[0]) / "pulumi"
+    pulumi.write_text(
+        "#!/bin/sh\n"
+        f'[ "$*" = "config get digitalocean:token --stack prod --cwd {root}" ] || exit 3\n'
+        f"echo {TOKEN}\n"
+    )
+    assert cli(["doctor", "prod", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "token from the stack's Pulumi config (digitalocean:token)" in out
+    assert "checks: 10 pass, 1 warn, 0 fail" in out
+    assert TOKEN not in out
+
+
 def test_command_with_an_invalid_stack_exits_two(cli, monkeypatch, capsys):
     def broken(stack, root=None):
         raise ConfigError(f"no stack file stacks/Pulumi.{stack}.yaml; stacks: dev, prod, staging")

@@ -210,8 +210,14 @@ def apply_bundle(bundle, out: Path, *, kubeconfig: Path | None, poll_seconds: in
     core = client.CoreV1Api(api)
     namespace = bundle.target.service.namespace
     if bundle.prefetch:
+        name = bundle.prefetch["metadata"]["name"]
         _create(utils, api, bundle.prefetch)
-        _wait_job(batch, namespace, bundle.prefetch["metadata"]["name"], bundle.prefetch["spec"]["activeDeadlineSeconds"], poll_seconds)
+        state = _wait_job(batch, namespace, name, bundle.prefetch["spec"]["activeDeadlineSeconds"], poll_seconds)
+        if state != "complete":
+            raise UserError(
+                f"weight prefetch job {name} {state}; nothing was benchmarked "
+                f"(see `kubectl -n {namespace} logs job/{name}`)"
+            )
     for (directory, objects), sweep in zip(bundle.layouts, bundle.sweeps, strict=True):
         job = objects[-1]["metadata"]["name"]
         print(f"=== {sweep.layout.name}: applying {directory}")
@@ -219,11 +225,17 @@ def apply_bundle(bundle, out: Path, *, kubeconfig: Path | None, poll_seconds: in
             _create(utils, api, obj)
         try:
             state = _wait_job(batch, namespace, job, objects[-1]["spec"]["activeDeadlineSeconds"], poll_seconds)
+            if state == "failed":
+                state = "failed (collecting what it measured)"
             print(f"    job {job}: {state}")
             pods = core.list_namespaced_pod(namespace, label_selector=f"job-name={job}").items
             written = 0
             for pod in pods:
-                log = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="bench")
+                # Unparsed: the client would otherwise json-decode a log that happens to be JSON.
+                response = core.read_namespaced_pod_log(
+                    pod.metadata.name, namespace, container="bench", _preload_content=False
+                )
+                log = response.data.decode("utf-8", errors="replace")
                 written += collect_results(log, out / "results" / sweep.layout.name)
             print(f"    collected {written} result files into {out}/results/{sweep.layout.name}")
         finally:
@@ -254,16 +266,32 @@ def _create(utils, api, obj: dict) -> None:
             raise UserError(f"creating {obj['kind']} {obj['metadata']['name']} failed: {err}") from None
 
 
-def _wait_job(batch, namespace: str, name: str, deadline_s: int, poll_seconds: int) -> str:
+def _wait_job(batch, namespace: str, name: str, deadline_s: int, poll_seconds: float) -> str:
+    """`complete`, `failed` or `timed out`, from the Job's conditions.
+
+    Conditions, not the pod counters: a Job with a backoffLimit (the prefetch retries six times)
+    has failed pods long before the Job itself has failed.
+    """
     end = time.monotonic() + deadline_s + 60
     while time.monotonic() < end:
         status = batch.read_namespaced_job_status(name, namespace).status
-        if status.succeeded:
-            return "complete"
-        if status.failed:
-            return "failed (collecting what it measured)"
+        state = job_state(status.conditions or [])
+        if state:
+            return state
         time.sleep(poll_seconds)
     return "timed out"
+
+
+def job_state(conditions) -> str | None:
+    """The finished state a Job's conditions report, or None while it runs."""
+    for condition in conditions:
+        if condition.status != "True":
+            continue
+        if condition.type in ("Complete", "SuccessCriteriaMet"):
+            return "complete"
+        if condition.type in ("Failed", "FailureTarget"):
+            return "failed"
+    return None
 
 
 def _delete(api, objects: list[dict]) -> None:
@@ -271,10 +299,12 @@ def _delete(api, objects: list[dict]) -> None:
     from kubernetes.client.rest import ApiException
 
     apps, core, batch = client.AppsV1Api(api), client.CoreV1Api(api), client.BatchV1Api(api)
+    # Bodies are not parsed: the API answers a delete with a Status or with the object itself,
+    # depending on the kind and on finalizers, and nothing here needs either.
     deleters = {
-        "Job": lambda n, ns: batch.delete_namespaced_job(n, ns, propagation_policy="Background"),
-        "Service": core.delete_namespaced_service,
-        "Deployment": apps.delete_namespaced_deployment,
+        "Job": lambda n, ns: batch.delete_namespaced_job(n, ns, propagation_policy="Background", _preload_content=False),
+        "Service": lambda n, ns: core.delete_namespaced_service(n, ns, _preload_content=False),
+        "Deployment": lambda n, ns: apps.delete_namespaced_deployment(n, ns, _preload_content=False),
     }
     for obj in reversed(objects):
         try:

@@ -47,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="pre-flight checks against the DigitalOcean API (token, limits, region, sizes, versions)",
         description=(
             "Check a stack against the DigitalOcean API before `pulumi up`. The token comes from "
-            "DIGITALOCEAN_TOKEN (or DIGITALOCEAN_ACCESS_TOKEN); DIGITALOCEAN_API_URL overrides the API URL."
+            "DIGITALOCEAN_TOKEN (or DIGITALOCEAN_ACCESS_TOKEN), else from the stack's "
+            "digitalocean:token secret through the Pulumi CLI; DIGITALOCEAN_API_URL overrides the API URL."
         ),
     )
     parser.add_argument("stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
@@ -58,14 +59,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def stack_declares_token(stack: str, root: Path | None) -> bool:
+    """Whether the stack file holds a `digitalocean:token` (only then is the Pulumi CLI asked)."""
+    from infra.config import read_stack_file, stack_file
+
+    path = stack_file(stack, root)
+    if not path.is_file():
+        return False
+    values, _secret_keys = read_stack_file(path)
+    return preflight.PULUMI_TOKEN_KEY in values
+
+
 def run(args: argparse.Namespace) -> int:
+    from infra.config import repo_root
+
     cfg = load_stack_file(args.stack, args.root)  # ConfigError → exit 2 via infra.cli
     target = target_from_config(cfg)
     env = os.environ
-    token = preflight.token_from_env(env)
+    root = args.root or repo_root()
+    found = preflight.find_token(env, args.stack, root, stack_declares_token(args.stack, args.root))
     api_url = preflight.api_url_from_env(env)
-    client = preflight.make_client(token, api_url, retries=args.retries) if token else None
-    checks = preflight.run_checks(target, client)
-    print(f"infra doctor {args.stack}: region {target.region}, API {api_url}")
+    client = preflight.make_client(found.token, api_url, retries=args.retries) if found.token else None
+    checks = preflight.run_checks(target, client, missing_token=found.detail)
+    source = f", {found.detail}" if found.token else ""
+    print(f"infra doctor {args.stack}: region {target.region}, API {api_url}{source}")
     print(preflight.render_table(checks))
     return preflight.exit_code(checks)
