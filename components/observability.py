@@ -17,6 +17,7 @@ from infra.catalog import versions
 from infra.render.observability import (
     ALERT_WEBHOOK_SECRET,
     GRAFANA_ADMIN_SECRET,
+    HELM_RELEASE_NAME,
     AlertThresholds,
     GpuRuntimeFacts,
     MonitoringSettings,
@@ -29,7 +30,6 @@ from infra.render.observability import (
 )
 from infra.render.slo_rules import DEFAULT_THRESHOLDS, RUNBOOK_DEFAULT, slo_bucket_warnings
 
-HELM_RELEASE_NAME = "kps"  # short: the chart prefixes every object name with it
 HELM_TIMEOUT_S = 900  # CRDs + admission-webhook hook jobs + a PVC on a fresh cluster
 
 

@@ -314,6 +314,27 @@ class SloConfig(_Strict):
         return Slo(self.ttft_p90_ms, self.tpot_p90_ms)
 
 
+class AutoscalingConfig(_Strict):
+    """Queue-driven replica autoscaling (KEDA) of a model on an autoscaling GPU pool.
+
+    Pods scale on the queue; pending pods make the DOKS autoscaler add GPU nodes. Without it an
+    autoscaling pool never grows: nothing asks for a pod beyond the minimum.
+    """
+
+    enabled: bool | None = Field(
+        None,
+        description="Default: on when the model's pool autoscales (min_nodes < max_nodes), serves only this model, and observability is on.",
+    )
+    waiting_per_replica: float = Field(
+        4.0, gt=0, le=1000,
+        description="Target queued requests (vllm:num_requests_waiting) per replica; above it replicas are added, up to replicas_per_node × max_nodes.",
+    )
+    scale_down_delay_seconds: int = Field(
+        1800, ge=300, le=86400,
+        description="How long the queue must stay below target before a replica is removed (a GPU replica takes tens of minutes to come back).",
+    )
+
+
 class ModelConfig(_Strict):
     """One served model: what, where, how laid out, for which traffic and SLOs."""
 
@@ -330,6 +351,7 @@ class ModelConfig(_Strict):
     image: str | None = Field(None, description="Override the pinned vLLM image (must carry an explicit tag).")
     extra_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments, appended verbatim.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra container environment variables.")
+    autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig, description="Replica autoscaling on the request queue (KEDA).")
 
     @property
     def api_model_name(self) -> str:
@@ -401,7 +423,7 @@ class StackConfig(BaseModel):
     gpu_pools: list[GpuPoolConfig]
     gpu_runtime: GpuRuntimeConfig
     model_cache: ModelCacheConfig
-    models: list[ModelConfig]
+    models: list[ModelConfig]  # autoscaling.enabled resolved (never None)
     router: RouterConfig
     observability: ObservabilityConfig  # enabled resolved (never None)
     secrets_set: frozenset[str]  # secret keys that are set (as secrets)
@@ -505,9 +527,7 @@ def _environment_defaults(raw: StackInput) -> tuple[ClusterConfig, Observability
             "protect": prod if raw.cluster.protect is None else raw.cluster.protect,
         }
     )
-    obs = raw.observability.model_copy(
-        update={"enabled": raw.environment != "dev" if raw.observability.enabled is None else raw.observability.enabled}
-    )
+    obs = raw.observability.model_copy(update={"enabled": _observability_on(raw)})
     return cluster, obs
 
 
@@ -632,7 +652,43 @@ def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
                     problems.append(
                         Problem(f"{NS}models[{indices[-1]}].layout", f"models on pool {pool_name!r} use {used} GPUs per node; it has {gpus}")
                     )
+    problems += _check_autoscaling(raw, pools, by_pool)
     return problems
+
+
+def _check_autoscaling(raw: StackInput, pools: dict[str, GpuPoolConfig], by_pool: dict[str, list[int]]) -> list[Problem]:
+    """`autoscaling.enabled: true` needs a pool range to scale in, the pool to itself, and Prometheus."""
+    problems = []
+    for i, model in enumerate(raw.models):
+        pool = pools.get(model.pool)
+        if model.autoscaling.enabled is not True or pool is None:
+            continue
+        at = f"{NS}models[{i}].autoscaling.enabled"
+        if pool.min_node_count >= pool.max_node_count:
+            problems.append(Problem(at, f"true needs pool {pool.name!r} to autoscale; give it min_nodes < max_nodes instead of a fixed count"))
+        elif len(by_pool.get(model.pool, [])) > 1:
+            problems.append(Problem(at, f"true needs pool {pool.name!r} to itself; models sharing a pool would compete for its nodes"))
+        if not _observability_on(raw):
+            problems.append(Problem(at, "true needs observability (the queue metric comes from Prometheus); enable observability or set it to false"))
+    return problems
+
+
+def _observability_on(raw: StackInput) -> bool:
+    return raw.environment != "dev" if raw.observability.enabled is None else bool(raw.observability.enabled)
+
+
+def _resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
+    """Each model with `autoscaling.enabled` decided (never None afterwards)."""
+    pools = {p.name: p for p in raw.gpu_pools}
+    sharing = {m.pool: sum(1 for n in raw.models if n.pool == m.pool) for m in raw.models}
+    out = []
+    for model in raw.models:
+        enabled = model.autoscaling.enabled
+        if enabled is None:
+            pool = pools[model.pool]
+            enabled = pool.min_node_count < pool.max_node_count and sharing[model.pool] == 1 and _observability_on(raw)
+        out.append(model.model_copy(update={"autoscaling": model.autoscaling.model_copy(update={"enabled": enabled})}))
+    return out
 
 
 # Flags the layout owns; setting them through extra_args would silently fight the layout.
@@ -694,8 +750,7 @@ def _check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> t
     needs_api_key = raw.router.public
     if needs_api_key:
         required.append("api_key")
-    obs_on = raw.environment != "dev" if raw.observability.enabled is None else raw.observability.enabled
-    if obs_on:
+    if _observability_on(raw):
         required.append("grafana_admin_password")
         if raw.observability.alert_receiver.kind != "none":
             required.append("alert_webhook_url")
@@ -759,7 +814,7 @@ def load_config(
         gpu_pools=raw.gpu_pools,
         gpu_runtime=raw.gpu_runtime,
         model_cache=raw.model_cache,
-        models=raw.models,
+        models=_resolve_autoscaling(raw),
         router=raw.router,
         observability=obs,
         secrets_set=frozenset(secrets_set),

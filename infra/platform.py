@@ -72,6 +72,7 @@ class PlatformFacts:
                     "replicas": {
                         "min": layout.replicas_per_node * m.pool.min_node_count,
                         "max": layout.replicas_per_node * m.pool.max_node_count,
+                        "autoscaling": _autoscaling_json(m.config),
                     },
                     "predicted": _rounded(chosen.to_json()),
                     "reason": m.plan.reason,
@@ -132,6 +133,13 @@ class PlatformFacts:
             "usd_per_month_max": round(sum(hi for _, _, hi in lines) * HOURS_PER_MONTH, 0),
             "not_included": unknown,
         }
+
+
+def _autoscaling_json(model: ModelConfig) -> dict[str, Any] | None:
+    auto = model.autoscaling
+    if not auto.enabled:
+        return None
+    return {"waiting_per_replica": auto.waiting_per_replica, "scale_down_delay_seconds": auto.scale_down_delay_seconds}
 
 
 def _rounded(value: Any) -> Any:
@@ -206,6 +214,7 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
     import pulumi
     import pulumi_kubernetes as k8s
 
+    from components.autoscaling import ReplicaAutoscaling, ReplicaAutoscalingArgs
     from components.cluster import DoksCluster, DoksClusterArgs, gpu_addon_flags
     from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
     from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
@@ -220,6 +229,7 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
     )
     from components.observability import Observability, ObservabilityArgs
     from components.router import Router, RouterArgs
+    from infra.render.autoscaling import render_scaled_object
     from infra.render.model_service import render_namespace
 
     global LAST_FACTS
@@ -331,9 +341,10 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
             RouterArgs(spec=router_spec(cfg, model, service.spec.api_key_secret), provider=cluster.provider, depends_on=[service]),
             pulumi.ResourceOptions(deleted_with=cluster.cluster),
         )
+    monitoring = None
     if cfg.observability.enabled:
         obs = cfg.observability
-        Observability(
+        monitoring = Observability(
             f"{prefix}-observability",
             ObservabilityArgs(
                 provider=cluster.provider,
@@ -350,6 +361,22 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
                 deleted_with=cluster.cluster,
             ),
             pulumi.ResourceOptions(depends_on=services),
+        )
+    scaling = [
+        (render_scaled_object(scaling_spec(cfg, m)), [svc])
+        for m, svc in zip(facts.models, services, strict=True)
+        if m.config.autoscaling.enabled
+    ]
+    if scaling:
+        ReplicaAutoscaling(
+            f"{prefix}-autoscaling",
+            ReplicaAutoscalingArgs(
+                scaled_objects=scaling,
+                system_node_selector={"doks.digitalocean.com/node-pool": cluster.system_pool_name},
+                provider=cluster.provider,
+                depends_on=[monitoring] if monitoring else [],
+                deleted_with=cluster.cluster,
+            ),
         )
     EnvironmentProject(
         f"{prefix}-project",
@@ -371,10 +398,14 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
 
 def observed_models(facts: PlatformFacts) -> list:
     """What the monitoring needs to know of each model (pure)."""
+    return observed_models_of(facts.models)
+
+
+def observed_models_of(models: list[ModelFacts]) -> list:
     from infra.render.slo_rules import ObservedModel
 
     out = []
-    for m in facts.models:
+    for m in models:
         price = m.pool.node_usd_per_hour
         out.append(
             ObservedModel(
@@ -389,6 +420,27 @@ def observed_models(facts: PlatformFacts) -> list:
             )
         )
     return out
+
+
+def scaling_spec(cfg: StackConfig, model: ModelFacts):
+    """A model's queue-driven autoscaling between its pool's node bounds (pure)."""
+    from infra.render.autoscaling import ScalingSpec
+    from infra.render.model_service import deployment_name
+    from infra.render.observability import prometheus_url
+
+    (observed,) = observed_models_of([model])
+    rpn = model.layout.replicas_per_node
+    auto = model.config.autoscaling
+    return ScalingSpec(
+        model=observed,
+        deployment=deployment_name(model_service_spec(model, None)),
+        min_replicas=rpn * model.pool.min_node_count,
+        max_replicas=rpn * model.pool.max_node_count,
+        replicas_per_node=rpn,
+        waiting_per_replica=auto.waiting_per_replica,
+        scale_down_delay_seconds=auto.scale_down_delay_seconds,
+        prometheus_url=prometheus_url(),
+    )
 
 
 def gpu_runtime_facts(cfg: StackConfig):
@@ -432,6 +484,7 @@ def model_service_spec(model: ModelFacts, cache_pvc: str | None, *, concurrent_l
         estimated_load_seconds=load_s,
         max_model_len=layout.max_model_len,
         moe=bool(model.arch.is_moe),
+        autoscaled=bool(model.config.autoscaling.enabled),
     )
 
 

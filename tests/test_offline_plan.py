@@ -236,7 +236,19 @@ def test_no_service_named_vllm_and_gpu_limits_match_layouts(plans):
             assert gpus == layout["tp"] * layout["dp"], (stack, model)
             pool = next(m["pool"] for m in plan.models if m["name"] == model)
             pool_min = next(p["min_nodes"] for p in plan.summary["pools"] if p["name"] == pool)
-            assert dep["spec"]["replicas"] == layout["replicas_per_node"] * pool_min
+            pool_max = next(p["max_nodes"] for p in plan.summary["pools"] if p["name"] == pool)
+            replicas = next(m["replicas"] for m in plan.models if m["name"] == model)
+            target = dep["metadata"]["name"]
+            scaled = [o for o in objects if o["kind"] == "ScaledObject" and o["spec"]["scaleTargetRef"]["name"] == target]
+            if replicas["autoscaling"]:
+                # KEDA owns the count: the Deployment leaves it out, the ScaledObject spans the pool.
+                assert "replicas" not in dep["spec"], (stack, model)
+                (so,) = scaled
+                assert so["spec"]["minReplicaCount"] == layout["replicas_per_node"] * pool_min
+                assert so["spec"]["maxReplicaCount"] == layout["replicas_per_node"] * pool_max
+            else:
+                assert not scaled
+                assert dep["spec"]["replicas"] == layout["replicas_per_node"] * pool_min
 
 
 def test_plan_out_writes_one_file_per_object(tmp_path):

@@ -31,6 +31,12 @@ KUBE_PROMETHEUS_STACK_CHART_REPO = "https://prometheus-community.github.io/helm-
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_CHART_VERSION = "81.4.5"
 
+# KEDA: queue-driven replica autoscaling for models on autoscaling pools (keda.sh/v1alpha1
+# ScaledObject, Prometheus scaler).
+KEDA_CHART_REPO = "https://kedacore.github.io/charts"
+KEDA_CHART = "keda"
+KEDA_CHART_VERSION = "2.17.0"
+
 # vLLM production-stack request router (session / prefix-aware / round-robin routing). Tags are
 # `v<helm chart version>`, published by the project's scheduled release workflow; CLI flags used:
 # --service-discovery k8s, --k8s-label-selector, --routing-logic, --session-key.

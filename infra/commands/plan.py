@@ -81,7 +81,7 @@ def render_summary(plan: Plan) -> str:
         pred = m["predicted"]
         lines.append(
             f"  {m['name']} ({m['source']}) on {m['pool']}: layout {m['layout']['name']} [{m['layout_source']}], "
-            f"replicas {m['replicas']['min']}–{m['replicas']['max']}"
+            f"replicas {_replicas(m['replicas'])}"
         )
         figures = []
         if pred.get("goodput_rps_per_node") is not None:
@@ -138,3 +138,13 @@ def render_tree(resources: list[dict]) -> list[str]:
     for root in sorted(roots, key=lambda p: p or ""):
         walk(root, 0)
     return lines
+
+
+def _replicas(replicas: dict) -> str:
+    """`8`; `4–12, autoscaled above 4 queued requests per replica`; or `4 (pool allows 12; ...)`."""
+    low, high, auto = replicas["min"], replicas["max"], replicas.get("autoscaling")
+    if low == high:
+        return f"{low}"
+    if auto:
+        return f"{low}–{high}, autoscaled above {auto['waiting_per_replica']:g} queued requests per replica"
+    return f"{low} (pool allows {high}; replica autoscaling off)"

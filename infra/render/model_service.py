@@ -90,6 +90,8 @@ class ModelServiceSpec:
     max_model_len: context length when the layout does not fix one.
     moe: Mixture-of-Experts model (enables AITER fused MoE on ROCm; required for EP).
     revision: checkpoint revision to pin (prefetch and serving use the same).
+    autoscaled: KEDA scales the Deployment between replicas and max_replicas; the Deployment
+        then leaves its replica count to the autoscaler.
     """
 
     name: str
@@ -111,6 +113,7 @@ class ModelServiceSpec:
     max_model_len: int | None = None
     moe: bool = False
     revision: str | None = None
+    autoscaled: bool = False
 
     @property
     def vendor(self) -> str:
@@ -122,7 +125,7 @@ class ModelServiceSpec:
 
     @property
     def replicas(self) -> int:
-        """Deployment replicas: replicas per node × nodes (the minimum for autoscaled pools)."""
+        """Replicas per node × nodes: the Deployment's count, or the autoscaler's floor."""
         return self.layout.replicas_per_node * self.nodes_min
 
     @property
@@ -522,14 +525,12 @@ def render_deployment(spec: ModelServiceSpec) -> dict:
     if init_containers:
         pod_spec["initContainers"] = init_containers
 
-    replicas = spec.replicas
     annotations = {PULUMI_TIMEOUT_ANNOTATION: str(deployment_timeout_seconds(spec))}
-    return {
+    deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _meta(deployment_name(spec), spec.namespace, pod_labels(spec), annotations),
         "spec": {
-            "replicas": replicas,
             "revisionHistoryLimit": 3,
             # A new pod becoming available counts as progress; one model load must fit inside.
             "progressDeadlineSeconds": startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS,
@@ -537,7 +538,7 @@ def render_deployment(spec: ModelServiceSpec) -> dict:
             "strategy": {
                 "type": "RollingUpdate",
                 # No spare GPUs to surge into: replace one replica (or a quarter) at a time.
-                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": max_unavailable(replicas)},
+                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": max_unavailable(spec.max_replicas if spec.autoscaled else spec.replicas)},
             },
             "template": {
                 "metadata": {
@@ -551,6 +552,12 @@ def render_deployment(spec: ModelServiceSpec) -> dict:
             },
         },
     }
+    if not spec.autoscaled:
+        # Autoscaled: the replica count belongs to KEDA's HPA. Declaring it here would make
+        # every `pulumi up` reset the fleet to its minimum (and conflict with the HPA's
+        # server-side-apply ownership of .spec.replicas).
+        deployment["spec"] = {"replicas": spec.replicas, **deployment["spec"]}
+    return deployment
 
 
 def render_service(spec: ModelServiceSpec) -> dict:

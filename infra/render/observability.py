@@ -143,6 +143,21 @@ def render_namespace(name: str) -> dict:
 
 # --- kube-prometheus-stack -------------------------------------------------------------------
 
+HELM_RELEASE_NAME = "kps"  # short: the chart prefixes every object name with it
+
+
+def prometheus_url(namespace: str = "monitoring", release: str = HELM_RELEASE_NAME) -> str:
+    """In-cluster URL of the chart's Prometheus, for clients such as KEDA.
+
+    The chart names its objects `<release>-kube-prometheus-stack` (the release name alone when it
+    already contains the chart name), cut at 26 characters, and the Prometheus Service
+    `<that>-prometheus` on port 9090.
+    """
+    chart = "kube-prometheus-stack"
+    fullname = release if chart in release else f"{release}-{chart}"
+    return f"http://{fullname[:26].rstrip('-')}-prometheus.{namespace}.svc:9090"
+
+
 
 def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
     """Helm values for kube-prometheus-stack.

@@ -1,0 +1,75 @@
+"""Queue-driven replica autoscaling: KEDA, and a ScaledObject for each autoscaled model.
+
+Thin: the ScaledObjects and values come from `infra.render.autoscaling`. KEDA's CRDs arrive with
+its chart, so every ScaledObject depends on the release; each also depends on its model service so
+it never targets a Deployment that does not exist yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.catalog import versions
+from infra.render.autoscaling import KEDA_NAMESPACE, KEDA_RELEASE_NAME, render_keda_values
+
+HELM_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class ReplicaAutoscalingArgs:
+    """Inputs of the autoscaling component.
+
+    scaled_objects: rendered ScaledObjects, with the resources each must wait for (its model service).
+    system_node_selector: where KEDA's pods run (the system pool).
+    provider: the cluster's Kubernetes provider.
+    depends_on: what the whole component waits for (the monitoring stack that answers its queries).
+    """
+
+    scaled_objects: Sequence[tuple[dict, Sequence[pulumi.Resource]]]
+    system_node_selector: dict[str, str]
+    provider: k8s.Provider | None = None
+    chart_version: str = versions.KEDA_CHART_VERSION
+    depends_on: Sequence[pulumi.Resource] = ()
+    deleted_with: pulumi.Resource | None = None
+
+
+class ReplicaAutoscaling(pulumi.ComponentResource):
+    """KEDA (Helm) → one ScaledObject per autoscaled model."""
+
+    def __init__(self, name: str, args: ReplicaAutoscalingArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("inference-platform:autoscaling:ReplicaAutoscaling", name, None, opts)
+        child = pulumi.ResourceOptions(
+            parent=self, provider=args.provider, depends_on=list(args.depends_on), deleted_with=args.deleted_with
+        )
+        self.release = k8s.helm.v3.Release(
+            f"{name}-keda",
+            k8s.helm.v3.ReleaseArgs(
+                name=KEDA_RELEASE_NAME,
+                chart=versions.KEDA_CHART,
+                version=args.chart_version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.KEDA_CHART_REPO),
+                namespace=KEDA_NAMESPACE,
+                create_namespace=True,
+                values=render_keda_values(args.system_node_selector),
+                timeout=HELM_TIMEOUT_S,
+            ),
+            opts=child,
+        )
+        self.scaled_objects = [
+            k8s.apiextensions.CustomResource(
+                f"{name}-{obj['metadata']['name']}",
+                api_version=obj["apiVersion"],
+                kind=obj["kind"],
+                metadata=obj["metadata"],
+                spec=obj["spec"],
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(depends_on=[self.release, *waits_for])
+                ),
+            )
+            for obj, waits_for in args.scaled_objects
+        ]
+        self.register_outputs({"scaled_objects": [o.metadata["name"] for o in self.scaled_objects]})
