@@ -26,6 +26,7 @@ from infra.render.model_service import (
     HF_TOKEN_KEY,
     IMAGE_PULL_ALLOWANCE_SECONDS,
     ModelServiceSpec,
+    deployment_ignore_changes,
     deployment_timeout_seconds,
     prefetch_timeout_seconds,
     render_deployment,
@@ -129,6 +130,7 @@ class ModelService(pulumi.ComponentResource):
             opts=child_opts(
                 depends_on=[*secrets, *([self.prefetch_job] if self.prefetch_job else [])],
                 custom_timeouts=pulumi.CustomTimeouts(create=create_timeout, update=update_timeout),
+                ignore_changes=deployment_ignore_changes(spec) or None,
             ),
         )
 

@@ -17,7 +17,7 @@ from infra.render.autoscaling import (
     render_keda_values,
     render_scaled_object,
 )
-from infra.render.model_service import max_unavailable, render_deployment
+from infra.render.model_service import deployment_ignore_changes, max_unavailable, render_deployment
 from infra.render.observability import prometheus_url
 from infra.render.slo_rules import ObservedModel
 from tests.conftest import ROOT, plan_of, stack_values
@@ -161,11 +161,19 @@ def test_keda_runs_on_the_system_pool():
     }
 
 
-def test_autoscaled_deployment_leaves_the_replica_count_to_keda():
-    fixed = render_deployment(make_spec(nodes_min=2, nodes_max=6))
-    scaled = render_deployment(make_spec(nodes_min=2, nodes_max=6, autoscaled=True))
-    assert fixed["spec"]["replicas"] == 4
-    assert "replicas" not in scaled["spec"]
+def test_autoscaled_deployment_starts_at_the_floor_and_then_leaves_the_count_to_keda():
+    fixed_spec = make_spec(nodes_min=2, nodes_max=6)
+    scaled_spec = make_spec(nodes_min=2, nodes_max=6, autoscaled=True)
+    fixed, scaled = render_deployment(fixed_spec), render_deployment(scaled_spec)
+    # Both declare the floor: a new model loads all its minimum replicas at once, and a model
+    # switching to autoscaling never falls to Kubernetes' default of one replica.
+    assert fixed["spec"]["replicas"] == scaled["spec"]["replicas"] == 4
+    # ...but only the fixed one keeps it: the autoscaled count is ignored after creation.
+    assert deployment_ignore_changes(scaled_spec) == ["spec.replicas"]
+    assert deployment_ignore_changes(fixed_spec) == []
+    # A fixed count is taken back from whoever scaled it (HPA before the switch, kubectl scale).
+    assert fixed["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
+    assert "pulumi.com/patchForce" not in scaled["metadata"]["annotations"]
     kubernetes_validate.validate(scaled, K8S, strict=True)
     # rollouts are sized for the largest fleet the autoscaler may have built
     assert scaled["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == max_unavailable(12) == "25%"

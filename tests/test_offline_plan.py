@@ -241,8 +241,14 @@ def test_no_service_named_vllm_and_gpu_limits_match_layouts(plans):
             target = dep["metadata"]["name"]
             scaled = [o for o in objects if o["kind"] == "ScaledObject" and o["spec"]["scaleTargetRef"]["name"] == target]
             if replicas["autoscaling"]:
-                # KEDA owns the count: the Deployment leaves it out, the ScaledObject spans the pool.
-                assert "replicas" not in dep["spec"], (stack, model)
+                # KEDA owns the count after creation: the Deployment starts at the floor and
+                # ignores later changes; the ScaledObject spans the pool.
+                assert dep["spec"]["replicas"] == layout["replicas_per_node"] * pool_min
+                options = next(
+                    r["options"] for r in plan.resources
+                    if r["type"] == "kubernetes:apps/v1:Deployment" and r["inputs"]["metadata"]["name"] == target
+                )
+                assert options["ignoreChanges"] == ["spec.replicas"], (stack, model)
                 (so,) = scaled
                 assert so["spec"]["minReplicaCount"] == layout["replicas_per_node"] * pool_min
                 assert so["spec"]["maxReplicaCount"] == layout["replicas_per_node"] * pool_max

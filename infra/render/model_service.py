@@ -34,6 +34,7 @@ ANNOTATION_GPUS = "inference-platform/gpus-per-replica"
 ANNOTATION_LAYOUT = "inference-platform/layout"
 ANNOTATION_API_KEY_REQUIRED = "inference-platform/api-key-required"
 PULUMI_TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+PULUMI_PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
 
 # Keys inside the Secrets this module expects (the component fills them from Pulumi secrets).
 HF_TOKEN_KEY = "token"
@@ -526,11 +527,17 @@ def render_deployment(spec: ModelServiceSpec) -> dict:
         pod_spec["initContainers"] = init_containers
 
     annotations = {PULUMI_TIMEOUT_ANNOTATION: str(deployment_timeout_seconds(spec))}
+    if not spec.autoscaled:
+        # The count is ours: take .spec.replicas back from an HPA (autoscaling just switched
+        # off) or a `kubectl scale` instead of failing the update with a field conflict.
+        annotations[PULUMI_PATCH_FORCE_ANNOTATION] = "true"
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _meta(deployment_name(spec), spec.namespace, pod_labels(spec), annotations),
         "spec": {
+            # Autoscaled: the floor, for the first rollout only (see deployment_ignore_changes).
+            "replicas": spec.replicas,
             "revisionHistoryLimit": 3,
             # A new pod becoming available counts as progress; one model load must fit inside.
             "progressDeadlineSeconds": startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS,
@@ -552,12 +559,19 @@ def render_deployment(spec: ModelServiceSpec) -> dict:
             },
         },
     }
-    if not spec.autoscaled:
-        # Autoscaled: the replica count belongs to KEDA's HPA. Declaring it here would make
-        # every `pulumi up` reset the fleet to its minimum (and conflict with the HPA's
-        # server-side-apply ownership of .spec.replicas).
-        deployment["spec"] = {"replicas": spec.replicas, **deployment["spec"]}
     return deployment
+
+
+def deployment_ignore_changes(spec: ModelServiceSpec) -> list[str]:
+    """Autoscaled: after creation the replica count belongs to KEDA's HPA.
+
+    The Deployment still declares the floor so a new model starts all its minimum replicas at
+    once. Ignoring the field afterwards keeps `pulumi up` from resetting a scaled-out fleet to
+    the floor; under server-side apply the provider then sends the live count (or leaves the
+    field to the HPA that owns it), so nothing conflicts. Leaving the field out instead would
+    drop the count to Kubernetes' default of 1 on a model that used to have a fixed count.
+    """
+    return ["spec.replicas"] if spec.autoscaled else []
 
 
 def render_service(spec: ModelServiceSpec) -> dict:
