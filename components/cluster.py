@@ -40,33 +40,27 @@ class GpuAddonFlags:
     amd_device_plugin: bool
     amd_metrics_exporter: bool
     nvidia_device_plugin: bool
-    # DOKS's AMD DRA driver instead of a device plugin; DOKS treats the two as mutually
-    # exclusive, so when this is on the device-plugin block is not sent at all.
-    amd_dra_driver: bool = False
 
 
-def gpu_addon_flags(
-    pool_vendors: set[str], runtime_mode: str, observability_enabled: bool, dra_driver: bool = False
-) -> GpuAddonFlags:
+def gpu_addon_flags(pool_vendors: set[str], runtime_mode: str, observability_enabled: bool) -> GpuAddonFlags:
     """Derive the cluster's GPU add-on flags from the pools and the ROCm runtime mode.
 
     - AMD pools + `doks-managed`: DOKS runs ROCm/k8s-device-plugin.
     - `device-plugin` / `gpu-operator`: we run our own plugin, so the DOKS one is explicitly off
       (left unset, DOKS enables it by default on clusters with AMD nodes, and two plugins would
       both advertise `amd.com/gpu`).
-    - Metrics exporter: on when observability is on and there is an AMD pool to measure, and only
-      in `doks-managed` mode (the GPU Operator deploys its own exporter via the DeviceConfig).
+    - Metrics exporter: on when observability is on and there is an AMD pool to measure, in
+      `doks-managed` and `device-plugin` mode (DOKS's exporter does not need DOKS's plugin); off in
+      `gpu-operator` mode, where the DeviceConfig deploys the operator's own exporter.
     - NVIDIA pools: the DOKS NVIDIA device plugin.
-    - `dra_driver` (AMD pools only): the DOKS AMD DRA driver replaces any device plugin.
+    - DOKS's AMD DRA driver is never enabled: model pods request the `amd.com/gpu` extended
+      resource, which only a device plugin advertises, and DOKS refuses the driver next to one.
     """
     has_amd = "amd" in pool_vendors
-    dra = has_amd and dra_driver
-    doks_runs_amd_plugin = has_amd and runtime_mode == "doks-managed" and not dra
     return GpuAddonFlags(
-        amd_device_plugin=doks_runs_amd_plugin,
-        amd_metrics_exporter=has_amd and runtime_mode == "doks-managed" and observability_enabled,
+        amd_device_plugin=has_amd and runtime_mode == "doks-managed",
+        amd_metrics_exporter=has_amd and runtime_mode in ("doks-managed", "device-plugin") and observability_enabled,
         nvidia_device_plugin="nvidia" in pool_vendors,
-        amd_dra_driver=dra,
     )
 
 
@@ -150,17 +144,8 @@ class DoksCluster(pulumi.ComponentResource):
                 labels={SYSTEM_POOL_LABEL: "system"},
                 tags=list(args.tags),
             ),
-            amd_gpu_device_plugin=(
-                None
-                if args.gpu_flags.amd_dra_driver
-                else digitalocean.KubernetesClusterAmdGpuDevicePluginArgs(
-                    enabled=args.gpu_flags.amd_device_plugin
-                )
-            ),
-            amd_gpu_dra_driver=(
-                digitalocean.KubernetesClusterAmdGpuDraDriverArgs(enabled=True)
-                if args.gpu_flags.amd_dra_driver
-                else None
+            amd_gpu_device_plugin=digitalocean.KubernetesClusterAmdGpuDevicePluginArgs(
+                enabled=args.gpu_flags.amd_device_plugin
             ),
             amd_gpu_device_metrics_exporter_plugin=(
                 digitalocean.KubernetesClusterAmdGpuDeviceMetricsExporterPluginArgs(

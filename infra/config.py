@@ -5,7 +5,8 @@ configuration reference (docs/configuration.md) is generated from these declarat
 cannot drift. Validation happens in two passes before a single resource is declared:
 
 1. structure (pydantic, strict): unknown keys, wrong types, bad enum values, out-of-range numbers,
-   unknown regions / GPU slugs, malformed CIDRs and model ids — all collected in one pass;
+   unknown regions / GPU slugs, malformed CIDRs, Droplet slugs and model ids, `vllm serve` flags
+   and VLLM_* variables the pinned vLLM does not know — all collected in one pass;
 2. cross-references (only once the structure is sound): pools that models name, duplicates,
    node-count ranges, CIDR overlaps, layouts against the model and the node, secrets.
 
@@ -32,11 +33,17 @@ from pydantic import (
     Field,
     ValidationError,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH
 from infra.catalog.gpus import GPU_SIZES, GpuSize
 from infra.catalog.regions import REGIONS
 from infra.errors import ConfigError, Problem, UserError
 from infra.planner.layout import Layout, Slo, Workload
+from infra.render.model_service import clashes_with_service_env
+from infra.render.observability import retention_days
+from infra.render.slo_rules import LONGEST_SLO_WINDOW_DAYS
+from infra.render.vllm_args import canonical_flag, unknown_env_vars, unknown_flags, vllm_flags
 
 PROJECT = "inference-platform"
 NS = f"{PROJECT}:"
@@ -61,6 +68,11 @@ _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
 _DURATION = re.compile(r"^[1-9][0-9]*(h|d|w|y)$")
 _HHMM = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
 _K8S_VERSION_PREFIX = re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$")
+# DigitalOcean's CPU Droplet slugs: `c-<vcpus>` (CPU-optimized), else `<family>-<n>vcpu-<ram>`
+# with an optional disk size (`s-2vcpu-8gb-160gb-intel`), then an optional CPU-vendor suffix.
+_CPU_SLUG = re.compile(
+    r"^(c-[0-9]+|(s|g|gd|m|m3|m6|so|so1_5|c2)-[0-9]+vcpu-[0-9]+(mb|gb)(-[0-9]+gb)?)(-amd|-intel)?$"
+)
 
 
 # --------------------------------------------------------------------------- field validators
@@ -113,14 +125,75 @@ def _dns_label(value: str) -> str:
             f"{value!r} is not a valid name; use lowercase letters, digits and '-', start with a letter, "
             "at most 40 characters"
         )
-    if value == "vllm":
-        raise ValueError("'vllm' is reserved: a Service named vllm injects VLLM_* env vars that clash with vLLM's own")
     return value
+
+
+def _model_name(value: str) -> str:
+    if clashes_with_service_env(value):
+        raise ValueError(
+            f"{value!r} is reserved: the model's Service takes its name, and Kubernetes turns a Service named "
+            "`vllm` or `vllm-*` into VLLM_* env vars that clash with vLLM's own; choose another name"
+        )
+    return value
+
+
+def _cpu_slug(value: str) -> str:
+    if not _CPU_SLUG.match(value):
+        close = difflib.get_close_matches(value, sorted(CPU_USD_PER_MONTH), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(
+            f"{value!r} is not a CPU Droplet size slug{hint}; use e.g. s-4vcpu-8gb, g-4vcpu-16gb, c-8, "
+            "m-2vcpu-16gb, optionally with -amd or -intel"
+        )
+    return value
+
+
+def _vllm_env_name(name: str) -> str:
+    if unknown_env_vars({name: ""}):
+        close = difflib.get_close_matches(name, vllm_flags()["env_vars"], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(
+            f"{name!r} is not read by vLLM {vllm_flags()['vllm_version']}{hint}; it would be silently ignored "
+            "(known VLLM_* variables: infra/catalog/vllm_flags.json)"
+        )
+    return name
+
+
+def _vllm_serve_flags(args: list[str]) -> list[str]:
+    """Each unknown flag as its own error at its index: pydantic merges a ValidationError raised here
+    into the stack file's, so it is reported with every other problem."""
+    data = vllm_flags()
+    errors = []
+    index = 0
+    for flag in unknown_flags(args):
+        index = args.index(flag, index)
+        close = difflib.get_close_matches(canonical_flag(flag), data["accepted"], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        message = (
+            f"{flag!r} is not a `vllm serve` option in vLLM {data['vllm_version']}{hint}; "
+            "accepted flags: infra/catalog/vllm_flags.json"
+        )
+        errors.append(
+            InitErrorDetails(type=PydanticCustomError("value_error", "{message}", {"message": message}), loc=(index,), input=flag)
+        )
+        index += 1
+    if errors:
+        raise ValidationError.from_exception_data("extra_args", errors)
+    return args
 
 
 def _duration(value: str) -> str:
     if not _DURATION.match(value):
         raise ValueError(f"{value!r} is not a retention period; use e.g. 15d, 720h, 8w")
+    return value
+
+
+def _covers_slo_windows(value: str) -> str:
+    if retention_days(value) < LONGEST_SLO_WINDOW_DAYS:
+        raise ValueError(
+            f"{value!r} is below the minimum of {LONGEST_SLO_WINDOW_DAYS}d: the slowest SLO burn-rate alert "
+            f"reads {LONGEST_SLO_WINDOW_DAYS} days of history; use e.g. 15d"
+        )
     return value
 
 
@@ -150,7 +223,11 @@ Cidr = Annotated[str, AfterValidator(_cidr)]
 PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
 HfId = Annotated[str, AfterValidator(_hf_id)]
 Name = Annotated[str, AfterValidator(_dns_label)]
-Retention = Annotated[str, AfterValidator(_duration)]
+ModelName = Annotated[str, AfterValidator(_dns_label), AfterValidator(_model_name)]
+CpuSlug = Annotated[str, AfterValidator(_cpu_slug)]
+VllmEnvName = Annotated[str, AfterValidator(_vllm_env_name)]
+VllmServeArgs = Annotated[list[str], AfterValidator(_vllm_serve_flags)]
+Retention = Annotated[str, AfterValidator(_duration), AfterValidator(_covers_slo_windows)]
 TimeOfDay = Annotated[str, AfterValidator(_hhmm)]
 K8sPrefix = Annotated[str, AfterValidator(_k8s_prefix)]
 
@@ -173,7 +250,10 @@ class NetworkConfig(_Strict):
 class SystemPoolConfig(_Strict):
     """The cluster's default node pool: CPU nodes for system workloads (router, Prometheus, operators)."""
 
-    size: str = Field("s-4vcpu-8gb", description="Droplet size slug. Changing it REPLACES THE CLUSTER (DOKS default pool); pick once.")
+    size: CpuSlug = Field(
+        "s-4vcpu-8gb",
+        description="CPU Droplet size slug, e.g. s-4vcpu-8gb, g-4vcpu-16gb, c-8. Changing it REPLACES THE CLUSTER (DOKS default pool); pick once.",
+    )
     nodes: int = Field(2, ge=1, le=100, description="Node count of the system pool.")
 
 
@@ -211,9 +291,14 @@ class GpuPoolConfig(_Strict):
     name: Name = Field(description="Pool name (DOKS node-pool name and the `inference-platform/pool` label).")
     size: GpuSlug = Field(description="GPU Droplet size slug (see the GPU catalog). Changing it replaces the pool.")
     nodes: int | None = Field(
-        None, ge=1, le=512, description="Fixed node count (≥ 1; to scale to zero use min_nodes: 0). Mutually exclusive with min_nodes/max_nodes."
+        None, ge=1, le=512, description="Fixed node count (≥ 1; to park a pool at zero nodes use min_nodes: 0). Mutually exclusive with min_nodes/max_nodes."
     )
-    min_nodes: int | None = Field(None, ge=0, le=512, description="Autoscaling lower bound (GPU pools may scale to zero).")
+    min_nodes: int | None = Field(
+        None,
+        ge=0,
+        le=512,
+        description="Autoscaling lower bound. 0 parks the pool: its models get 0 replicas and serve nothing (autoscaling cannot start from zero).",
+    )
     max_nodes: int | None = Field(None, ge=1, le=512, description="Autoscaling upper bound.")
     partition_mode: Literal["AMD_PARTITION_MODE_SPX_NPS1", "AMD_PARTITION_MODE_DPX_NPS2"] | None = Field(
         None, description="AMD compute/memory partition mode; create-time only (a change replaces the pool)."
@@ -252,7 +337,6 @@ class GpuRuntimeConfig(_Strict):
         description="doks-managed: the DOKS cluster flag installs ROCm/k8s-device-plugin; device-plugin: our own pinned DaemonSets; gpu-operator: AMD GPU Operator (Helm) with cert-manager.",
     )
     disable_numa_balancing: bool = Field(True, description="Run a DaemonSet on AMD GPU nodes that sets kernel.numa_balancing=0 (AMD's vLLM guidance).")
-    dra_driver: bool = Field(False, description="Enable DOKS's AMD GPU DRA driver instead of a device plugin (never both).")
 
 
 class ModelCacheConfig(_Strict):
@@ -274,7 +358,7 @@ class LayoutConfig(_Strict):
     max_num_batched_tokens: int | None = Field(None, ge=256, le=262144, description="vLLM --max-num-batched-tokens; unset: the planner's choice.")
     gpu_memory_utilization: float = Field(0.90, gt=0.3, le=0.98, description="vLLM --gpu-memory-utilization.")
     kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="vLLM --kv-cache-dtype.")
-    max_model_len: int | None = Field(None, ge=256, le=1048576, description="vLLM --max-model-len; unset: input+output tokens rounded up.")
+    max_model_len: int | None = Field(None, ge=256, le=1048576, description="vLLM --max-model-len; unset: twice input+output tokens rounded up to a power of two, at least 4096, at most the model's context.")
     provenance: dict[str, Any] | None = Field(None, description="Where a measured layout came from (written by `infra tune ingest --write`).")
 
     def to_layout(self) -> Layout:
@@ -318,12 +402,13 @@ class AutoscalingConfig(_Strict):
     """Queue-driven replica autoscaling (KEDA) of a model on an autoscaling GPU pool.
 
     Pods scale on the queue; pending pods make the DOKS autoscaler add GPU nodes. Without it an
-    autoscaling pool never grows: nothing asks for a pod beyond the minimum.
+    autoscaling pool never grows: nothing asks for a pod beyond the minimum. The queue metric exists
+    only while a vLLM pod runs, so a pool with min_nodes 0 can never be scaled up from nothing.
     """
 
     enabled: bool | None = Field(
         None,
-        description="Default: on when the model's pool autoscales (min_nodes < max_nodes), serves only this model, and observability is on.",
+        description="Default: on when the model's pool autoscales (1 ≤ min_nodes < max_nodes), serves only this model, and observability is on.",
     )
     waiting_per_replica: float = Field(
         4.0, gt=0, le=1000,
@@ -338,7 +423,7 @@ class AutoscalingConfig(_Strict):
 class ModelConfig(_Strict):
     """One served model: what, where, how laid out, for which traffic and SLOs."""
 
-    name: Name = Field(description="Service name of the model (Kubernetes names, labels, metrics).")
+    name: ModelName = Field(description="Service name of the model (Kubernetes names, labels, metrics); not `vllm` or `vllm-*`.")
     source: HfId = Field(description="Hugging Face model id, e.g. Qwen/Qwen3-235B-A22B-Instruct-2507-FP8.")
     pool: Name = Field(description="Name of the GPU pool that serves it.")
     layout: Annotated[LayoutConfig | None, BeforeValidator(_auto_or_layout)] = Field(
@@ -349,8 +434,12 @@ class ModelConfig(_Strict):
     served_model_name: str | None = Field(None, description="Name clients use in the OpenAI API; default: the source id.")
     hf_config: str | None = Field(None, description="Path (relative to the repo) to a local Hugging Face config.json for models not in the catalog.")
     image: str | None = Field(None, description="Override the pinned vLLM image (must carry an explicit tag).")
-    extra_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments, appended verbatim.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra container environment variables.")
+    extra_args: VllmServeArgs = Field(
+        default_factory=list, description="Extra `vllm serve` arguments, appended verbatim; each flag must exist in the pinned vLLM."
+    )
+    env: dict[VllmEnvName, str] = Field(
+        default_factory=dict, description="Extra container environment variables; VLLM_* names must be read by the pinned vLLM."
+    )
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig, description="Replica autoscaling on the request queue (KEDA).")
 
     @property
@@ -383,7 +472,9 @@ class ObservabilityConfig(_Strict):
     """Prometheus, Grafana, Alertmanager, SLO rules and dashboards."""
 
     enabled: bool | None = Field(None, description="Default: true in staging and prod, false in dev.")
-    retention: Retention = Field("15d", description="Prometheus retention, e.g. 15d.")
+    retention: Retention = Field(
+        "15d", description=f"Prometheus retention, e.g. 15d; at least {LONGEST_SLO_WINDOW_DAYS}d (the longest SLO burn-rate window)."
+    )
     storage_gib: int = Field(100, ge=10, le=16384, description="Prometheus volume size (do-block-storage).")
     alert_receiver: AlertReceiverConfig = Field(default_factory=AlertReceiverConfig, description="Alert destination.")
     runbook_url: str = Field(
@@ -447,6 +538,8 @@ class StackConfig(BaseModel):
 def _path(loc: tuple) -> str:
     out = ""
     for part in loc:
+        if part == "[key]":
+            continue  # pydantic's marker for a bad mapping key; the key itself is the previous part
         if isinstance(part, int):
             out += f"[{part}]"
         else:
@@ -599,14 +692,6 @@ def _check_runtime(raw: StackInput) -> list[Problem]:
     rt = raw.gpu_runtime
     amd = any(p.gpu.vendor == "amd" for p in raw.gpu_pools)
     problems = []
-    if rt.dra_driver and rt.mode in ("doks-managed", "device-plugin", "gpu-operator"):
-        problems.append(
-            Problem(
-                NS + "gpu_runtime.dra_driver",
-                f"true conflicts with mode {rt.mode!r}, which installs a device plugin; DOKS refuses both at once "
-                "(set dra_driver: false, or run without a device plugin)",
-            )
-        )
     if rt.mode != "doks-managed" and not amd:
         problems.append(Problem(NS + "gpu_runtime.mode", f"{rt.mode!r} manages AMD GPUs but no gpu_pools entry is an AMD size"))
     return problems
@@ -657,7 +742,8 @@ def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
 
 
 def _check_autoscaling(raw: StackInput, pools: dict[str, GpuPoolConfig], by_pool: dict[str, list[int]]) -> list[Problem]:
-    """`autoscaling.enabled: true` needs a pool range to scale in, the pool to itself, and Prometheus."""
+    """`autoscaling.enabled: true` needs a pool range to scale in, a running replica to read the queue
+    from (min_nodes ≥ 1), the pool to itself, and Prometheus."""
     problems = []
     for i, model in enumerate(raw.models):
         pool = pools.get(model.pool)
@@ -666,6 +752,14 @@ def _check_autoscaling(raw: StackInput, pools: dict[str, GpuPoolConfig], by_pool
         at = f"{NS}models[{i}].autoscaling.enabled"
         if pool.min_node_count >= pool.max_node_count:
             problems.append(Problem(at, f"true needs pool {pool.name!r} to autoscale; give it min_nodes < max_nodes instead of a fixed count"))
+        elif pool.min_node_count == 0:
+            problems.append(
+                Problem(
+                    at,
+                    f"true cannot start pool {pool.name!r} from min_nodes 0: the queue metric KEDA scales on exists only "
+                    "while a vLLM pod runs; give the pool min_nodes ≥ 1 or set it to false",
+                )
+            )
         elif len(by_pool.get(model.pool, [])) > 1:
             problems.append(Problem(at, f"true needs pool {pool.name!r} to itself; models sharing a pool would compete for its nodes"))
         if not _observability_on(raw):
@@ -686,7 +780,7 @@ def _resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
         enabled = model.autoscaling.enabled
         if enabled is None:
             pool = pools[model.pool]
-            enabled = pool.min_node_count < pool.max_node_count and sharing[model.pool] == 1 and _observability_on(raw)
+            enabled = 1 <= pool.min_node_count < pool.max_node_count and sharing[model.pool] == 1 and _observability_on(raw)
         out.append(model.model_copy(update={"autoscaling": model.autoscaling.model_copy(update={"enabled": enabled})}))
     return out
 
@@ -820,6 +914,19 @@ def load_config(
         secrets_set=frozenset(secrets_set),
         secrets_required=required,
     )
+
+
+def zero_replica_notes(cfg: StackConfig) -> list[str]:
+    """A parked pool (min_nodes 0) is valid, but a model on it silently serves nothing: the plan says so."""
+    notes = []
+    for model in cfg.models:
+        pool = cfg.pool(model.pool)
+        if pool.min_node_count == 0 and not model.autoscaling.enabled:
+            notes.append(
+                f"model {model.name}: pool {pool.name} has min_nodes 0, so the model gets 0 replicas and serves "
+                "nothing until min_nodes ≥ 1"
+            )
+    return notes
 
 
 # --------------------------------------------------------------------------- stack files

@@ -76,6 +76,12 @@ class Plan:
         )
 
 
+def money(value: float | None) -> str:
+    """US dollars as the plan summary and the plan diff both show them (`$35,368.00`), so a figure
+    reads the same in a terminal and in a pull-request comment."""
+    return "n/a" if value is None else f"${value:,.2f}"
+
+
 def normalise(value: Any) -> Any:
     """Engine values → stable plain JSON: secrets and unknowns marked, resource refs by name, ints as ints."""
     if isinstance(value, dict):
@@ -136,6 +142,13 @@ def _record(request) -> dict[str, Any]:
         "deletedWith": _urn_name(request.deletedWith) or None,
         "aliases": sorted(a.urn or a.spec.name for a in request.aliasSpecs) if request.aliasSpecs else [],
     }
+    # Which resources each input's value comes from (`clusterId` → the cluster). The mock ids in
+    # `inputs` are resolved and cannot say so; `infra diff` needs it to follow a replacement.
+    input_dependencies = {
+        key: sorted(_urn_name(u) for u in deps.urns)
+        for key, deps in sorted(request.propertyDependencies.items())
+        if deps.urns
+    }
     return {
         "type": request.type,
         "name": request.name,
@@ -143,6 +156,7 @@ def _record(request) -> dict[str, Any]:
         "custom": bool(request.custom),
         "inputs": inputs,
         "options": options,
+        "inputDependencies": input_dependencies,
     }
 
 
@@ -164,6 +178,11 @@ def _recording_monitor(mocks):
     return RecordingMonitor(mocks)
 
 
+def mock_id(name: str) -> str:
+    """The id the mocks give a resource: fixed per name, so plans are byte-identical across runs."""
+    return f"{name}-id"
+
+
 def _mocks_class():
     import pulumi
 
@@ -172,7 +191,7 @@ def _mocks_class():
 
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
             state = dict(args.inputs)
-            rid = f"{args.name}-id"
+            rid = mock_id(args.name)
             if args.typ == "digitalocean:index/kubernetesCluster:KubernetesCluster":
                 state.setdefault("endpoint", f"https://{rid}.k8s.ondigitalocean.com")
                 state["kubeConfigs"] = [
@@ -365,4 +384,4 @@ def _redacted_secret(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-__all__ = ["Plan", "build_plan", "kubernetes_objects", "normalise", "SECRET_MARKER", "NS"]
+__all__ = ["Plan", "build_plan", "kubernetes_objects", "money", "normalise", "SECRET_MARKER", "NS"]

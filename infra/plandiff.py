@@ -5,12 +5,18 @@ update in place replaces the resource (delete + create), and for a cluster, a no
 the NFS share that means downtime or lost data. Those are listed loudly at the top, using the
 providers' real replace-on-change fields; everything else follows as added / removed / changed
 with each input path's old → new value.
+
+A replacement also replaces whatever points at the replaced resource through a replace-on-change
+input (a node pool's `clusterId`, the NFS share's `vpcId`), even though that input's text does not
+change in the plan; those are followed through the recorded input dependencies and flagged too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from infra.offline import mock_id, money
 
 # Resource types whose loss costs data, capacity or a long rebuild.
 STATEFUL_TYPES = {
@@ -54,6 +60,12 @@ class ResourceChange:
     changes: list[tuple[str, Any, Any]] = field(default_factory=list)
     option_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
     replace_paths: list[str] = field(default_factory=list)
+    # "replaced with its DOKS cluster `prod-doks`": replaced because a resource it references is.
+    replaced_with: list[str] = field(default_factory=list)
+
+    @property
+    def replaced(self) -> bool:
+        return bool(self.replace_paths or self.replaced_with)
 
 
 @dataclass
@@ -80,12 +92,17 @@ class PlanDiff:
                 why = "protected" if res["options"].get("protect") else STATEFUL_TYPES[res["type"]]
                 out.append(f"**DELETE** {_label(res)} ({why})")
         for ch in self.changed:
-            if ch.replace_paths:
+            if ch.replaced:
                 res = new_index[ch.key]
                 kind = STATEFUL_TYPES.get(res["type"], res["type"].rsplit(":", 1)[-1])
                 protected = " — protected: `pulumi up` will refuse until protect is lifted" if old_index[ch.key]["options"].get("protect") else ""
-                out.append(f"**REPLACE** {_label(res)} ({kind}) because of {', '.join(f'`{p}`' for p in ch.replace_paths)}{protected}")
+                out.append(f"**REPLACE** {_label(res)} ({kind}) {_replace_reason(ch)}{protected}")
         return out
+
+
+def _replace_reason(ch: ResourceChange) -> str:
+    reasons = [f"because of {', '.join(f'`{p}`' for p in ch.replace_paths)}"] if ch.replace_paths else []
+    return "; ".join(reasons + ch.replaced_with)
 
 
 def _label(res: dict) -> str:
@@ -130,6 +147,46 @@ def _replace_paths(res_type: str, changed_paths: list[str]) -> list[str]:
     return hits
 
 
+def _input_sources(res: dict, pattern: str) -> set[str]:
+    """The resources (`type::name`) the inputs under a replace-on-change `pattern` come from.
+
+    The plan's input values are the mocks' resolved ids, which look unchanged when the resource
+    behind them is replaced; the recorded input dependencies say where they come from. Plans
+    written before those were recorded fall back to matching a mock id against `dependsOn`.
+    """
+    deps = res.get("inputDependencies")
+    if deps is not None:
+        return set(deps.get(pattern.split(".", 1)[0].split("[", 1)[0], []))
+    values = {v for p, v in flatten(res["inputs"]).items() if _matches(p, pattern)}
+    return {d for d in res["options"].get("dependsOn", []) if mock_id(d.split("::", 1)[-1]) in values}
+
+
+def follow_replacements(changed: list[ResourceChange], old_index: dict, new_index: dict) -> list[ResourceChange]:
+    """`changed` plus every kept resource replaced because something it references is, transitively
+    (a VPC replaced → its cluster → the cluster's node pools), sorted by key."""
+    by_key = {ch.key: ch for ch in changed}
+    replaced = {ch.key for ch in changed if ch.replaced}
+    grew = True
+    while grew:
+        grew = False
+        for key in sorted(new_index.keys() & old_index.keys()):
+            if key in replaced:
+                continue
+            res = new_index[key]
+            for pattern in REPLACE_ON_CHANGE.get(key[0], []):
+                sources = sorted(s for s in _input_sources(res, pattern) if tuple(s.split("::", 1)) in replaced)
+                if not sources:
+                    continue
+                dep_type, dep_name = sources[0].split("::", 1)
+                kind = STATEFUL_TYPES.get(dep_type, dep_type.rsplit(":", 1)[-1])
+                ch = by_key.setdefault(key, ResourceChange(key))
+                ch.replaced_with.append(f"replaced with its {kind} `{dep_name}` (`{pattern.removesuffix('.*')}`)")
+                replaced.add(key)
+                grew = True
+                break
+    return sorted(by_key.values(), key=lambda ch: ch.key)
+
+
 def _version_lowered(old: Any, new: Any) -> bool:
     def key(v: Any) -> tuple:
         nums = []
@@ -162,6 +219,7 @@ def diff_plans(old: dict, new: dict) -> PlanDiff:
         if key[0] == "digitalocean:index/kubernetesCluster:KubernetesCluster" and _version_lowered(fa.get("version"), fb.get("version")):
             replace.append("version (lowered)")
         changed.append(ResourceChange(key, changes, option_changes, replace))
+    changed = follow_replacements(changed, old_index, new_index)
     model_changes = []
     om = {m["name"]: m for m in old.get("models", [])}
     nm = {m["name"]: m for m in new.get("models", [])}
@@ -188,6 +246,12 @@ def _fmt(value: Any, limit: int = 80) -> str:
     return f"`{text[: limit - 1]}…`" if len(text) > limit else f"`{text}`"
 
 
+def _cost_range(side: tuple[Any, Any], absent: str) -> str:
+    """A plan without a cost (the stack does not exist on that side) reads as such, not as `$None`."""
+    low, high = side
+    return absent if low is None and high is None else f"{money(low)}–{money(high)}"
+
+
 def render_markdown(diff: PlanDiff, *, max_paths: int = 25) -> str:
     """The PR comment: danger first, then models, cost, and the resource changes."""
     lines = [f"### Offline plan diff — stack `{diff.stack}`", ""]
@@ -205,8 +269,8 @@ def render_markdown(diff: PlanDiff, *, max_paths: int = 25) -> str:
         lines += [f"| {n} | {_fmt(a)} | {_fmt(b)} |" for n, a, b in diff.model_changes]
         lines.append("")
     if diff.cost_change:
-        (a_lo, a_hi), (b_lo, b_hi) = diff.cost_change
-        lines += [f"**Monthly cost**: ${a_lo}–${a_hi} → ${b_lo}–${b_hi}", ""]
+        before, after = diff.cost_change
+        lines += [f"**Monthly cost**: {_cost_range(before, '— (new stack)')} → {_cost_range(after, '— (stack removed)')}", ""]
     if diff.added:
         lines += ["#### Added", ""] + [f"- {_label(r)}" for r in diff.added] + [""]
     if diff.removed:
@@ -215,13 +279,17 @@ def render_markdown(diff: PlanDiff, *, max_paths: int = 25) -> str:
         lines += ["#### Changed", ""]
         for ch in diff.changed:
             res = diff.new_index[ch.key]
-            tag = " **(replace)**" if ch.replace_paths else ""
+            tag = " **(replace)**" if ch.replaced else ""
             lines.append(f"<details><summary>{res['name']} ({res['type']}){tag}</summary>")
-            lines += ["", "| path | before | after |", "|---|---|---|"]
+            lines.append("")
+            for why in ch.replaced_with:
+                lines += [f"{why[0].upper()}{why[1:]}.", ""]
             rows = [(p, a, b) for p, a, b in ch.changes] + [(f"options.{p}", a, b) for p, a, b in ch.option_changes]
-            for p, a, b in rows[:max_paths]:
-                lines.append(f"| `{p}` | {_fmt(a)} | {_fmt(b)} |")
-            if len(rows) > max_paths:
-                lines.append(f"| … {len(rows) - max_paths} more | | |")
-            lines += ["", "</details>", ""]
+            if rows:
+                lines += ["| path | before | after |", "|---|---|---|"]
+                lines += [f"| `{p}` | {_fmt(a)} | {_fmt(b)} |" for p, a, b in rows[:max_paths]]
+                if len(rows) > max_paths:
+                    lines.append(f"| … {len(rows) - max_paths} more | | |")
+                lines.append("")
+            lines += ["</details>", ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -16,7 +16,10 @@ from typing import Any
 
 from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
 from infra.catalog.gpus import HOURS_PER_MONTH
-from infra.config import GpuPoolConfig, ModelConfig, StackConfig
+from infra.config import NS, GpuPoolConfig, ModelConfig, StackConfig, zero_replica_notes
+from infra.errors import ConfigError, Problem
+from infra.planner.measured import CALIBRATE_BELOW, MeasuredGoodput, measured_goodput
+from infra.planner.search import nodes_for_peak
 
 # Set by `build_platform`; the offline runner reads it after the program ran.
 LAST_FACTS: PlatformFacts | None = None
@@ -32,10 +35,41 @@ class ModelFacts:
     pool: GpuPoolConfig
     arch: Any
     plan: Any  # infra.planner.ModelPlan
+    measured: MeasuredGoodput | None = None  # from the layout's provenance (`infra tune ingest --write`)
 
     @property
     def layout(self):
         return self.plan.chosen.layout
+
+    @property
+    def goodput_rps_per_node(self) -> float:
+        """What sizes the pool: the measurement when there is one, else the prediction."""
+        return self.measured.goodput_rps_per_node if self.measured else self.plan.chosen.goodput_rps_per_node
+
+    @property
+    def nodes_needed(self) -> int | None:
+        return nodes_for_peak(self.config.workload.peak_rps, self.goodput_rps_per_node)
+
+    def measured_json(self) -> dict[str, Any] | None:
+        """The measurement next to (never in place of) the prediction in the plan's models[]."""
+        if self.measured is None:
+            return None
+        mg = self.measured
+        predicted = self.plan.chosen.goodput_rps_per_node
+        price = self.pool.node_usd_per_hour
+        out_tokens = self.config.workload.output_tokens
+        return {
+            "goodput_rps_per_node": round(mg.goodput_rps_per_node, 3),
+            "measured_at": mg.measured_at,
+            "vllm_version": mg.vllm_version,
+            "image": mg.image,
+            "predicted_at_measurement_rps": mg.predicted_at_measurement_rps,
+            "vs_predicted": round(mg.goodput_rps_per_node / predicted, 3) if predicted > 0 else None,
+            "nodes_needed": self.nodes_needed,
+            "usd_per_million_output_tokens": (
+                round(price / (mg.goodput_rps_per_node * out_tokens * 3600.0) * 1e6, 3) if price is not None else None
+            ),
+        }
 
 
 @dataclass
@@ -79,6 +113,8 @@ class PlatformFacts:
                     "alternatives": [c.layout.name for c in m.plan.candidates[1:4] if c.fits],
                 }
             )
+            if m.measured is not None:
+                out[-1]["measured"] = _rounded(m.measured_json())
         return out
 
     def pools_json(self) -> list[dict[str, Any]]:
@@ -155,11 +191,16 @@ def _rounded(value: Any) -> Any:
 
 
 def plan_models(cfg: StackConfig, base_dir: Path | None = None) -> PlatformFacts:
-    """Resolve every model's layout (pure: no Pulumi). `layout: auto` runs the planner's search."""
+    """Resolve every model's layout (pure: no Pulumi). `layout: auto` runs the planner's search.
+
+    An SLO no layout can meet is a config error, not a plan with goodput 0: deploying it would
+    serve every request late. Such problems of all models are raised together, as ConfigError.
+    """
     from infra.catalog.models import resolve_model
-    from infra.planner import plan_model
+    from infra.planner import plan_model, slo_shortfall
 
     facts = PlatformFacts(config=cfg)
+    problems: list[Problem] = []
     for model in cfg.models:
         pool = cfg.pool(model.pool)
         hf_path = None
@@ -169,25 +210,31 @@ def plan_models(cfg: StackConfig, base_dir: Path | None = None) -> PlatformFacts
                 hf_path = base_dir / hf_path
         arch = resolve_model(model.source, str(hf_path) if hf_path else None)
         explicit = model.layout.to_layout() if model.layout is not None else None
+        slo = model.slo.to_slo()
         plan = plan_model(
             arch,
             pool.gpu,
             model.workload.to_workload(),
-            model.slo.to_slo(),
+            slo,
             explicit,
             usd_per_hour=pool.node_usd_per_hour,
         )
-        facts.models.append(ModelFacts(config=model, pool=pool, arch=arch, plan=plan))
+        measured, bad = measured_goodput(model.layout.provenance if model.layout is not None else None)
+        problems += [Problem(f"{NS}models[{model.name}].layout.provenance.{key}", msg) for key, msg in bad]
+        facts.models.append(ModelFacts(config=model, pool=pool, arch=arch, plan=plan, measured=measured))
         chosen = plan.chosen
         if not chosen.fits:
             facts.notes.append(f"model {model.name}: the layout {chosen.layout.name} does not fit in GPU memory")
-        if model.workload.peak_rps and chosen.to_json().get("nodes_needed"):
-            needed = chosen.to_json()["nodes_needed"]
-            if needed > pool.max_node_count:
-                facts.notes.append(
-                    f"model {model.name}: peak {model.workload.peak_rps} req/s needs {needed} nodes of {pool.name} "
-                    f"at the predicted goodput; the pool allows at most {pool.max_node_count}"
-                )
+        shortfall = slo_shortfall(plan, slo)
+        if shortfall and explicit is None:
+            problems.append(Problem(f"{NS}models[{model.name}].slo", shortfall))
+        elif shortfall:
+            # The user chose this layout (perhaps measured): say what it costs, do not overrule it.
+            facts.notes.append(f"model {model.name}: {shortfall}; as configured it serves no load within the SLO")
+        facts.notes += _sizing_notes(facts.models[-1], cfg.stack)
+    if problems:
+        raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")
+    facts.notes += zero_replica_notes(cfg)
     if cfg.observability.enabled and facts.models:
         from infra.render.slo_rules import slo_bucket_warnings
 
@@ -197,6 +244,29 @@ def plan_models(cfg: StackConfig, base_dir: Path | None = None) -> PlatformFacts
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
     return facts
+
+
+def _sizing_notes(m: ModelFacts, stack: str) -> list[str]:
+    """A peak beyond the pool, and a measurement that contradicts the prediction."""
+    notes = []
+    name, pool, peak = m.config.name, m.pool, m.config.workload.peak_rps
+    needed = m.nodes_needed
+    if peak and needed and needed > pool.max_node_count:
+        notes.append(
+            f"model {name}: peak {peak:g} req/s needs {needed} nodes of {pool.name} at the "
+            f"{'measured' if m.measured else 'predicted'} goodput ({m.goodput_rps_per_node:.2f} req/s/node); "
+            f"the pool allows at most {pool.max_node_count}"
+        )
+    predicted = m.plan.chosen.goodput_rps_per_node
+    if m.measured and predicted > 0 and m.measured.goodput_rps_per_node < CALIBRATE_BELOW * predicted:
+        measured = m.measured.goodput_rps_per_node
+        notes.append(
+            f"model {name}: measured goodput {measured:.2f} req/s/node ({m.measured.label()}) is "
+            f"{measured / predicted:.2f}× the planner's {predicted:.2f} for {m.layout.name}; the pool is sized from "
+            f"the measurement. Re-fit the {pool.gpu.accelerator.family} factors: "
+            f"`infra tune calibrate <results> --stack {stack} --model {name}` (docs/tuning.md §6)"
+        )
+    return notes
 
 
 @dataclass
@@ -233,7 +303,10 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
     from infra.render.model_service import render_namespace
 
     global LAST_FACTS
-    facts = plan_models(cfg, base_dir)
+    try:
+        facts = plan_models(cfg, base_dir)
+    except ConfigError as err:
+        raise _run_error(err) from None
     LAST_FACTS = facts
 
     env = cfg.environment
@@ -394,6 +467,17 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
         "endpoints": {m.config.name: svc.endpoint for m, svc in zip(facts.models, services, strict=True)},
     }
     return outputs
+
+
+def _run_error(err: ConfigError) -> ConfigError:
+    """The same problems as an error both callers print as lines, without a traceback: the Pulumi
+    language host does so for a RunError, `infra plan` (mock runtime) for a UserError."""
+    import pulumi
+
+    class PlanningConfigError(ConfigError, pulumi.RunError):
+        pass
+
+    return PlanningConfigError(err.problems, source=err.source)
 
 
 def observed_models(facts: PlatformFacts) -> list:

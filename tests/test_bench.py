@@ -4,12 +4,15 @@ script's data path (run against a stand-in `vllm` that saves results the way vLL
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import kubernetes_validate
@@ -20,6 +23,9 @@ from infra.catalog.gpus import gpu_size
 from infra.commands import bench as bench_cmd
 from infra.errors import UserError
 from infra.planner.layout import Layout, Slo, Workload
+from infra.render import model_service as ms
+from infra.render import observability, router
+from infra.render.autoscaling import queue_query
 from infra.render.model_service import CacheSpec, ModelServiceSpec
 from infra.tuning import bench
 from infra.tuning.bench_flags import known_bench_flags
@@ -100,8 +106,6 @@ def test_deployment_is_the_model_service_with_this_layout_on_one_node():
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert "topologySpreadConstraints" not in pod["spec"]
-    # Production selects inference-platform/model=qwen3-235b; the bench pods never match it.
-    assert deployment["spec"]["selector"]["matchLabels"]["inference-platform/model"] != "qwen3-235b"
     assert service["spec"]["selector"] == headless["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert headless["spec"]["clusterIP"] == "None"
     assert pod["metadata"]["labels"][bench.BENCH_RUN_LABEL] == "20261202-1830"
@@ -128,6 +132,161 @@ def test_api_key_reaches_the_client_as_openai_api_key():
     job = _bundle(_target(cache=False, api_key="k"))
     env = job.layouts[0][1][-1]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "k", "key": "api-key"}}} in env
+
+
+# --- isolation from production ------------------------------------------------------------------
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    """Kubernetes LabelSelector semantics: every matchLabels pair and every matchExpression."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expr in selector.get("matchExpressions", []):
+        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def _label_selectors(obj, path=""):
+    """Every selector inside an object; a Service's plain map becomes matchLabels."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if key in ("selector", "labelSelector") and isinstance(value, dict):
+                plain = set(value) - {"matchLabels", "matchExpressions"}
+                yield f"{path}.{key}", {"matchLabels": value} if plain else value
+            else:
+                yield from _label_selectors(value, f"{path}.{key}")
+    elif isinstance(obj, list):
+        for i, item in enumerate(obj):
+            yield from _label_selectors(item, f"{path}[{i}]")
+
+
+def _promql_pod_label_matchers(expr: str) -> list[list[tuple[str, str, str]]]:
+    """The matchers of every `kube_pod_labels{...}` in a rule expression."""
+    out = []
+    for body in re.findall(r"kube_pod_labels\{([^}]*)\}", expr):
+        out.append([(n, op, json.loads(f'"{v}"')) for n, op, v in re.findall(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"', body)])
+    return out
+
+
+def _promql_selects(matchers, namespace: str, labels: dict) -> bool:
+    """kube-state-metrics exports pod labels as `label_<sanitised key>`."""
+    series = {"namespace": namespace, **{"label_" + re.sub(r"[^A-Za-z0-9_]", "_", k): v for k, v in labels.items()}}
+    for name, op, value in matchers:
+        actual = series.get(name, "")
+        ok = {"=": actual == value, "!=": actual != value,
+              "=~": re.fullmatch(value, actual) is not None, "!~": re.fullmatch(value, actual) is None}[op]
+        if not ok:
+            return False
+    return True
+
+
+def _production(target: bench.BenchTarget):
+    """What production renders for the model next to the sweep: its pods and everything that
+    selects pods (model Service, Deployment, PDB, router discovery and Services, PodMonitors,
+    kube-state-metrics joins of the rules) as (what, predicate(namespace, labels))."""
+    service = target.service
+    namespace = service.namespace
+    observed = observability.ObservedModel(target.model, service.served_model_name, namespace, 2000, 50, 4, 2)
+    objects = list(ms.render_model_service(service))
+    for kind in ("session", "service"):
+        spec = router.RouterSpec(model=target.model, kind=kind, namespace=namespace, public=True, api_key_secret="k")
+        objects += router.render_router(spec)
+    selectors = []
+    for obj in objects:
+        for path, sel in _label_selectors(obj):
+            selectors.append((f"{obj['kind']}/{obj['metadata']['name']}{path}",
+                              lambda ns, labels, sel=sel, own=obj["metadata"]["namespace"]: ns == own and _selects(sel, labels)))
+        for container in obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            args = container.get("args", [])
+            if "--k8s-label-selector" in args:
+                discovery = dict(kv.split("=", 1) for kv in args[args.index("--k8s-label-selector") + 1].split(","))
+                ns = args[args.index("--k8s-namespace") + 1]
+                selectors.append((f"router discovery of {obj['metadata']['name']}",
+                                  lambda n, labels, d=discovery, ns=ns: n == ns and _selects({"matchLabels": d}, labels)))
+    for monitor in observability.render_pod_monitors([observed], observability.GpuRuntimeFacts(), observability.MonitoringSettings()):
+        names = monitor["spec"]["namespaceSelector"]["matchNames"]
+        if namespace not in names:
+            continue  # the GPU exporter's: it never looks into the namespace bench pods run in
+        selectors.append((f"PodMonitor/{monitor['metadata']['name']}",
+                          lambda ns, labels, sel=monitor["spec"]["selector"], names=names: ns in names and _selects(sel, labels)))
+    groups = observability.render_rule_groups([observed], observability.GpuRuntimeFacts())
+    for group in (g for gs in groups.values() for g in gs):
+        for rule in group["rules"]:
+            for matchers in _promql_pod_label_matchers(rule["expr"]):
+                selectors.append((f"rule {rule.get('record') or rule.get('alert')} kube_pod_labels",
+                                  lambda ns, labels, m=matchers: _promql_selects(m, ns, labels)))
+    pods = [(o["metadata"]["namespace"], o["spec"]["template"]["metadata"]["labels"])
+            for o in objects if o["kind"] in ("Deployment", "Job")]
+    served_names = set(re.findall(r'model_name="([^"]+)"', queue_query(observed)))
+    for group in (g for gs in groups.values() for g in gs):
+        for rule in group["rules"]:
+            served_names |= set(re.findall(r'model_name="([^"]+)"', rule["expr"]))
+    return selectors, pods, served_names
+
+
+def _bench_pods(bundle):
+    objects = [o for _, objs in bundle.layouts for o in objs] + ([bundle.prefetch] if bundle.prefetch else [])
+    return [(f"{o['kind']}/{o['metadata']['name']}", o["metadata"]["namespace"], o["spec"]["template"]["metadata"]["labels"])
+            for o in objects if o["kind"] in ("Deployment", "Job")]
+
+
+@pytest.mark.parametrize("served", ["qwen3-235b", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"])
+def test_no_production_selector_selects_a_bench_pod(served):
+    target = _target()
+    target = bench.BenchTarget(target.stack, target.model, dataclasses.replace(target.service, served_model_name=served),
+                               target.workload, target.slo)
+    selectors, prod_pods, _ = _production(target)
+    # The check can fail: every production selector picks up a production pod.
+    assert len(selectors) >= 10
+    for what, selects in selectors:
+        assert any(selects(ns, labels) for ns, labels in prod_pods), f"{what} selects no production pod"
+    bundle = _bundle(target)
+    pods = _bench_pods(bundle)
+    assert len(pods) == 5  # two engines, two sweep Jobs, the prefetch
+    for name, namespace, labels in pods:
+        assert namespace == target.service.namespace  # same namespace: labels alone must keep them apart
+        for what, selects in selectors:
+            assert not selects(namespace, labels), f"{what} selects bench pod {name}"
+        assert ms.LABEL_MODEL not in labels and labels.get("app.kubernetes.io/name") != "vllm"
+
+
+def test_bench_selectors_select_only_their_own_engines():
+    target = _target()
+    _, prod_pods, _ = _production(target)
+    bundle = _bundle(target)
+    pods = _bench_pods(bundle)
+    for _, objects in bundle.layouts:
+        engine_labels = objects[0]["spec"]["template"]["metadata"]["labels"]
+        for obj in objects:
+            for path, sel in _label_selectors(obj):
+                assert not any(_selects(sel, labels) for _, labels in prod_pods), f"{obj['metadata']['name']}{path}"
+                # Only this layout's engines: the headless DNS counts them, the Service sends to them.
+                assert [n for n, _, labels in pods if _selects(sel, labels)] == [f"Deployment/{objects[0]['metadata']['name']}"]
+                assert _selects(sel, engine_labels)
+
+
+def test_bench_engines_serve_under_their_own_name_and_the_client_asks_for_it():
+    target = _target()
+    _, _, production_names = _production(target)
+    assert production_names == {target.service.served_model_name}  # found in the SLO rules and the KEDA query
+    served = set()
+    for _, (deployment, _, _, job) in _bundle(target).layouts:
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        name = args[args.index("--served-model-name") + 1]
+        assert name not in production_names and name not in ms.serve_args(target.service)
+        served.add(name)
+        script = job["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+        assert f"--model {name} " in script and f"--served-model-name {name} " in script
+        assert f"--tokenizer {target.service.source} " in script
+    assert served == {"qwen3-235b-bench-tp4-ep-r2", "qwen3-235b-bench-tp8-ep-r1"}
 
 
 _FAKE_VLLM = r'''"""Stand-in for `vllm bench serve`: parses the flags the pinned release has and saves a result the
@@ -196,6 +355,89 @@ def test_run_script_is_valid_sh_and_runs_layouts_in_order():
     applies = [ln for ln in run_sh.splitlines() if ln.startswith("kubectl apply")]
     assert applies == ["kubectl apply -f 00-prefetch/", "kubectl apply -f 01-tp4-ep-r2/", "kubectl apply -f 02-tp8-ep-r1/"]
     assert run_sh.index("kubectl delete -f 01-tp4-ep-r2/") < run_sh.index("kubectl apply -f 02-tp8-ep-r1/")
+    # Jobs are awaited by their conditions: `kubectl wait --for=condition=complete` ignores Failed.
+    assert "kubectl -n inference wait" not in run_sh and "condition=complete" not in run_sh
+    assert "get job \"$1\" -o jsonpath='{range .status.conditions[?(@.status==\"True\")]}{.type}{\" \"}{end}'" in run_sh
+    assert "wait_job qwen3-235b-bench-tp4-ep-r2-sweep 4380" in run_sh  # the Job's deadline + 60 s
+
+
+_FAKE_KUBECTL = r"""#!/bin/sh
+# Stand-in kubectl: records its arguments; Job conditions come from $FAKE_PREFETCH / $FAKE_SWEEP.
+echo "$*" >> "$KUBECTL_LOG"
+case "$*" in
+  *"get job "*prefetch*) printf '%s' "$FAKE_PREFETCH" ;;
+  *"get job "*) printf '%s' "$FAKE_SWEEP" ;;
+  *"logs job/"*"-c bench"*) echo 'BENCH_RESULT rate-2.json {"request_rate": 2.0}' ;;
+  *" logs "*) echo "engine: HIP out of memory" ;;
+esac
+exit 0
+"""
+
+
+def _run_sh(tmp_path, bundle, *, prefetch="Complete ", sweep="SuccessCriteriaMet Complete ", poll="0"):
+    out = tmp_path / "out"
+    for relative, content in bundle.files().items():
+        (out / relative).parent.mkdir(parents=True, exist_ok=True)
+        (out / relative).write_text(content)
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "kubectl").write_text(_FAKE_KUBECTL)
+    (fake_bin / "kubectl").chmod(0o755)
+    log = tmp_path / "kubectl.log"
+    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "KUBECTL_LOG": str(log),
+           "FAKE_PREFETCH": prefetch, "FAKE_SWEEP": sweep, "BENCH_POLL_SECONDS": poll}
+    started = time.monotonic()
+    run = subprocess.run(["sh", str(out / "run.sh")], capture_output=True, text=True, env=env, timeout=60)
+    return run, time.monotonic() - started, log.read_text().splitlines(), out
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_run_script_stops_waiting_on_a_failed_job_and_exits_non_zero(tmp_path):
+    bundle = _bundle()
+    run, seconds, calls, out = _run_sh(tmp_path, bundle, sweep="FailureTarget Failed ")
+    assert run.returncode == 1, run.stderr
+    assert seconds < 20  # not the Job's deadline (4320 s)
+    for _, objects in bundle.layouts:
+        job, engine = objects[-1]["metadata"]["name"], objects[0]["metadata"]["name"]
+        assert f"job {job} failed" in run.stdout
+        assert f"-n inference logs job/{job} --all-containers=true --prefix=true --tail=40" in calls
+        assert f"-n inference logs deployment/{engine} -c vllm --tail=40" in calls
+    assert "engine: HIP out of memory" in run.stdout
+    # Each failed layout still yields what it measured and frees the node for the next one.
+    assert [c for c in calls if c.startswith(("apply", "delete"))] == [
+        "apply -f 00-prefetch/", "apply -f 01-tp4-ep-r2/", "delete -f 01-tp4-ep-r2/ --wait=true",
+        "apply -f 02-tp8-ep-r1/", "delete -f 02-tp8-ep-r1/ --wait=true",
+    ]
+    assert (out / "results" / "tp8-ep-r1" / "rate-2.json").read_text() == '{"request_rate": 2.0}\n'
+    assert "some layouts did not complete" in run.stdout
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_run_script_succeeds_when_every_job_completes(tmp_path):
+    run, _, calls, out = _run_sh(tmp_path, _bundle())
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert not any("logs deployment/" in c for c in calls)
+    assert sorted(p.parent.name for p in (out / "results").glob("*/rate-2.json")) == ["tp4-ep-r2", "tp8-ep-r1"]
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_run_script_stops_before_any_layout_when_the_prefetch_fails(tmp_path):
+    run, _, calls, _ = _run_sh(tmp_path, _bundle(), prefetch="Failed ")
+    assert run.returncode == 1
+    assert "nothing was benchmarked" in run.stdout
+    assert [c for c in calls if c.startswith("apply")] == ["apply -f 00-prefetch/"]
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_run_script_gives_up_after_the_deadline_when_a_job_never_finishes(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "WAIT_SLACK_SECONDS", 0)
+    bundle = _bundle(layouts=(LAYOUT,))
+    bundle.prefetch["spec"]["activeDeadlineSeconds"] = 1
+    bundle.layouts[0][1][-1]["spec"]["activeDeadlineSeconds"] = 2
+    run, seconds, calls, _ = _run_sh(tmp_path, bundle, sweep="", poll="1")
+    assert run.returncode == 1
+    assert "job qwen3-235b-bench-tp4-ep-r2-sweep neither completed nor failed within 2 s" in run.stdout
+    assert 2 <= seconds < 15 and len([c for c in calls if "get job" in c]) >= 2
 
 
 def test_rates_bracket_the_prediction():

@@ -43,7 +43,9 @@ PROD = DoksClusterArgs(
     [
         ({"amd"}, "doks-managed", True, GpuAddonFlags(True, True, False)),
         ({"amd"}, "doks-managed", False, GpuAddonFlags(True, False, False)),
-        ({"amd"}, "device-plugin", True, GpuAddonFlags(False, False, False)),
+        # DOKS's exporter add-on does not depend on its device plugin: keep it with our own plugin
+        ({"amd"}, "device-plugin", True, GpuAddonFlags(False, True, False)),
+        ({"amd"}, "device-plugin", False, GpuAddonFlags(False, False, False)),
         ({"amd"}, "gpu-operator", True, GpuAddonFlags(False, False, False)),
         ({"nvidia"}, "doks-managed", True, GpuAddonFlags(False, False, True)),
         ({"amd", "nvidia"}, "device-plugin", False, GpuAddonFlags(False, False, True)),
@@ -131,11 +133,6 @@ def test_kubeconfig_is_secret_everywhere():
     assert rec.plain_text_contains("203.0.113.0/24")  # the check does see plain inputs
 
 
-def test_dra_driver_replaces_the_device_plugin_block():
-    flags = gpu_addon_flags({"amd"}, "doks-managed", True, dra_driver=True)
-    assert flags == GpuAddonFlags(False, True, False, amd_dra_driver=True)
-    assert gpu_addon_flags({"nvidia"}, "doks-managed", True, dra_driver=True).amd_dra_driver is False
-    c = _run(dataclasses.replace(PROD, gpu_flags=flags)).one(CLUSTER).inputs
-    assert c["amdGpuDraDriver"] == {"enabled": True}
-    assert "amdGpuDevicePlugin" not in c
+def test_the_dra_driver_is_never_enabled():
+    # Model pods request the amd.com/gpu extended resource, which only a device plugin advertises.
     assert "amdGpuDraDriver" not in _run(PROD).one(CLUSTER).inputs

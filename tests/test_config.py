@@ -136,7 +136,7 @@ INVALID = [
     ("retention malformed", "prod", _set("observability.retention", "15 days"), "observability.retention", "retention"),
     ("maintenance time malformed", "prod", _set("cluster.maintenance.start_time", "25:00"), "cluster.maintenance.start_time", "HH:MM"),
     ("partition mode on NVIDIA", "dev", _both(_set("gpu_pools[0].size", "gpu-h100x1-80gb"), _set("gpu_pools[0].partition_mode", "AMD_PARTITION_MODE_DPX_NPS2")), "gpu_pools[0].partition_mode", "AMD pools only"),
-    ("two device plugins", "prod", _set("gpu_runtime", {"mode": "device-plugin", "dra_driver": True}), "gpu_runtime.dra_driver", "conflicts"),
+    ("removed dra_driver key", "prod", _set("gpu_runtime", {"mode": "doks-managed", "dra_driver": False}), "gpu_runtime.dra_driver", "unknown key"),
     ("unpinned image", "prod", _set("models[0].image", "vllm/vllm-openai-rocm:latest"), "models[0].image", "not pinned"),
     ("layout flag in extra_args", "prod", _set("models[0].extra_args", ["--tensor-parallel-size=8"]), "models[0].extra_args[0]", "set by the layout"),
     ("shared pool with auto layout", "prod", _add_model(name="second", served_model_name="second"), "models[2].pool", "shared"),
@@ -144,6 +144,14 @@ INVALID = [
     ("public router without router", "prod", _both(_set("router.kind", "service"), _set("router.public", True)), "router.public", "router"),
     ("fabric mixed with other sizes", "prod", _add_pool(name="fab", size="gpu-mi325x8-2048gb-fabric-contracted", min_nodes=None, max_nodes=None, nodes=1), "gpu_pools", "fabric"),
     ("version prefix malformed", "prod", _set("cluster.version", "latest"), "cluster.version", "version prefix"),
+    ("autoscaling on a parked pool", "prod", _both(_set("gpu_pools[0].min_nodes", 0), _set("models[0].autoscaling.enabled", True)), "models[0].autoscaling.enabled", "true cannot start pool 'mi325x' from min_nodes 0"),
+    ("retention below the SLO window", "prod", _set("observability.retention", "2d"), "observability.retention", "'2d' is below the minimum of 3d"),
+    ("retention in hours below the SLO window", "prod", _set("observability.retention", "71h"), "observability.retention", "minimum of 3d"),
+    ("model name starting with vllm-", "prod", _set("models[1].name", "vllm-small"), "models[1].name", "reserved"),
+    ("unknown vllm serve flag", "prod", _set("models[0].extra_args", ["--enable-prefix-caching", "--tensor-paralel-size", "2"]), "models[0].extra_args[1]", "did you mean '--tensor-parallel-size'"),
+    ("unknown VLLM_ env var", "prod", _set("models[0].env", {"HF_HUB_OFFLINE": "1", "VLLM_USE_TRITON_FLASH_ATTN": "0"}), "models[0].env.VLLM_USE_TRITON_FLASH_ATTN", "not read by vLLM"),
+    ("system pool size typo", "prod", _set("cluster.system_pool.size", "s-4vcpu-8g"), "cluster.system_pool.size", "did you mean 's-4vcpu-8gb'"),
+    ("GPU size as system pool", "prod", _set("cluster.system_pool.size", "gpu-mi300x1-192gb"), "cluster.system_pool.size", "not a CPU Droplet size slug"),
 ]
 
 
@@ -170,6 +178,98 @@ def test_all_problems_reported_together():
     rendered = info.value.render()
     for fragment in ("region", "cluster.hha", "gpu_pools[0].size"):
         assert fragment in rendered
+
+
+def _serving_mistakes(values):
+    _set("models[1].name", "vllm-small")(values)
+    _set("models[1].env", {"VLLM_USE_TRITON_FLASH_ATTN": "0"})(values)
+    _set("models[1].extra_args", ["--enable-turbo"])(values)
+
+
+SERVING_MISTAKE_PATHS = ("models[1].name", "models[1].env.VLLM_USE_TRITON_FLASH_ATTN", "models[1].extra_args[0]")
+
+
+def test_name_env_and_flag_mistakes_reported_together():
+    values, secrets = stack_values("prod")
+    _serving_mistakes(values)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secrets)
+    assert sorted(p.path for p in info.value.problems) == sorted(NS + p for p in SERVING_MISTAKE_PATHS)
+
+
+def test_cli_reports_name_env_and_flag_mistakes_in_one_run(tmp_path):
+    values, _ = stack_values("prod")
+    _serving_mistakes(values)
+    _write_stack(tmp_path, "prod", values)
+    proc = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "plan", "prod", "--root", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert proc.returncode == 2
+    for path in SERVING_MISTAKE_PATHS:
+        assert NS + path in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_parked_pool_is_valid_and_the_plan_says_its_model_serves_nothing():
+    from infra.platform import plan_models
+
+    values, secrets = stack_values("prod")
+    _set("gpu_pools[0].min_nodes", 0)(values)
+    cfg = _load(values, secrets)
+    assert cfg.models[0].autoscaling.enabled is False  # the default cannot scale up from zero
+    notes = plan_models(cfg, ROOT).notes
+    assert any(n.startswith("model qwen3-235b:") and "0 replicas" in n and "min_nodes ≥ 1" in n for n in notes), notes
+    assert not any("0 replicas" in n for n in plan_models(_load(*stack_values("prod")), ROOT).notes)
+
+
+@pytest.mark.parametrize("retention", ["3d", "72h", "1w", "1y"])
+def test_retention_at_or_above_the_slo_window_is_accepted(retention):
+    values, secrets = stack_values("prod")
+    _set("observability.retention", retention)(values)
+    assert _load(values, secrets).observability.retention == retention
+
+
+@pytest.mark.parametrize(
+    "size",
+    ["s-1vcpu-512mb-10gb", "s-2vcpu-8gb-160gb-intel", "s-4vcpu-8gb-amd", "c-8", "c-4-intel", "c2-4vcpu-8gb",
+     "g-4vcpu-16gb", "gd-8vcpu-32gb-intel", "m-2vcpu-16gb", "m3-4vcpu-32gb", "so-2vcpu-16gb", "so1_5-4vcpu-32gb"],
+)
+def test_well_formed_system_pool_sizes_are_accepted(size):
+    values, secrets = stack_values("prod")
+    _set("cluster.system_pool.size", size)(values)
+    assert _load(values, secrets).cluster.system_pool.size == size
+
+
+@pytest.mark.parametrize("size", ["s-4vcpu-8g", "S-4vcpu-8gb", "s-4vcpu", "c-", "c-8-arm", "x-4vcpu-8gb", "s-4cpu-8gb"])
+def test_malformed_system_pool_sizes_are_rejected(size):
+    values, secrets = stack_values("prod")
+    _set("cluster.system_pool.size", size)(values)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secrets)
+    assert [p.path for p in info.value.problems] == [NS + "cluster.system_pool.size"]
+    assert repr(size) in info.value.render()
+
+
+def test_well_formed_size_missing_from_the_price_list_keeps_the_cost_note():
+    from infra.platform import PlatformFacts
+
+    values, secrets = stack_values("prod")
+    _set("cluster.system_pool.size", "c-8-intel")(values)
+    cost = PlatformFacts(config=_load(values, secrets)).cost_json()
+    assert "system pool (c-8-intel: not in the CPU price list)" in cost["not_included"]
+
+
+@pytest.mark.parametrize("context,expected", [(1000, 4096), (2300, 8192), (5000, 16384)])
+def test_unset_max_model_len_follows_its_documented_rule(context, expected):
+    from infra.catalog.models import resolve_model
+    from infra.config import LayoutConfig
+    from infra.planner.memory import default_max_model_len
+
+    description = LayoutConfig.model_fields["max_model_len"].description
+    assert "twice input+output tokens rounded up to a power of two, at least 4096" in description
+    arch = resolve_model("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", None)
+    assert default_max_model_len(arch, context) == expected
 
 
 def test_semantic_problems_reported_together():

@@ -409,3 +409,45 @@ def test_startup_probe_tolerates_the_planners_load_estimate():
     spec = make_spec(estimated_load_seconds=first_load)
     probe = container(spec)["startupProbe"]
     assert probe["periodSeconds"] * probe["failureThreshold"] >= spec.estimated_load_seconds
+
+
+def _config_accepts(field: str, value) -> bool:
+    from infra.config import NS, load_config
+    from infra.errors import ConfigError
+    from tests.conftest import ROOT, stack_values
+
+    values, secrets = stack_values("prod")
+    values[NS + "models"][1][field] = value
+    try:
+        load_config(values, stack="prod", secret_keys=secrets, base_dir=ROOT)
+    except ConfigError:
+        return False
+    return True
+
+
+def _renderer_accepts(**spec_fields) -> bool:
+    try:
+        render_deployment(make_spec(**spec_fields))
+    except UserError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "field,value,valid",
+    [
+        ("name", "vllm", False),
+        ("name", "vllm-qwen", False),
+        ("name", "vllmqwen", True),
+        ("name", "qwen-vllm", True),
+        ("env", {"VLLM_USE_TRITON_FLASH_ATTN": "0"}, False),
+        ("env", {"VLLM_ROCM_USE_AITER": "1", "HF_HUB_OFFLINE": "1"}, True),
+        ("extra_args", ["--enable-turbo"], False),
+        ("extra_args", ["--async-scheduling", "--max_log_len", "100"], True),
+    ],
+)
+def test_stack_config_rejects_what_the_renderer_rejects(field, value, valid):
+    """The renderer's checks are a backstop: every spec built from a valid stack must render."""
+    spec_value = tuple(value) if field == "extra_args" else value
+    assert _config_accepts(field, value) is valid
+    assert _renderer_accepts(**{field: spec_value}) is valid

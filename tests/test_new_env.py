@@ -50,3 +50,27 @@ def test_new_env_refuses_overwrite_and_bad_input(repo, capsys):
     assert main(["new-env", "x2", "--from", "dev", "--region", "mars1", "--root", str(repo)]) == 2
     assert "inference-platform:region" in capsys.readouterr().err
     assert not (repo / "stacks" / "Pulumi.x2.yaml").exists()
+
+
+def _vpc(repo, stack):
+    values, _ = read_stack_file(repo / "stacks" / f"Pulumi.{stack}.yaml")
+    return values[NS + "network"]["vpc_cidr"]
+
+
+def test_an_explicit_vpc_range_that_another_stack_uses_is_refused(repo, capsys):
+    dev_vpc = _vpc(repo, "dev")
+    assert main(["new-env", "x3", "--from", "staging", "--vpc-cidr", dev_vpc, "--root", str(repo)]) == 2
+    err = capsys.readouterr().err
+    assert f"--vpc-cidr {dev_vpc} overlaps Pulumi.dev.yaml network.vpc_cidr" in err and "Traceback" not in err
+    assert main(["new-env", "x3", "--from", "staging", "--vpc-cidr", "10.1.2.3/33", "--root", str(repo)]) == 2
+    assert "not a network in CIDR notation" in capsys.readouterr().err
+    assert not (repo / "stacks" / "Pulumi.x3.yaml").exists()
+    assert main(["new-env", "x3", "--from", "staging", "--vpc-cidr", "10.200.0.0/20", "--root", str(repo)]) == 0
+    assert _vpc(repo, "x3") == "10.200.0.0/20"
+
+
+def test_force_keeps_the_overwritten_stacks_own_vpc(repo):
+    # A new range would replace the live VPC and everything in it; the stack's own range is not "taken".
+    before = _vpc(repo, "staging")
+    assert main(["new-env", "staging", "--from", "prod", "--force", "--root", str(repo)]) == 0
+    assert _vpc(repo, "staging") == before

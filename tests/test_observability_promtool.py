@@ -575,3 +575,95 @@ def test_cost_per_million_output_tokens(rules_dir):
             ],
         },
     )
+
+
+def gpu_capacity(node: str, resource: str, points: str) -> dict:
+    # kube-state-metrics' node capacity series; extended resources are sanitised (amd.com/gpu)
+    unit = "integer" if resource.endswith("_gpu") else "core"
+    return gauge("kube_node_status_capacity", f'node="{node}", resource="{resource}", unit="{unit}"', points)
+
+
+AMD_NODES = [gpu_capacity("gpu-1", "amd_com_gpu", "8x60"), gpu_capacity("gpu-2", "amd_com_gpu", "8x60")]
+
+
+def test_gpu_metrics_absent_fires_when_amd_nodes_have_no_exporter_series(rules_dir):
+    run_scenario(
+        rules_dir,
+        "gpu-metrics-absent",
+        {
+            "input_series": AMD_NODES + [gpu_capacity("gpu-1", "cpu", "64x60")],
+            "alert_rule_test": [
+                alert("5m", "AmdGpuMetricsAbsent"),  # a node scaling up from zero gets 10 minutes
+                {
+                    "eval_time": "15m",
+                    "alertname": "AmdGpuMetricsAbsent",
+                    "exp_alerts": [
+                        {
+                            "exp_labels": WARN,
+                            "exp_annotations": {
+                                "summary": "No AMD GPU metrics although the cluster has AMD GPU nodes",
+                                "description": "2 nodes offer amd.com/gpu, but Prometheus has scraped no ROCm "
+                                "device-metrics-exporter series (gpu_junction_temperature, gpu_health) for 10m: "
+                                "the GPU temperature, health and ECC alerts are blind.",
+                                "runbook_url": "docs/runbook.md#amdgpumetricsabsent",
+                            },
+                        }
+                    ],
+                },
+            ],
+        },
+        rule_file="all.yml",
+    )
+
+
+def test_gpu_metrics_absent_fires_once_the_exporter_stops(rules_dir):
+    # scraped for 10 minutes, then gone: absent after 10 more minutes, firing 10 minutes later
+    run_scenario(
+        rules_dir,
+        "gpu-metrics-stop",
+        {
+            "input_series": AMD_NODES
+            + [gauge("gpu_junction_temperature", 'hostname="gpu-1", gpu_id="0"', "60x10")],
+            "alert_rule_test": [
+                alert("25m", "AmdGpuMetricsAbsent"),
+                alert("35m", "AmdGpuMetricsAbsent", WARN),
+            ],
+        },
+    )
+
+
+def test_gpu_metrics_absent_silent_with_exporter_series_or_without_amd_nodes(rules_dir):
+    run_scenario(
+        rules_dir,
+        "gpu-metrics-present",
+        {
+            "input_series": AMD_NODES
+            + [
+                gauge("gpu_junction_temperature", 'hostname="gpu-1", gpu_id="0", pod="chat-0"', "60x60"),
+                gauge("gpu_junction_temperature", 'hostname="gpu-2", gpu_id="0"', "55x60"),
+            ],
+            "alert_rule_test": [alert("40m", "AmdGpuMetricsAbsent")],
+        },
+    )
+    # gpu_health alone (temperature field disabled in the exporter config) also counts
+    run_scenario(
+        rules_dir,
+        "gpu-metrics-health-only",
+        {
+            "input_series": AMD_NODES + [gauge("gpu_health", 'hostname="gpu-1", gpu_id="0"', "1x60")],
+            "alert_rule_test": [alert("40m", "AmdGpuMetricsAbsent")],
+        },
+    )
+    # no AMD GPU nodes (pools scaled to zero, or NVIDIA only): nothing to measure, no alert
+    run_scenario(
+        rules_dir,
+        "gpu-metrics-no-nodes",
+        {
+            "input_series": [
+                gpu_capacity("sys-1", "cpu", "4x60"),
+                gpu_capacity("gpu-9", "nvidia_com_gpu", "8x60"),
+                gpu_capacity("gpu-3", "amd_com_gpu", "0x60"),
+            ],
+            "alert_rule_test": [alert("40m", "AmdGpuMetricsAbsent")],
+        },
+    )

@@ -43,6 +43,7 @@ AMD = GpuRuntimeFacts(vendor="amd", mode="doks-managed")
 VLLM = "vLLM V1 vllm/v1/metrics/loggers.py (PrometheusStatLogger); counters gain _total"
 AMD_EXPORTER = "ROCm/device-metrics-exporter docs/configuration/metricslist.md + grafana/dashboard_gpu.json"
 KSM = "kube-state-metrics docs/metrics/workload/pod-metrics.md"
+KSM_NODE = "kube-state-metrics docs/metrics/cluster/node-metrics.md (resource name sanitised: amd_com_gpu)"
 EXTERNAL_METRICS: dict[str, str] = {
     "vllm:time_to_first_token_seconds_bucket": VLLM,
     "vllm:time_to_first_token_seconds_count": VLLM,
@@ -70,6 +71,7 @@ EXTERNAL_METRICS: dict[str, str] = {
     "kube_pod_status_ready": KSM,
     "kube_pod_labels": KSM + " (labels allow-listed by kube-state-metrics.metricLabelsAllowlist)",
     "kube_pod_container_status_restarts_total": KSM,
+    "kube_node_status_capacity": KSM_NODE,
     "up": "Prometheus: synthetic per-target series",
 }
 
@@ -238,8 +240,22 @@ def test_cost_rules_only_with_a_price():
 def test_gpu_alerts_follow_the_exporter():
     with_exporter = alert_names(render_rule_groups(MODELS, AMD)["alerts"])
     nvidia = alert_names(render_rule_groups(MODELS, GpuRuntimeFacts(vendor="nvidia"))["alerts"])
-    assert "AmdGpuJunctionTemperatureHigh" in with_exporter
+    assert "AmdGpuJunctionTemperatureHigh" in with_exporter and "AmdGpuMetricsAbsent" in with_exporter
     assert not [a for a in nvidia if a.startswith("AmdGpu")]
+    # device-plugin mode scrapes the same DOKS exporter, so it gets the same alerts
+    device_plugin = GpuRuntimeFacts(vendor="amd", mode="device-plugin")
+    assert alert_names(render_rule_groups(MODELS, device_plugin)["alerts"]) == with_exporter
+
+
+def test_gpu_metrics_deadman_needs_amd_gpu_nodes_and_no_exporter_series():
+    gpu = next(
+        g for g in render_rule_groups(MODELS, AMD)["alerts"] if g["name"] == "inference-platform.alerts.gpu"
+    )
+    rule = next(r for r in gpu["rules"] if r.get("alert") == "AmdGpuMetricsAbsent")
+    assert rule["labels"] == {"severity": "warning"}
+    assert 'kube_node_status_capacity{resource="amd_com_gpu"}' in rule["expr"]
+    assert {"gpu_junction_temperature", "gpu_health"} <= metric_names(rule["expr"])
+    assert rule["annotations"]["runbook_url"] == "docs/runbook.md#amdgpumetricsabsent"
 
 
 def test_required_alerts_exist():
@@ -257,6 +273,7 @@ def test_required_alerts_exist():
         "AmdGpuJunctionTemperatureHigh",
         "AmdGpuUnhealthy",
         "AmdGpuUncorrectableEccErrors",
+        "AmdGpuMetricsAbsent",
     } <= names
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 
@@ -268,3 +269,286 @@ def test_plan_out_writes_one_file_per_object(tmp_path):
     assert all(yaml.safe_load(f.read_text())["kind"] for f in files)
     text = "".join(f.read_text() for f in files)
     assert "hunter2" not in text
+
+
+def _dangerous_keys(diff):
+    return {c.key for c in diff.changed if c.replaced}
+
+
+NFS = "digitalocean:index/nfs:Nfs"
+
+
+def test_region_change_replaces_every_node_pool_with_the_cluster(tmp_path):
+    """The pools' `clusterId` text does not change, but they go with the cluster: flag them too."""
+    old = plan_of("prod").to_dict()
+    new = _mutated_plan(tmp_path, "prod", lambda c: c.__setitem__("inference-platform:region", "nyc2"))
+    diff = diff_plans(old, new)
+    pools = {(r["type"], r["name"]) for r in old["resources"] if r["type"] == POOL}
+    stateful = {(r["type"], r["name"]) for r in old["resources"] if r["type"] in (CLUSTER, VPC, NFS)}
+    assert len(pools) == 2 and len(stateful) == 3
+    assert pools | stateful <= _dangerous_keys(diff)
+    danger = diff.dangerous()
+    for _, name in pools:
+        (line,) = [d for d in danger if f"`{name}`" in d]
+        assert "REPLACE" in line and "replaced with its DOKS cluster `prod-doks`" in line and "protected" in line
+    md = render_markdown(diff)
+    assert md.index("Replacements and deletions") < md.index("prod-pool-mi325x") < md.index("#### Changed")
+
+
+def test_system_pool_size_replaces_cluster_and_pools_but_not_the_vpc(tmp_path):
+    old = plan_of("prod").to_dict()
+    new = _mutated_plan(
+        tmp_path, "prod", lambda c: c["inference-platform:cluster"]["system_pool"].__setitem__("size", "g-4vcpu-16gb")
+    )
+    diff = diff_plans(old, new)
+    replaced = _dangerous_keys(diff)
+    assert {k[0] for k in replaced} == {CLUSTER, POOL}
+    assert len([k for k in replaced if k[0] == POOL]) == 2
+    assert not any("Vpc" in d or "Nfs" in d for d in diff.dangerous())
+
+
+def test_vpc_replacement_follows_through_the_cluster_to_the_pools():
+    """Transitive: a VPC replaced takes the cluster (vpcUuid), the NFS share (vpcId) and, through
+    the cluster, every node pool; also for plans written before input dependencies were recorded."""
+    old = plan_of("prod").to_dict()
+    new = copy.deepcopy(old)
+    for r in new["resources"]:
+        if r["type"] == VPC:
+            r["inputs"]["ipRange"] = "10.60.0.0/20"
+    legacy = copy.deepcopy(new)
+    for r in legacy["resources"]:
+        r.pop("inputDependencies")
+    for plan in (new, legacy):
+        diff = diff_plans(old, plan)
+        kinds = sorted(k[0] for k in _dangerous_keys(diff))
+        assert kinds.count(POOL) == 2 and CLUSTER in kinds and NFS in kinds and VPC in kinds
+        assert not [c for c in diff.changed if c.key[0] == "digitalocean:index/project:Project"]
+
+
+def test_diff_of_a_new_stack_reads_new_not_none():
+    """A stack created with `infra new-env` has no base plan: no `$None`, and money as the plan prints it."""
+    from infra.offline import money
+
+    new = plan_of("prod").to_dict()
+    empty = {"stack": "prod", "project": "inference-platform", "resources": [], "models": [], "cost": {}}
+    md = render_markdown(diff_plans(empty, new))
+    assert "None" not in md
+    low, high = money(new["cost"]["usd_per_month_min"]), money(new["cost"]["usd_per_month_max"])
+    assert "," in high  # prod costs thousands a month: $35,368.00, not $35368.0
+    assert f"**Monthly cost**: — (new stack) → {low}–{high}" in md
+
+
+def test_diff_money_matches_the_plan_summary():
+    from infra.commands.plan import render_summary
+
+    old = plan_of("staging").to_dict()
+    new = plan_of("prod").to_dict()
+    md = render_markdown(diff_plans(old, new))
+    low = f"${new['cost']['usd_per_month_min']:,.2f}"
+    assert low in md and low in render_summary(plan_of("prod"))
+
+
+def _names(directory):
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_plan_out_refuses_a_directory_it_did_not_write(tmp_path):
+    """`--out .` once deleted Pulumi.yaml: a non-empty directory without the marker is refused, untouched."""
+    from infra.commands.plan import write_manifests
+    from infra.errors import UserError
+
+    (tmp_path / "Pulumi.yaml").write_text("name: keep-me\n")
+    (tmp_path / "Pulumi.prod.yaml").write_text("config: {}\n")
+    with pytest.raises(UserError, match="pick an empty or new directory"):
+        write_manifests(plan_of("dev"), tmp_path)
+    assert _names(tmp_path) == ["Pulumi.prod.yaml", "Pulumi.yaml"]
+    assert (tmp_path / "Pulumi.yaml").read_text() == "name: keep-me\n"
+
+
+def test_plan_out_cli_refuses_before_planning(tmp_path):
+    (tmp_path / "Pulumi.yaml").write_text("name: keep-me\n")
+    proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "dev", "--out", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert str(tmp_path) in proc.stderr and ".infra-manifests" in proc.stderr
+    assert "Models:" not in proc.stdout  # refused before the plan ran
+    assert _names(tmp_path) == ["Pulumi.yaml"]
+
+
+def test_plan_out_second_run_replaces_only_its_own_files(tmp_path):
+    """Files from the first run that the second does not write (a removed model) disappear; the
+    marker lists exactly what is there; a file the user added is kept."""
+    from infra.commands.plan import MARKER, manifest_filename, write_manifests
+    from infra.offline import kubernetes_objects
+
+    out = tmp_path / "manifests"
+    write_manifests(plan_of("prod"), out)
+    prod_files = {manifest_filename(o) for o in kubernetes_objects(plan_of("prod"))}
+    assert set(_names(out)) == prod_files | {MARKER}
+    (out / "NOTES.md").write_text("mine\n")
+    dev_files = {manifest_filename(o) for o in kubernetes_objects(plan_of("dev"))}
+    assert prod_files - dev_files, "the test needs files that only the first run writes"
+    write_manifests(plan_of("dev"), out)
+    assert set(_names(out)) == dev_files | {MARKER, "NOTES.md"}
+    listed = [ln for ln in (out / MARKER).read_text().splitlines() if not ln.startswith("#")]
+    assert sorted(listed) == sorted(dev_files)
+
+
+def test_plan_out_marker_cannot_reach_outside_or_clobber(tmp_path):
+    from infra.commands.plan import MARKER, manifest_filename, write_manifests
+    from infra.errors import UserError
+    from infra.offline import kubernetes_objects
+
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("keep\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "user.yaml").write_text("keep\n")
+    (out / MARKER).write_text("../outside.yaml\n/etc/hosts\nuser.txt\n")
+    (out / "user.txt").write_text("keep\n")
+    write_manifests(plan_of("dev"), out)
+    assert outside.read_text() == (out / "user.yaml").read_text() == (out / "user.txt").read_text() == "keep\n"
+    # a file the user put where this run wants to write, not listed in the marker: refused
+    name = manifest_filename(kubernetes_objects(plan_of("prod"))[0])
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / MARKER).write_text("")
+    (other / name).write_text("mine\n")
+    with pytest.raises(UserError, match=re.escape(name)):
+        write_manifests(plan_of("prod"), other)
+    assert _names(other) == sorted([MARKER, name]) and (other / name).read_text() == "mine\n"
+
+
+# --- measured goodput and unmeetable SLOs (planner sizing) -------------------------------------
+
+
+def _measured_staging(tmp_path, *, peak_rps=12, measured=5.086, mutate=None):
+    """A copy of staging whose model carries the measured winner exactly as `infra tune ingest --write` records it."""
+    from infra.tuning.stackfile import Provenance, write_measured_layout
+
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+    doc["config"]["inference-platform:models"][0]["workload"]["peak_rps"] = peak_rps
+    if mutate:
+        mutate(doc["config"])
+    stacks = tmp_path / "stacks"
+    stacks.mkdir(exist_ok=True)
+    path = stacks / "Pulumi.staging.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    layout = {"tp": 4, "ep": True, "dp": 1, "replicas_per_node": 2, "max_num_seqs": 128,
+              "max_num_batched_tokens": 16384, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "fp8",
+              "max_model_len": 4096}
+    provenance = Provenance("2026-12-02T18:16:00", "0.33.0", "vllm/vllm-openai-rocm:v0.33.0", measured, 15.532,
+                            ("results/tp4-ep-r2/rate-1.json",))
+    write_measured_layout(path, "qwen3-235b", layout, provenance)
+    return tmp_path
+
+
+def test_measured_goodput_sizes_the_pool_and_is_shown_next_to_the_prediction(tmp_path):
+    from infra.commands.plan import render_summary
+
+    root = _measured_staging(tmp_path)
+    plan = build_plan("staging", root)
+    (model,) = plan.models
+    predicted, measured = model["predicted"], model["measured"]
+    # The prediction is kept as it was; the measurement (per node, as the benchmark measures it) sizes.
+    assert predicted["goodput_rps_per_node"] > 10 and predicted["nodes_needed"] == 1
+    assert measured["goodput_rps_per_node"] == 5.086 and measured["nodes_needed"] == 3  # ceil(12 × 1.2 / 5.086)
+    assert measured["measured_at"] == "2026-12-02T18:16:00" and measured["vllm_version"] == "0.33.0"
+    assert measured["vs_predicted"] == pytest.approx(5.086 / predicted["goodput_rps_per_node"], abs=1e-3)
+    notes = plan.summary["notes"]
+    assert any("needs 3 nodes of mi300x-8 at the measured goodput (5.09 req/s/node)" in n for n in notes)
+    assert any("infra tune calibrate" in n and "--stack staging --model qwen3-235b" in n for n in notes)
+    text = render_summary(plan)
+    assert (
+        "measured: 5.09 req/s/node (bench 2026-12-02, vLLM 0.33.0); planner predicted "
+        f"{predicted['goodput_rps_per_node']:.2f}; 3 node(s) for peak"
+    ) in text
+    assert "1 node(s) for peak" not in text  # the prediction no longer claims the sizing
+    assert build_plan("staging", root).to_json() == plan.to_json()  # still byte-identical
+
+
+def test_measured_goodput_near_the_prediction_needs_no_calibration(tmp_path):
+    plan = build_plan("staging", _measured_staging(tmp_path, peak_rps=4, measured=14.0))
+    assert plan.models[0]["measured"]["nodes_needed"] == 1
+    assert not any("calibrate" in n or "at the measured goodput" in n for n in plan.summary["notes"])
+
+
+def test_measured_plan_without_provenance_has_no_measured_block():
+    assert all("measured" not in m for s in STACKS for m in plan_of(s).models)
+
+
+def test_measured_goodput_that_is_not_a_number_is_a_config_error(tmp_path):
+    from infra.errors import UserError
+
+    root = _measured_staging(tmp_path)
+    path = root / "stacks" / "Pulumi.staging.yaml"
+    path.write_text(path.read_text().replace("measured_goodput_rps: 5.086", 'measured_goodput_rps: "fast"'))
+    with pytest.raises(UserError, match=r"measured_goodput_rps.*'fast'"):
+        build_plan("staging", root)
+
+
+def _staging_with(tmp_path, mutate):
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+    mutate(doc["config"])
+    (tmp_path / "stacks").mkdir(exist_ok=True)
+    (tmp_path / "stacks" / "Pulumi.staging.yaml").write_text(yaml.safe_dump(doc))
+    return tmp_path
+
+
+def test_unmeetable_ttft_on_layout_auto_fails_like_a_config_error(tmp_path):
+    def tight(config):
+        config["inference-platform:models"][0]["slo"]["ttft_p90_ms"] = 10
+
+    root = _staging_with(tmp_path, tight)
+    proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "staging", "--root", str(root)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "Models:" not in proc.stdout
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert "models[qwen3-235b].slo" in line and "p90 TTFT 10 ms / TPOT 50 ms" in line
+    assert "best p90 TTFT is" in line and "best p90 TPOT" in line and "relax ttft_p90_ms to at least" in line
+    assert "TPOT about" not in line
+
+
+def test_unmeetable_slos_of_several_models_are_reported_together(tmp_path):
+    from infra.errors import ConfigError
+
+    def two(config):
+        config["inference-platform:models"][0]["slo"]["ttft_p90_ms"] = 10
+        config["inference-platform:gpu_pools"].append({"name": "mi300x-b", "size": "gpu-mi300x8-1536gb", "nodes": 1})
+        config["inference-platform:models"].append(
+            {"name": "llama70b", "source": "meta-llama/Llama-3.3-70B-Instruct", "pool": "mi300x-b", "layout": "auto",
+             "workload": {"input_tokens": 1000, "output_tokens": 200}, "slo": {"ttft_p90_ms": 1000, "tpot_p90_ms": 1}}
+        )
+
+    with pytest.raises(ConfigError) as err:
+        build_plan("staging", _staging_with(tmp_path, two))
+    paths = [p.path for p in err.value.problems]
+    assert paths == ["inference-platform:models[qwen3-235b].slo", "inference-platform:models[llama70b].slo"]
+    assert "relax tpot_p90_ms" in err.value.problems[1].message
+
+
+def test_unmeetable_error_is_also_a_pulumi_run_error():
+    """Under `pulumi up` the language host prints a RunError as one line; the CLI catches UserError."""
+    import pulumi
+
+    from infra.errors import ConfigError, Problem, UserError
+    from infra.platform import _run_error
+
+    err = _run_error(ConfigError([Problem("a", "b"), Problem("c", "d")], source="stacks/Pulumi.x.yaml"))
+    assert isinstance(err, pulumi.RunError) and isinstance(err, UserError)
+    assert str(err) == "stacks/Pulumi.x.yaml: 2 problems:\n  - a: b\n  - c: d"
+
+
+def test_unmeetable_slo_of_an_explicit_layout_is_a_note_not_an_error(tmp_path):
+    def explicit(config):
+        model = config["inference-platform:models"][0]
+        model["layout"] = {"tp": 4, "ep": True, "replicas_per_node": 2, "kv_cache_dtype": "fp8"}
+        model["slo"]["ttft_p90_ms"] = 10
+
+    plan = build_plan("staging", _staging_with(tmp_path, explicit))
+    assert plan.models[0]["predicted"]["goodput_rps_per_node"] == 0
+    (note,) = [n for n in plan.summary["notes"] if "cannot be met" in n]
+    assert note.startswith("model qwen3-235b: p90 TTFT 10 ms / TPOT 50 ms cannot be met by layout tp4-ep-r2 of")
+    assert "relax ttft_p90_ms" in note

@@ -135,17 +135,55 @@ def test_model_may_be_a_local_config_json(tmp_path, capsys):
     [
         (["--model", "acme/never-heard-of-it"], "not in the model catalog"),
         (["--gpu", "gpu-imaginary"], "not a GPU size we know"),
-        (["--input-tokens", "0"], "--input-tokens must be at least 1"),
-        (["--tpot-p90-ms", "-1"], "--tpot-p90-ms must be positive"),
         (["--tp", "3"], "no layout"),
     ],
 )
 def test_user_mistakes_are_one_line_errors(change, needle):
+    with pytest.raises(UserError, match=needle):
+        run(_with(change))
+
+
+def _with(change):
     argv = list(BASE)
     for i in range(0, len(change), 2):
         if change[i] in argv:
             argv[argv.index(change[i]) + 1] = change[i + 1]
         else:
             argv += change[i : i + 2]
-    with pytest.raises(UserError, match=needle):
-        run(argv)
+    return argv
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--top", "0"),
+        ("--top", "-1"),
+        ("--usd-per-hour", "-3"),
+        ("--usd-per-hour", "0"),
+        ("--usd-per-hour", "nan"),
+        ("--input-tokens", "0"),
+        ("--output-tokens", "-5"),
+        ("--ttft-p90-ms", "0"),
+        ("--tpot-p90-ms", "-1"),
+        ("--peak-rps", "0"),
+        ("--concurrency", "0"),
+        ("--tp", "0"),
+        ("--dp", "-2"),
+        ("--replicas-per-node", "0"),
+        ("--prefix-cache-hit-rate", "1"),
+        ("--top", "two"),
+    ],
+)
+def test_out_of_range_numbers_are_refused_by_the_parser(flag, value, capsys):
+    """Through the real CLI: exit 2 and an argparse error naming the flag and the value."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(_with([flag, value]))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}:" in err and value in err
+    assert "Traceback" not in err
+
+
+def test_top_n_shows_exactly_n(capsys):
+    assert run(BASE + ["--top", "1", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1

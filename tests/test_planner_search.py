@@ -195,3 +195,70 @@ def test_load_time_estimates_are_conservative_and_ordered():
     assert small < nfs
     with pytest.raises(ValueError):
         estimated_load_seconds(QWEN_FP8, source="s3")
+
+
+# --- SLOs no layout can meet -------------------------------------------------------------------
+
+MI300X_8 = gpu_size("gpu-mi300x8-1536gb")
+STAGING_WORKLOAD = Workload(2000, 300, peak_rps=4)
+
+
+@pytest.fixture(scope="module")
+def ttft_bound_plan():
+    """staging's model with a 10 ms p90 TTFT: no 2000-token prompt is prefilled that fast."""
+    return plan_model(QWEN_FP8, MI300X_8, STAGING_WORKLOAD, Slo(ttft_p90_ms=10, tpot_p90_ms=50))
+
+
+def test_unmeetable_reason_names_the_violated_slo_with_its_own_numbers(ttft_bound_plan):
+    chosen = ttft_bound_plan.chosen
+    assert chosen.fits and chosen.goodput_rps_per_node == 0 and chosen.limit == "slo"
+    # The numbers quoted are the candidate's own lowest-load p90s, not a separate estimate.
+    assert f"p90 TTFT about {chosen.ttft_p90_ms:.0f} ms vs 10 ms" in chosen.reason
+    assert f"p90 TPOT {chosen.tpot_p90_ms:.1f} ms is within 50 ms" in chosen.reason
+    assert "TPOT about" not in chosen.reason  # TPOT passes: it must not be blamed
+
+
+def test_unmeetable_tpot_is_blamed_on_tpot_not_ttft():
+    plan = plan_model(QWEN_FP8, MI300X_8, STAGING_WORKLOAD, Slo(ttft_p90_ms=2000, tpot_p90_ms=3))
+    chosen = plan.chosen
+    assert f"p90 TPOT about {chosen.tpot_p90_ms:.1f} ms vs 3 ms" in chosen.reason
+    assert f"p90 TTFT {chosen.ttft_p90_ms:.0f} ms is within 2000 ms" in chosen.reason
+    assert "TTFT about" not in chosen.reason
+
+
+def test_unmeetable_shortfall_names_the_best_reachable_p90s_and_what_to_relax(ttft_bound_plan):
+    from infra.planner import slo_shortfall
+
+    text = slo_shortfall(ttft_bound_plan, Slo(10, 50))
+    stable = [c for c in ttft_bound_plan.candidates if c.fits and c.ttft_p90_ms is not None]
+    best_ttft = min(c.ttft_p90_ms for c in stable)
+    best_tpot = min(c.tpot_p90_ms for c in stable)
+    assert text.startswith("p90 TTFT 10 ms / TPOT 50 ms cannot be met by any layout of Qwen/")
+    assert f"best p90 TTFT is {best_ttft:.0f} ms" in text and f"best p90 TPOT {best_tpot:.1f} ms" in text
+    assert "relax ttft_p90_ms to at least" in text and "tpot_p90_ms to at least" not in text
+
+
+def test_unmeetable_shortfall_is_none_when_a_layout_meets_the_slo_or_none_fits(reference_plan):
+    from infra.planner import slo_shortfall
+
+    assert slo_shortfall(reference_plan, REFERENCE[1]) is None
+    unfit = plan_model(QWEN_FP8, gpu_size("gpu-mi300x1-192gb"), *REFERENCE, Layout(tp=1))
+    assert slo_shortfall(unfit, REFERENCE[1]) is None  # a memory problem, reported as such
+
+
+def test_unmeetable_shortfall_of_an_explicit_layout_names_that_layout():
+    from infra.planner import slo_shortfall
+
+    slo = Slo(ttft_p90_ms=2000, tpot_p90_ms=3)
+    plan = plan_model(QWEN_FP8, MI300X_8, STAGING_WORKLOAD, slo, Layout(tp=4, ep=True, replicas_per_node=2))
+    text = slo_shortfall(plan, slo)
+    assert "cannot be met by layout tp4-ep-r2 of" in text
+    assert f"p90 TPOT {plan.chosen.tpot_p90_ms:.1f} ms" in text and "relax tpot_p90_ms to at least" in text
+
+
+def test_measured_sizing_uses_one_formula_for_nodes():
+    from infra.planner import nodes_for_peak
+
+    assert nodes_for_peak(12, 5.086) == 3  # 12 × 1.2 / 5.086 = 2.83
+    assert nodes_for_peak(12, 15.532) == 1
+    assert nodes_for_peak(None, 5.0) is None and nodes_for_peak(12, 0.0) is None

@@ -1,5 +1,7 @@
 """The GPU-runtime renderers: Kubernetes 1.33 schema validity and the fields that matter."""
 
+import re
+
 import kubernetes_validate
 import pytest
 
@@ -53,6 +55,20 @@ def test_images_are_pinned_from_the_catalog():
         for c in ds["spec"]["template"]["spec"]["containers"]:
             assert ":" in c["image"] and not c["image"].endswith(":latest")
             assert "IMAGE_SET_BY_RENDERER" not in c["image"]
+
+
+def test_device_plugin_mode_leaves_the_exporter_to_doks_and_stays_out_of_its_scrape():
+    """device-plugin mode renders no metrics exporter: the DOKS add-on runs it in the same namespace,
+    and the exporter PodMonitor keeps pods there by image, so none of ours may match."""
+    from infra.render.observability import EXPORTER_IMAGE_REGEX, EXPORTER_NAMESPACE_BY_MODE
+
+    assert EXPORTER_NAMESPACE_BY_MODE["device-plugin"] == render.RUNTIME_NAMESPACE == "kube-system"
+    assert re.fullmatch(EXPORTER_IMAGE_REGEX, versions.ROCM_DEVICE_METRICS_EXPORTER_IMAGE)
+    for ds in _daemonsets(_all_builtin_objects()):
+        assert "exporter" not in ds["metadata"]["name"]
+        pod = ds["spec"]["template"]["spec"]
+        for c in pod["containers"] + pod.get("initContainers", []):
+            assert not re.fullmatch(EXPORTER_IMAGE_REGEX, c["image"]), c["image"]
 
 
 def test_rendering_does_not_mutate_the_manifest_or_accumulate_tolerations():

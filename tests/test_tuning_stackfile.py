@@ -105,3 +105,18 @@ def test_unknown_model_and_missing_file_are_user_errors(tmp_path):
         read_model_entry(tmp_path / "Pulumi.nope.yaml", "x")
     with pytest.raises(ValueError, match="not layout keys"):
         write_measured_layout(path, "qwen3-235b", {"tensor_parallel": 4}, PROVENANCE)
+
+
+def test_measured_provenance_as_written_is_what_the_plan_sizes_from(tmp_path):
+    """The writer and the plan agree on the block: same keys, goodput per node, null prediction allowed."""
+    from infra.planner.measured import measured_goodput
+
+    path = tmp_path / "Pulumi.staging.yaml"
+    path.write_text(STACK)
+    write_measured_layout(path, "qwen3-235b", LAYOUT, PROVENANCE)
+    provenance = read_model_entry(path, "qwen3-235b")["layout"]["provenance"]
+    measured, problems = measured_goodput(provenance)
+    assert problems == []
+    assert measured.goodput_rps_per_node == 5.086  # rounded as written, not re-derived
+    assert measured.predicted_at_measurement_rps is None
+    assert measured.label() == "bench 2026-12-02, vLLM 0.33.0"

@@ -13,6 +13,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from infra.cli import check_output_dir, write_failed
 from infra.errors import Problem, UserError
 from infra.planner.layout import Layout, parse_layout_name
 from infra.tuning.bench import (
@@ -68,15 +69,19 @@ def run(args) -> int:
         seconds_per_rate=args.seconds_per_rate,
         min_prompts=args.min_prompts,
     )
+    out = args.out or Path(f"bench-{args.stack}-{args.model}-{run_id}")
+    check_output_dir(out, "--out")  # before the planning, which a bad path would waste
     target, planner = stack_target(args.stack, args.model, root=args.root)
     sweeps = choose_sweeps(target, planner, args.layouts, parse_rates(args.rates), opts)
     bundle = render_bench(target, sweeps, opts)
-    out = args.out or Path(f"bench-{args.stack}-{args.model}-{run_id}")
-    for relative, content in bundle.files().items():
-        path = out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-    (out / "run.sh").chmod(0o755)
+    try:
+        for relative, content in bundle.files().items():
+            path = out / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, encoding="utf-8")
+        (out / "run.sh").chmod(0o755)
+    except OSError as err:
+        raise write_failed(err, "--out", out) from None
     print(f"wrote {len(bundle.files())} files to {out}/ for {args.model} on {args.stack} (run {run_id}):")
     for sweep in sweeps:
         predicted = f", predicted goodput {sweep.predicted_goodput_rps:.2f} req/s per node" if sweep.predicted_goodput_rps else ""

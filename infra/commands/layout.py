@@ -32,29 +32,29 @@ def register(subparsers) -> None:
     p.add_argument(
         "--gpu", required=True, help="DigitalOcean GPU size slug, e.g. gpu-mi325x8-2048gb-contracted"
     )
-    p.add_argument("--input-tokens", type=int, required=True, help="mean prompt tokens per request")
-    p.add_argument("--output-tokens", type=int, required=True, help="mean completion tokens per request")
-    p.add_argument("--ttft-p90-ms", type=float, required=True, help="p90 time-to-first-token limit")
-    p.add_argument("--tpot-p90-ms", type=float, required=True, help="p90 time-per-output-token limit")
-    p.add_argument("--peak-rps", type=float, help="peak requests/s of the workload (for nodes needed)")
+    p.add_argument("--input-tokens", type=positive_int, required=True, help="mean prompt tokens per request")
+    p.add_argument("--output-tokens", type=positive_int, required=True, help="mean completion tokens per request")
+    p.add_argument("--ttft-p90-ms", type=positive_float, required=True, help="p90 time-to-first-token limit")
+    p.add_argument("--tpot-p90-ms", type=positive_float, required=True, help="p90 time-per-output-token limit")
+    p.add_argument("--peak-rps", type=positive_float, help="peak requests/s of the workload (for nodes needed)")
     p.add_argument(
-        "--prefix-cache-hit-rate", type=float, default=0.0, help="share of prompt tokens served from cache"
+        "--prefix-cache-hit-rate", type=fraction, default=0.0, help="share of prompt tokens served from cache, in [0, 1)"
     )
-    p.add_argument("--usd-per-hour", type=float, help="node price (required for cost on contract sizes)")
-    p.add_argument("--tp", type=int, help="only layouts with this tensor-parallel size")
+    p.add_argument("--usd-per-hour", type=positive_float, help="node price (required for cost on contract sizes)")
+    p.add_argument("--tp", type=positive_int, help="only layouts with this tensor-parallel size")
     p.add_argument(
         "--ep",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="only layouts with (--ep) or without (--no-ep) expert parallelism",
     )
-    p.add_argument("--dp", type=int, help="only layouts with this data-parallel attention size")
-    p.add_argument("--replicas-per-node", type=int, help="only layouts with this many replicas per node")
+    p.add_argument("--dp", type=positive_int, help="only layouts with this data-parallel attention size")
+    p.add_argument("--replicas-per-node", type=positive_int, help="only layouts with this many replicas per node")
     p.add_argument(
-        "--concurrency", type=int, help="also predict closed-loop at this many concurrent requests per node"
+        "--concurrency", type=positive_int, help="also predict closed-loop at this many concurrent requests per node"
     )
     p.add_argument("--efficiency", help="efficiency factors file (default: the catalog's efficiency.json)")
-    p.add_argument("--top", type=int, default=0, help="show only the best N candidates (table and JSON)")
+    p.add_argument("--top", type=positive_int, default=None, help="show only the best N candidates (table and JSON)")
     p.add_argument("--json", action="store_true", help="print the candidates as JSON, best first")
     p.add_argument(
         "--reasons", action="store_true", help="print every candidate's full reason under the table"
@@ -62,26 +62,42 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _check_args(args) -> None:
-    problems = []
-    for name in ("input_tokens", "output_tokens"):
-        if getattr(args, name) < 1:
-            problems.append(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("ttft_p90_ms", "tpot_p90_ms"):
-        if getattr(args, name) <= 0:
-            problems.append(f"--{name.replace('_', '-')} must be positive")
-    if args.peak_rps is not None and args.peak_rps < 0:
-        problems.append("--peak-rps must not be negative")
-    if not 0.0 <= args.prefix_cache_hit_rate < 1.0:
-        problems.append("--prefix-cache-hit-rate must be in [0, 1)")
-    if args.concurrency is not None and args.concurrency < 1:
-        problems.append("--concurrency must be at least 1")
-    if problems:
-        raise UserError("; ".join(problems))
+# Argument types: argparse names the flag in its error ("argument --top: must be at least 1, got
+# 0") and exits 2. A value out of range is refused rather than read loosely, as `--top 0` once
+# showed everything and `--top -1` silently dropped the last row.
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number at least 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number greater than 0, got {text!r}") from None
+    if not value > 0 or value == float("inf"):  # `not >` also refuses nan
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
 
 
 def run(args) -> int:
-    _check_args(args)
     gpu = gpu_size(args.gpu)
     if gpu is None:
         raise UserError(
@@ -108,7 +124,7 @@ def run(args) -> int:
         concurrency=args.concurrency,
         efficiency=load_efficiency(args.efficiency) if args.efficiency else None,
     )
-    candidates = plan.candidates[: args.top] if args.top else plan.candidates
+    candidates = plan.candidates[: args.top] if args.top is not None else plan.candidates
     if args.json:
         json.dump([c.to_json() for c in candidates], sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -42,26 +42,72 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def used_networks(stacks_dir: Path) -> list[ipaddress.IPv4Network]:
-    """Every VPC and cluster/service range the existing stacks use, plus the DOKS defaults."""
-    nets = [ipaddress.ip_network(DOKS_DEFAULT_CLUSTER_SUBNET), ipaddress.ip_network(DOKS_DEFAULT_SERVICE_SUBNET)]
+def used_networks(stacks_dir: Path, exclude: Path | None = None) -> list[tuple[ipaddress.IPv4Network, str]]:
+    """Every VPC and cluster/service range the other stacks use, plus the DOKS defaults.
+
+    Each range comes with who uses it, so an overlap can be named. `exclude` is the file being
+    overwritten with --force: its own old ranges are not taken by anyone else.
+    """
+    nets = [
+        (ipaddress.ip_network(DOKS_DEFAULT_CLUSTER_SUBNET), "the DOKS default pod network"),
+        (ipaddress.ip_network(DOKS_DEFAULT_SERVICE_SUBNET), "the DOKS default service network"),
+    ]
     for path in sorted(stacks_dir.glob("Pulumi.*.yaml")):
-        values, _ = read_stack_file(path)
-        network = values.get(NS + "network") or {}
-        for key in ("vpc_cidr", "cluster_subnet", "service_subnet"):
-            if isinstance(network, dict) and network.get(key):
-                try:
-                    nets.append(ipaddress.ip_network(network[key]))
-                except ValueError:
-                    pass
+        if exclude is not None and path.resolve() == exclude.resolve():
+            continue
+        for key, net in _stack_networks(path).items():
+            nets.append((net, f"{path.name} network.{key}"))
     return nets
 
 
-def next_free_vpc(used: list[ipaddress.IPv4Network], prefix: int = 20) -> str:
+def _stack_networks(path: Path) -> dict[str, ipaddress.IPv4Network]:
+    values, _ = read_stack_file(path)
+    network = values.get(NS + "network") or {}
+    found = {}
+    for key in ("vpc_cidr", "cluster_subnet", "service_subnet"):
+        if isinstance(network, dict) and network.get(key):
+            try:
+                found[key] = ipaddress.ip_network(network[key])
+            except ValueError:
+                pass
+    return found
+
+
+def next_free_vpc(used: list[tuple[ipaddress.IPv4Network, str]], prefix: int = 20) -> str:
     for candidate in ipaddress.ip_network("10.0.0.0/8").subnets(new_prefix=prefix):
-        if not any(candidate.overlaps(u) for u in used):
+        if not any(candidate.overlaps(u) for u, _ in used):
             return str(candidate)
     raise UserError("no free /20 left in 10.0.0.0/8; pass --vpc-cidr")
+
+
+def check_vpc_is_free(vpc: str, used: list[tuple[ipaddress.IPv4Network, str]]) -> None:
+    """DigitalOcean refuses a VPC range that overlaps another in the account: say so before `pulumi up`."""
+    try:
+        net = ipaddress.ip_network(vpc)
+    except ValueError:
+        raise UserError(f"--vpc-cidr {vpc!r} is not a network in CIDR notation (e.g. 10.40.0.0/20)") from None
+    clashes = [who for u, who in used if net.overlaps(u)]
+    if clashes:
+        raise UserError(
+            f"--vpc-cidr {vpc} overlaps {', '.join(clashes)}; pick a free range or omit --vpc-cidr "
+            "to get the next free /20"
+        )
+
+
+def choose_vpc(requested: str | None, target: Path, stacks_dir: Path) -> str:
+    """The new stack's VPC range: as requested, else the overwritten stack's own, else the next free /20.
+
+    Overwriting a stack with --force keeps its VPC when nothing else uses it, since a new range
+    would replace the live VPC and everything inside it.
+    """
+    used = used_networks(stacks_dir, exclude=target)
+    if requested:
+        check_vpc_is_free(requested, used)
+        return requested
+    own = _stack_networks(target).get("vpc_cidr") if target.is_file() else None
+    if own is not None and not any(own.overlaps(u) for u, _ in used):
+        return str(own)
+    return next_free_vpc(used)
 
 
 def run(args) -> int:
@@ -85,7 +131,7 @@ def run(args) -> int:
     config[NS + "environment"] = environment
     if args.region:
         config[NS + "region"] = args.region
-    vpc = args.vpc_cidr or next_free_vpc(used_networks(stacks_dir))
+    vpc = choose_vpc(args.vpc_cidr, target, stacks_dir)
     config[NS + "network"]["vpc_cidr"] = vpc
     # Custom cluster/service subnets must not be shared with the source either: drop them (the new
     # cluster then uses the DOKS defaults) unless the user edits them in afterwards.

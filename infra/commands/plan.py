@@ -3,16 +3,28 @@
 Runs the real Pulumi program under the mock runtime (no credentials), prints a summary for humans,
 and optionally writes the deterministic JSON Plan (`--json FILE`) and every Kubernetes object as a
 YAML manifest (`--out DIR`, one file per object, ready for `kubectl diff -f DIR`).
+
+`--out DIR` must be new, empty, or a directory an earlier `infra plan --out` wrote: the files it
+wrote are listed in DIR/.infra-manifests, and only those are replaced on the next run. Anything
+else in DIR is left alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import yaml
 
-from infra.offline import Plan, build_plan, kubernetes_objects
+from infra.cli import check_output_dir, check_output_file, write_failed
+from infra.errors import Problem, UserError
+from infra.offline import Plan, build_plan, kubernetes_objects, money
+
+# Lists the files `infra plan --out` wrote into a directory; nothing else there is ever removed.
+MARKER = ".infra-manifests"
+_MARKER_HEADER = "# written by `infra plan --out`; the next run into this directory removes exactly these files\n"
+_MANIFEST_NAME = re.compile(r"^[^/\\]+\.yaml$")
 
 
 def register(subparsers) -> None:
@@ -27,11 +39,19 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    # Every output is checked before the plan runs: a bad path should not cost a whole plan.
+    if args.json and args.json != "-":
+        check_output_file(Path(args.json), "--json")
+    if args.out:
+        previous_manifests(Path(args.out))
     plan = build_plan(args.stack, args.root)
     if args.json == "-":
         print(plan.to_json(), end="")
     elif args.json:
-        Path(args.json).write_text(plan.to_json())
+        try:
+            Path(args.json).write_text(plan.to_json())
+        except OSError as err:
+            raise write_failed(err, "--json", args.json) from None
     if args.out:
         written = write_manifests(plan, Path(args.out))
         if not args.quiet and args.json != "-":
@@ -47,18 +67,51 @@ def manifest_filename(obj: dict) -> str:
     return f"{ns}--{obj['kind'].lower()}--{meta.get('name', 'unnamed')}.yaml"
 
 
+def previous_manifests(out: Path) -> set[str]:
+    """The files an earlier `--out` run left in `out`, which this run may replace.
+
+    A directory without the marker may hold anything (`--out .` is the project root, `--out
+    stacks` the stack files), so it is only used when it is empty: guessing which YAML files are
+    ours once deleted Pulumi.yaml.
+    """
+    check_output_dir(out, "--out")
+    if not out.exists():
+        return set()
+    marker = out / MARKER
+    if not marker.is_file():
+        if any(out.iterdir()):
+            raise UserError([Problem(
+                f"--out {out}",
+                f"directory is not empty and has no {MARKER} from an earlier `infra plan --out`; "
+                "pick an empty or new directory",
+            )])
+        return set()
+    lines = marker.read_text().splitlines()  # unreadable: main reports the OSError in one line
+    # Only plain *.yaml names: a hand-edited marker must not reach outside the directory.
+    return {line.strip() for line in lines if _MANIFEST_NAME.match(line.strip())}
+
+
 def write_manifests(plan: Plan, out: Path) -> int:
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("*.yaml"):
-        old.unlink()
+    previous = previous_manifests(out)
     objects = kubernetes_objects(plan)
-    for obj in objects:
-        (out / manifest_filename(obj)).write_text(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
-    return len(objects)
-
-
-def _money(value) -> str:
-    return "n/a" if value is None else f"${value:,.2f}"
+    files = {manifest_filename(obj): obj for obj in objects}
+    clobbered = sorted(name for name in files if name not in previous and (out / name).exists())
+    if clobbered:
+        raise UserError([Problem(
+            f"--out {out}",
+            f"{clobbered[0]} is already there and was not written by `infra plan`; pick an empty or new directory",
+        )])
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name in sorted(previous):
+            (out / name).unlink(missing_ok=True)
+        # The marker goes first, so an interrupted run still leaves every file it wrote listed.
+        (out / MARKER).write_text(_MARKER_HEADER + "".join(f"{name}\n" for name in sorted(files)))
+        for name, obj in files.items():
+            (out / name).write_text(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
+    except OSError as err:
+        raise write_failed(err, "--out", out) from None
+    return len(files)
 
 
 def render_summary(plan: Plan) -> str:
@@ -72,7 +125,7 @@ def render_summary(plan: Plan) -> str:
     ]
     for p in s["pools"]:
         count = f"{p['min_nodes']}–{p['max_nodes']} nodes (autoscaled)" if p["autoscale"] else f"{p['min_nodes']} node(s)"
-        price = _money(p["usd_per_node_hour"]) + "/node-h" + (" (from config)" if p["price_source"] == "config" else "")
+        price = money(p["usd_per_node_hour"]) + "/node-h" + (" (from config)" if p["price_source"] == "config" else "")
         if p["price_source"] == "unknown":
             price = "contract price not set"
         lines.append(f"  {p['name']:<16} {p['size']:<38} {p['gpus_per_node']}×{p['gpu']}  {count}  {price}")
@@ -92,10 +145,13 @@ def render_summary(plan: Plan) -> str:
             figures.append(f"p90 TPOT {pred['tpot_p90_ms']:.1f} ms")
         if pred.get("usd_per_million_output_tokens") is not None:
             figures.append(f"${pred['usd_per_million_output_tokens']:.2f}/M output tokens")
-        if pred.get("nodes_needed") is not None:
+        measured = m.get("measured")
+        if pred.get("nodes_needed") is not None and not measured:
             figures.append(f"{pred['nodes_needed']} node(s) for peak")
         if figures:
             lines.append("    predicted: " + ", ".join(figures))
+        if measured:
+            lines.append("    measured: " + _measured_line(measured, pred))
         if m.get("reason"):
             lines.append("    why: " + m["reason"])
         if m.get("alternatives"):
@@ -103,11 +159,11 @@ def render_summary(plan: Plan) -> str:
     c = plan.cost
     lines += [
         "",
-        f"Cost: {_money(c['usd_per_hour_min'])}–{_money(c['usd_per_hour_max'])} per hour, "
-        f"{_money(c['usd_per_month_min'])}–{_money(c['usd_per_month_max'])} per month ({c['hours_per_month']} h)",
+        f"Cost: {money(c['usd_per_hour_min'])}–{money(c['usd_per_hour_max'])} per hour, "
+        f"{money(c['usd_per_month_min'])}–{money(c['usd_per_month_max'])} per month ({c['hours_per_month']} h)",
     ]
     for item in c["items"]:
-        lines.append(f"  {item['item']:<22} {_money(item['usd_per_hour_min'])}–{_money(item['usd_per_hour_max'])}/h")
+        lines.append(f"  {item['item']:<22} {money(item['usd_per_hour_min'])}–{money(item['usd_per_hour_max'])}/h")
     for missing in c.get("not_included", []):
         lines.append(f"  not included: {missing}")
     if s.get("notes"):
@@ -115,6 +171,20 @@ def render_summary(plan: Plan) -> str:
     lines += ["", f"Resources ({len(plan.resources)}):"]
     lines += render_tree(plan.resources)
     return "\n".join(lines)
+
+
+def _measured_line(measured: dict, pred: dict) -> str:
+    """`5.09 req/s/node (bench 2026-12-02, vLLM 0.33.0); planner predicted 15.53; 3 node(s) for peak`:
+    the measurement sizes the pool, the prediction stays next to it so a gap is visible."""
+    when = f"bench {measured['measured_at'][:10]}" if measured.get("measured_at") else "bench date not recorded"
+    if measured.get("vllm_version"):
+        when += f", vLLM {measured['vllm_version']}"
+    text = f"{measured['goodput_rps_per_node']:.2f} req/s/node ({when})"
+    if pred.get("goodput_rps_per_node") is not None:
+        text += f"; planner predicted {pred['goodput_rps_per_node']:.2f}"
+    if measured.get("nodes_needed") is not None:
+        text += f"; {measured['nodes_needed']} node(s) for peak"
+    return text
 
 
 def render_tree(resources: list[dict]) -> list[str]:

@@ -4,6 +4,8 @@ Pure Python, no Pulumi imports, deterministic. Entry points:
 
 - `plan_model(arch, gpu, workload, slo, layout=None, *, usd_per_hour=None)` → `ModelPlan`
 - `check_layout(arch, gpu, layout)` → list of problems (empty when the layout can start)
+- `nodes_for_peak(peak_rps, goodput_rps_per_node)` → nodes that carry the peak with headroom
+- `slo_shortfall(plan, slo)` → why no layout of a plan serves any load within the SLO, or None
 - `estimated_load_seconds(arch, source=..., ...)` → startup budget for the vLLM pod
 - `load_efficiency()` / `save_efficiency(path, table)` → the calibrated factors file
 
@@ -20,7 +22,15 @@ from infra.planner.efficiency import (
 from infra.planner.layout import Layout, Slo, Workload, layout_name, parse_layout_name
 from infra.planner.loading import estimated_load_seconds
 from infra.planner.memory import MemoryBreakdown, memory_per_gpu
-from infra.planner.search import Candidate, ClosedLoop, ModelPlan, evaluate_layout, plan_model
+from infra.planner.search import (
+    Candidate,
+    ClosedLoop,
+    ModelPlan,
+    evaluate_layout,
+    nodes_for_peak,
+    plan_model,
+    slo_shortfall,
+)
 
 __all__ = [
     "evaluate_layout",
@@ -38,7 +48,9 @@ __all__ = [
     "layout_name",
     "load_efficiency",
     "memory_per_gpu",
+    "nodes_for_peak",
     "parse_layout_name",
     "plan_model",
     "save_efficiency",
+    "slo_shortfall",
 ]

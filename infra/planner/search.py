@@ -189,6 +189,14 @@ def enumerate_shapes(arch: ModelArch, gpu: GpuSize) -> list[tuple[int, bool, int
     return shapes
 
 
+def nodes_for_peak(peak_rps: float | None, goodput_rps_per_node: float) -> int | None:
+    """Nodes that carry `peak_rps` with HEADROOM at this goodput per node; None without a peak or
+    a goodput. One formula for predicted and measured goodput, so the two sizings compare."""
+    if peak_rps is None or goodput_rps_per_node <= 0:
+        return None
+    return max(1, math.ceil(peak_rps * HEADROOM / goodput_rps_per_node - 1e-9))
+
+
 def _bottleneck(model: ReplicaModel, n: float) -> str:
     b = model.breakdown(n)
     parts = {
@@ -265,9 +273,7 @@ def _evaluate(
     usd_per_m = None
     if ctx.price is not None and per_node > 0:
         usd_per_m = ctx.price / (per_node * workload.output_tokens * 3600.0) * 1e6
-    nodes = None
-    if workload.peak_rps is not None and per_node > 0:
-        nodes = max(1, math.ceil(workload.peak_rps * HEADROOM / per_node - 1e-9))
+    nodes = nodes_for_peak(workload.peak_rps, per_node)
     running = point.running if point.stable else 0.0
     bottleneck = _bottleneck(model, max(1.0, running))
     closed = None
@@ -283,9 +289,9 @@ def _evaluate(
             ttft_p90_ms=cl.ttft_p90_s * 1e3,
             tpot_p90_ms=cl.tpot_p90_s * 1e3,
         )
+    reason = _reason(layout, mem, model, rate, point, limit, bottleneck, slo)
     if rate <= 0:
         limit = "slo"
-    reason = _reason(layout, mem, model, rate, point, limit, bottleneck, slo)
     return Candidate(
         layout=layout,
         fits=True,
@@ -356,12 +362,7 @@ def _reason(layout, mem, model, rate, point: LoadPoint, limit, bottleneck, slo) 
         f"{mem.max_concurrency_per_replica} sequences of {mem.context_tokens} tokens per replica."
     )
     if rate <= 0:
-        b = model.breakdown(1.0)
-        single = b.total_s * model.tpot_p90 * 1e3
-        return head + (
-            f" Even a single request misses the SLO (p90 TPOT about {single:.1f} ms vs {slo.tpot_p90_ms:g} ms, "
-            f"mostly {_BOTTLENECK_TEXT[bottleneck]})."
-        )
+        return head + " " + _miss_text(model, point, limit, bottleneck, slo)
     b = model.breakdown(max(1.0, point.running))
     prefill_ms = max(0.0, point.step_s - b.total_s) * 1e3
     return head + (
@@ -371,6 +372,77 @@ def _reason(layout, mem, model, rate, point: LoadPoint, limit, bottleneck, slo) 
         f"compute {1e3 * b.compute_s:.1f}, collectives {1e3 * b.comm_s:.1f} ms) plus {prefill_ms:.1f} ms of "
         f"interleaved prompt chunks; {_LIMIT_TEXT.get(limit, limit)}."
     )
+
+
+def _miss_text(model: ReplicaModel, point: LoadPoint, limit: str, bottleneck: str, slo: Slo) -> str:
+    """Which objective the lowest load already breaks, with the figures from that same load point:
+    a TTFT miss blamed on TPOT sends the user to relax the wrong objective."""
+    if not point.stable:
+        return f"Even at the lowest load it cannot serve within the SLO: {_LIMIT_TEXT.get(limit, limit)}."
+    ttft, tpot = point.ttft_p90_s * 1e3, point.tpot_p90_s * 1e3
+    missed, kept = [], []
+    if ttft > slo.ttft_p90_ms:
+        missed.append(
+            f"p90 TTFT about {ttft:.0f} ms vs {slo.ttft_p90_ms:g} ms (queueing plus prefill of a "
+            f"{model.input_tokens}-token prompt)"
+        )
+    else:
+        kept.append(f"p90 TTFT {ttft:.0f} ms is within {slo.ttft_p90_ms:g} ms")
+    if tpot > slo.tpot_p90_ms:
+        missed.append(
+            f"p90 TPOT about {tpot:.1f} ms vs {slo.tpot_p90_ms:g} ms (decode step mostly {_BOTTLENECK_TEXT[bottleneck]})"
+        )
+    else:
+        kept.append(f"p90 TPOT {tpot:.1f} ms is within {slo.tpot_p90_ms:g} ms")
+    return "Even at the lowest load a request misses the SLO: " + "; ".join(missed + kept) + "."
+
+
+def slo_shortfall(plan: ModelPlan, slo: Slo) -> str | None:
+    """Why no candidate of `plan` serves any load within `slo`, with the lowest p90s they reach.
+
+    None when a candidate does, or when none fits in memory (that is a different problem, with
+    its own message). The lowest p90 TTFT and TPOT may come from different layouts: each bounds
+    how far its objective must be relaxed, so both are named, and the layouts that reach them.
+    """
+    fitting = [c for c in plan.candidates if c.fits]
+    if not fitting or any(c.goodput_rps_per_node > 0 for c in fitting):
+        return None
+    single = len(plan.candidates) == 1
+    who = f"layout {fitting[0].name} of" if single else "any layout of"
+    head = (
+        f"p90 TTFT {slo.ttft_p90_ms:g} ms / TPOT {slo.tpot_p90_ms:g} ms cannot be met by {who} "
+        f"{plan.model_id} on {plan.gpu_slug}"
+    )
+    stable = [c for c in fitting if c.ttft_p90_ms is not None and c.tpot_p90_ms is not None]
+    if not stable:
+        return f"{head}: {fitting[0].short_reason}"
+    best_ttft = min(stable, key=lambda c: (c.ttft_p90_ms, c.name))
+    best_tpot = min(stable, key=lambda c: (c.tpot_p90_ms, c.name))
+    relax = []
+    if best_ttft.ttft_p90_ms > slo.ttft_p90_ms:
+        relax.append(f"ttft_p90_ms to at least {_ceil_ms(best_ttft.ttft_p90_ms)}")
+    if best_tpot.tpot_p90_ms > slo.tpot_p90_ms:
+        relax.append(f"tpot_p90_ms to at least {_ceil_ms(best_tpot.tpot_p90_ms)}")
+    if relax:
+        advice = "relax " + " and ".join(relax)
+    else:
+        # Each objective alone is reachable, but no single layout reaches both.
+        advice = (
+            f"no single layout meets both; relax ttft_p90_ms to at least {_ceil_ms(best_tpot.ttft_p90_ms)} "
+            f"or tpot_p90_ms to at least {_ceil_ms(best_ttft.tpot_p90_ms)}"
+        )
+    if single:
+        reached = f"p90 TTFT is {best_ttft.ttft_p90_ms:.0f} ms and p90 TPOT {best_tpot.tpot_p90_ms:.1f} ms"
+    else:
+        reached = (
+            f"the best p90 TTFT is {best_ttft.ttft_p90_ms:.0f} ms ({best_ttft.name}) and the best p90 TPOT "
+            f"{best_tpot.tpot_p90_ms:.1f} ms ({best_tpot.name})"
+        )
+    return f"{head}: even at the lowest load {reached}; {advice}"
+
+
+def _ceil_ms(value: float) -> str:
+    return f"{math.ceil(value)} ms" if value >= 10 else f"{math.ceil(value * 10) / 10:g} ms"
 
 
 def _rank_key(c: Candidate):

@@ -152,6 +152,12 @@ def service_name(spec: ModelServiceSpec) -> str:
     return spec.name
 
 
+def clashes_with_service_env(name: str) -> bool:
+    """Kubernetes derives `<NAME>_PORT`, `<NAME>_SERVICE_HOST`, ... from a Service's name, so `vllm`
+    and `vllm-*` would hand vLLM variables it reads as its own settings (VLLM_PORT above all)."""
+    return name == "vllm" or name.startswith("vllm-")
+
+
 def prefetch_job_name(spec: ModelServiceSpec) -> str:
     return f"{spec.name}-prefetch"
 
@@ -189,14 +195,18 @@ def _meta(name: str, namespace: str, labels: dict, annotations: dict | None = No
 
 
 def validate_spec(spec: ModelServiceSpec, path: str | None = None) -> None:
-    """Raise UserError listing every problem a user can fix in the stack config."""
+    """Raise UserError listing every problem a user can fix in the stack config.
+
+    Stack config rejects every one of these a stack file can cause (infra/config.py); they are
+    checked again because the bench renders specs that never went through it (candidate layouts).
+    """
     path = path or f"models[{spec.name}]"
     problems: list[Problem] = []
     if not _DNS_LABEL.match(spec.name):
         problems.append(
             Problem(f"{path}.name", f"{spec.name!r} must be a lowercase DNS label of at most 42 characters")
         )
-    if spec.name == "vllm" or spec.name.startswith("vllm-"):
+    if clashes_with_service_env(spec.name):
         problems.append(
             Problem(
                 f"{path}.name",

@@ -9,6 +9,9 @@ Scrape contract with the other renderers:
   between installs (DOKS add-on in kube-system, the upstream Helm chart's
   `app: <release>-amdgpu-metrics-exporter`, the GPU operator's `app.kubernetes.io/name:
   metrics-exporter`), so its PodMonitor selects by port and container image instead of labels.
+  The toolkit never deploys an exporter itself: in `doks-managed` and `device-plugin` mode it is
+  the DOKS add-on (cluster flag `amd_gpu_device_metrics_exporter_plugin`, independent of the DOKS
+  device plugin), in `gpu-operator` mode the operator's DeviceConfig.
 Both PodMonitors for our pods copy the model label to a `model` target label and the
 `app.kubernetes.io/name` label to `component`; the recording rules rely on that.
 """
@@ -63,9 +66,15 @@ MANAGED_BY = {
 # Where the ROCm device-metrics exporter runs for each GPU runtime mode.
 EXPORTER_NAMESPACE_BY_MODE = {
     "doks-managed": "kube-system",  # DOKS cluster flag amd_gpu_device_metrics_exporter_plugin
-    "device-plugin": "kube-system",  # our own DaemonSet next to the device plugin
+    # The same DOKS add-on: its flag does not depend on the DOKS device plugin, so it stays on
+    # while our own device-plugin DaemonSet replaces DOKS's plugin (components/cluster.py).
+    "device-plugin": "kube-system",
     "gpu-operator": "kube-amd-gpu",  # the AMD GPU operator's DeviceConfig namespace
 }
+# Container images the exporter PodMonitor keeps: the DOKS add-on, the upstream chart and the
+# GPU operator all run a `…/device-metrics-exporter:<tag>` image; the device plugin and labeller
+# DaemonSets that share kube-system in `device-plugin` mode do not match.
+EXPORTER_IMAGE_REGEX = ".*device-metrics-exporter.*"
 
 
 @dataclass(frozen=True)
@@ -156,7 +165,6 @@ def prometheus_url(namespace: str = "monitoring", release: str = HELM_RELEASE_NA
     chart = "kube-prometheus-stack"
     fullname = release if chart in release else f"{release}-{chart}"
     return f"http://{fullname[:26].rstrip('-')}-prometheus.{namespace}.svc:9090"
-
 
 
 def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
@@ -354,7 +362,7 @@ def render_pod_monitors(
                                 {
                                     "action": "keep",
                                     "sourceLabels": ["__meta_kubernetes_pod_container_image"],
-                                    "regex": ".*device-metrics-exporter.*",
+                                    "regex": EXPORTER_IMAGE_REGEX,
                                 },
                                 {
                                     "action": "replace",

@@ -524,7 +524,8 @@ def serving_alert_group(
 def gpu_alert_group(
     thresholds: AlertThresholds = DEFAULT_THRESHOLDS, runbook_base: str = RUNBOOK_DEFAULT
 ) -> dict:
-    """AMD device-metrics-exporter alerts, aggregated per physical GPU (hostname, gpu_id).
+    """AMD device-metrics-exporter alerts, aggregated per physical GPU (hostname, gpu_id), and
+    a cluster-wide deadman for the exporter itself.
 
     The exporter adds the workload's pod/namespace labels to a GPU's series when a pod holds it,
     so aggregating per GPU keeps one alert per device whatever runs on it.
@@ -558,6 +559,23 @@ def gpu_alert_group(
             "GPU {{ $labels.gpu_id }} on {{ $labels.hostname }} logged uncorrectable ECC errors",
             "{{ $value }} new uncorrectable memory errors in 15 minutes; results computed on this GPU may be "
             "wrong.",
+            runbook_base,
+        ),
+        # The deadman of the three alerts above: without exporter series they can never fire.
+        # kube-state-metrics exports extended resources with the name sanitised (`amd.com/gpu` →
+        # `amd_com_gpu`) and needs no label allow-list for it. The `for` covers a GPU node
+        # scaled up from zero, whose exporter pod still has to pull its image and start.
+        _alert(
+            "AmdGpuMetricsAbsent",
+            'count(kube_node_status_capacity{resource="amd_com_gpu"} > 0)'
+            f" and on () absent_over_time(gpu_junction_temperature[{thresholds.deadman_window}])"
+            f" and on () absent_over_time(gpu_health[{thresholds.deadman_window}])",
+            "warning",
+            "10m",
+            "No AMD GPU metrics although the cluster has AMD GPU nodes",
+            "{{ $value }} nodes offer amd.com/gpu, but Prometheus has scraped no ROCm device-metrics-exporter "
+            f"series (gpu_junction_temperature, gpu_health) for {thresholds.deadman_window}: the GPU "
+            "temperature, health and ECC alerts are blind.",
             runbook_base,
         ),
     ]

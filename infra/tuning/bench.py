@@ -2,9 +2,8 @@
 
 Per layout, four objects in the model's namespace:
 - a Deployment of the model with that layout on one node of the pool, rendered by the model
-  service renderer (same image, args, probes, cache, env as production), renamed
-  `<model>-bench-<layout>` so nothing that selects the production model (router, monitors,
-  PDB) picks it up, with its replicas required on one node: goodput is measured per node;
+  service renderer (same image, args, probes, cache, env as production), with its replicas
+  required on one node: goodput is measured per node;
 - its ClusterIP Service (what the benchmark client sends to) and a headless Service whose DNS
   answers with one address per *ready* replica;
 - a Job that waits until every replica is ready (the headless name resolves to all of them),
@@ -16,8 +15,17 @@ Per layout, four objects in the model's namespace:
   and echoed to the log as one `BENCH_RESULT <file> <json>` line, so `kubectl logs` alone can
   collect it (also when the stack has no cache volume).
 
+Isolation from production, which shares the cluster and the namespace: production selects its
+engines by `app.kubernetes.io/name=vllm` plus `inference-platform/model` (model Service, PDB,
+router discovery, the vLLM PodMonitor, kube-state-metrics joins in the recording rules and
+alerts), and its SLO rules and KEDA query filter vLLM series by `--served-model-name`. A bench
+engine matching any of them would take real user traffic, or page on the sweep's deliberately
+overloaded rates and scale production up. So bench pods carry none of those labels (their own
+`app.kubernetes.io/name=vllm-bench` and `inference-platform/bench-*` keys instead) and serve
+the model under `<model>-bench-<layout>`.
+
 Layouts run one after another (each takes the node's GPUs): `run.sh` applies a layout, waits
-for its Job, collects the results, deletes the layout's objects, and moves on.
+for its Job to complete or fail, collects the results, deletes the layout's objects, and moves on.
 
 The benchmark client runs on the GPU node it measures (tolerating the GPU taint, no GPU
 request): the multi-GB vLLM image is already there, and the client's few CPUs fit in the node
@@ -42,6 +50,11 @@ from infra.tuning.bench_flags import known_bench_flags
 
 RESULT_LINE_PREFIX = "BENCH_RESULT"
 BENCH_RUN_LABEL = "inference-platform/bench-run"
+BENCH_MODEL_LABEL = "inference-platform/bench-model"
+BENCH_LAYOUT_LABEL = "inference-platform/bench-layout"
+BENCH_APP = "vllm-bench"  # never `vllm`: production selectors and PodMonitors key on that
+BENCH_CLIENT_APP = "vllm-bench-client"  # not BENCH_APP: the headless DNS must count engines only
+BENCH_PREFETCH_APP = "vllm-bench-prefetch"
 MANAGED_BY = "infra-bench"
 RESULTS_SUBDIR = "bench"
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
@@ -51,6 +64,8 @@ FALLBACK_RATES = (0.5, 1, 2, 3, 4, 6, 8, 12, 16)  # when there is no prediction 
 CLIENT_CPU = "2"
 CLIENT_MEMORY = "6Gi"
 _MAX_NAME = 42  # the model service renderer's limit for a model name (it derives longer names)
+WAIT_POLL_SECONDS = 15  # run.sh: how often it reads a Job's conditions
+WAIT_SLACK_SECONDS = 60  # past a Job's activeDeadlineSeconds, for its DeadlineExceeded to appear
 
 
 @dataclass(frozen=True)
@@ -137,6 +152,28 @@ def bench_name(model: str, layout: Layout) -> str:
     return f"{model[:keep].rstrip('-')}-b-{layout.name}"
 
 
+def bench_selector(model: str, layout: Layout) -> dict[str, str]:
+    """Per model and layout: the headless DNS must count one layout's engines only; and no key
+    or value production selects on (`app.kubernetes.io/name=vllm`, `inference-platform/model`)."""
+    return {"app.kubernetes.io/name": BENCH_APP, BENCH_MODEL_LABEL: model, BENCH_LAYOUT_LABEL: layout.name}
+
+
+def bench_labels(model: str, layout: Layout | None, run_id: str, component: str) -> dict[str, str]:
+    """A run stays findable (`kubectl get all -l inference-platform/bench-run=<id>`) without
+    reusing a key production selects on; `app.kubernetes.io/name` differs per kind (see BENCH_*_APP)."""
+    labels = {
+        "app.kubernetes.io/part-of": ms.PART_OF,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/component": component,
+        BENCH_MODEL_LABEL: model,
+        BENCH_RUN_LABEL: run_id,
+    }
+    if layout is not None:
+        labels["app.kubernetes.io/instance"] = bench_name(model, layout)
+        labels[BENCH_LAYOUT_LABEL] = layout.name
+    return labels
+
+
 def results_dir(target: BenchTarget, opts: BenchOptions, layout: Layout, mount_path: str) -> str:
     return f"{mount_path}/{RESULTS_SUBDIR}/{target.stack}/{target.model}/{opts.run_id}/{layout.name}"
 
@@ -175,20 +212,23 @@ def bench_serve_args(
 ) -> list[str]:
     """Arguments after `vllm bench serve` for one rate."""
     return (
-        _common_args(target, opts, base_url=base_url, result_dir=result_dir)
+        _common_args(target, layout, opts, base_url=base_url, result_dir=result_dir)
         + ["--num-prompts", str(num_prompts), "--request-rate", f"{rate_rps:g}", "--result-filename", result_filename(rate_rps)]
         + _list_args(target, layout, opts)
     )
 
 
-def _common_args(target: BenchTarget, opts: BenchOptions, *, base_url: str, result_dir: str) -> list[str]:
+def _common_args(target: BenchTarget, layout: Layout, opts: BenchOptions, *, base_url: str, result_dir: str) -> list[str]:
     service = target.service
+    served_name = bench_served_model_name(target, layout)
     args = [
         "--backend", "openai",
         "--base-url", base_url,
         "--endpoint", "/v1/completions",
-        "--model", service.source,  # the tokenizer comes from here (the cache)
-        "--served-model-name", service.served_model_name,  # what requests name
+        # The bench engine's own served name: requests never carry production's model name.
+        "--model", served_name,
+        "--served-model-name", served_name,
+        "--tokenizer", service.source,  # the HF id, resolved from the cache like the engine's weights
         "--dataset-name", opts.dataset,
     ]
     if opts.dataset_path:
@@ -250,7 +290,7 @@ def sweep_script(target: BenchTarget, sweep: LayoutSweep, opts: BenchOptions, *,
         "sweep() {  # $1: request rate (req/s), $2: requests",
         f"  echo \"--- {sweep.layout.name} at $1 req/s ($2 requests)\"",
         "  if vllm bench serve \\",
-        *wrapped(_common_args(target, opts, base_url=base_url, result_dir=result_dir)),
+        *wrapped(_common_args(target, sweep.layout, opts, base_url=base_url, result_dir=result_dir)),
         f'      --num-prompts "$2" --request-rate "$1" --result-filename {name} \\',
         *wrapped(_list_args(target, sweep.layout, opts))[:-1],
         wrapped(_list_args(target, sweep.layout, opts))[-1].removesuffix(" \\") + "; then",
@@ -282,9 +322,19 @@ def _wait_for_replicas_script(host: str, replicas: int) -> str:
 # --- manifests ---------------------------------------------------------------------------------
 
 
+def bench_served_model_name(target: BenchTarget, layout: Layout) -> str:
+    """Production's SLO rules and KEDA query filter vLLM series by the served name; a bench
+    engine under production's name would feed its overload into both."""
+    return bench_name(target.model, layout)
+
+
 def bench_service_spec(target: BenchTarget, layout: Layout) -> ms.ModelServiceSpec:
-    """The production spec with this layout, one node, and the bench name."""
-    return replace(target.service, name=bench_name(target.model, layout), layout=layout, nodes_min=1, nodes_max=1)
+    """The production spec with this layout, one node, and the bench name and served name."""
+    name = bench_name(target.model, layout)
+    return replace(
+        target.service, name=name, served_model_name=bench_served_model_name(target, layout),
+        layout=layout, nodes_min=1, nodes_max=1,
+    )
 
 
 def render_layout_bench(target: BenchTarget, sweep: LayoutSweep, opts: BenchOptions) -> list[dict]:
@@ -294,13 +344,17 @@ def render_layout_bench(target: BenchTarget, sweep: LayoutSweep, opts: BenchOpti
                 for f in unknown_bench_flags(bench_serve_args(target, sweep.layout, 1.0, 1, opts, base_url="x", result_dir="x"))]
     if problems:
         raise UserError(problems)
-    labels = {BENCH_RUN_LABEL: opts.run_id, "app.kubernetes.io/managed-by": MANAGED_BY}
+    selector = bench_selector(target.model, sweep.layout)
+    engine_labels = {**bench_labels(target.model, sweep.layout, opts.run_id, "engine"), **selector}
 
+    # The model service renderer's labels and selectors are production's contract (router,
+    # monitors, PDB, Service): replaced wholesale, not extended.
     deployment = copy.deepcopy(ms.render_deployment(spec))
-    deployment["metadata"]["labels"].update(labels)
+    deployment["metadata"]["labels"] = dict(engine_labels)
     deployment["metadata"].pop("annotations", None)  # the Pulumi await timeout means nothing here
+    deployment["spec"]["selector"] = {"matchLabels": dict(selector)}
     pod = deployment["spec"]["template"]
-    pod["metadata"]["labels"].update(labels)
+    pod["metadata"]["labels"] = dict(engine_labels)
     pod_spec = pod["spec"]
     pod_spec.pop("topologySpreadConstraints", None)
     # All replicas of the layout on one node: goodput is compared per node. The first pod matches
@@ -308,20 +362,21 @@ def render_layout_bench(target: BenchTarget, sweep: LayoutSweep, opts: BenchOpti
     pod_spec["affinity"] = {
         "podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": ms.selector_labels(spec.name)}, "topologyKey": "kubernetes.io/hostname"}
+                {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": "kubernetes.io/hostname"}
             ]
         }
     }
 
-    service = ms.render_service(spec)
-    service["metadata"]["labels"].update(labels)
+    service = copy.deepcopy(ms.render_service(spec))
+    service["metadata"]["labels"] = dict(engine_labels)
+    service["spec"]["selector"] = dict(selector)
     headless = copy.deepcopy(service)
     headless["metadata"]["name"] = f"{spec.name}-pods"
     headless["metadata"].pop("annotations", None)
     headless["spec"]["clusterIP"] = "None"
     headless["spec"].pop("type", None)
 
-    job = _render_job(target, spec, sweep, opts, labels)
+    job = _render_job(target, spec, sweep, opts, selector)
     return [deployment, service, headless, job]
 
 
@@ -336,7 +391,7 @@ def job_deadline_seconds(spec: ms.ModelServiceSpec, sweep: LayoutSweep, opts: Be
     return math.ceil(ms.startup_budget_seconds(spec) + ms.IMAGE_PULL_ALLOWANCE_SECONDS + 1.5 * per_rate)
 
 
-def _render_job(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: LayoutSweep, opts: BenchOptions, labels: dict) -> dict:
+def _render_job(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: LayoutSweep, opts: BenchOptions, engines: dict) -> dict:
     namespace = spec.namespace
     base_url = f"http://{ms.service_name(spec)}.{namespace}.svc.cluster.local:{VLLM_PORT}"
     headless_host = f"{spec.name}-pods.{namespace}.svc.cluster.local"
@@ -363,7 +418,7 @@ def _render_job(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: LayoutSwe
         # The openai backend of `vllm bench serve` sends OPENAI_API_KEY as a bearer token.
         env.append({"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": ms.API_KEY_KEY}}})
     client_resources = {"requests": {"cpu": CLIENT_CPU, "memory": CLIENT_MEMORY}, "limits": {"memory": CLIENT_MEMORY}}
-    job_labels = {**ms.common_labels(spec.name, "bench"), **labels}
+    job_labels = {**bench_labels(target.model, sweep.layout, opts.run_id, "bench-client"), "app.kubernetes.io/name": BENCH_CLIENT_APP}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -392,7 +447,7 @@ def _render_job(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: LayoutSwe
                             "preferredDuringSchedulingIgnoredDuringExecution": [{
                                 "weight": 100,
                                 "podAffinityTerm": {
-                                    "labelSelector": {"matchLabels": ms.selector_labels(spec.name)},
+                                    "labelSelector": {"matchLabels": dict(engines)},
                                     "topologyKey": "kubernetes.io/hostname",
                                 },
                             }]
@@ -475,13 +530,22 @@ def render_bench(target: BenchTarget, sweeps: list[LayoutSweep], opts: BenchOpti
         spec = replace(target.service, name=f"{target.model}-bench"[:_MAX_NAME])
         prefetch = ms.render_prefetch_job(spec)
         if prefetch is not None:
-            prefetch["metadata"]["labels"].update({BENCH_RUN_LABEL: opts.run_id, "app.kubernetes.io/managed-by": MANAGED_BY})
+            labels = {**bench_labels(target.model, None, opts.run_id, "prefetch"), "app.kubernetes.io/name": BENCH_PREFETCH_APP}
+            prefetch["metadata"]["labels"] = dict(labels)
+            prefetch["spec"]["template"]["metadata"]["labels"] = dict(labels)
     return BenchBundle(target, opts, tuple(sweeps), tuple(layouts), prefetch)
 
 
 def render_run_script(bundle: BenchBundle) -> str:
-    """kubectl runner: one layout at a time, results collected from the Job's log."""
+    """kubectl runner: one layout at a time, results collected from the Job's log.
+
+    Jobs are awaited by polling their conditions, not `kubectl wait --for=condition=complete`:
+    that ignores a Failed Job and sits out the whole deadline (hours) for every failed layout.
+    A failed layout still has its measured rates collected and its objects deleted; the script
+    then exits non-zero once every layout has had its turn.
+    """
     namespace = bundle.target.service.namespace
+    conditions = """'{range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}'"""
     lines = [
         "#!/bin/sh",
         f"# Benchmark sweep for {bundle.target.model} on stack {bundle.target.stack}, run {bundle.options.run_id}.",
@@ -489,32 +553,58 @@ def render_run_script(bundle: BenchBundle) -> str:
         "# sweep Job, collect its results from the log, delete, next. Needs kubectl on the stack's cluster.",
         "set -eu",
         'cd "$(dirname "$0")"',
+        f'poll="${{BENCH_POLL_SECONDS:-{WAIT_POLL_SECONDS}}}"',
+        "failed=0",
+        "",
+        "# wait_job JOB SECONDS: 0 once the Job reports Complete/SuccessCriteriaMet; 1 as soon as it",
+        "# reports Failed/FailureTarget or SECONDS pass, after printing the tail of its pods' logs.",
+        "wait_job() {",
+        "  end=$(( $(date +%s) + $2 ))",
+        "  while :; do",
+        f"    state=$(kubectl -n {namespace} get job \"$1\" -o jsonpath={conditions}) || state=''",
+        '    case " $state " in',
+        '      *" Failed "*|*" FailureTarget "*) echo "job $1 failed"; break ;;',
+        '      *" Complete "*|*" SuccessCriteriaMet "*) return 0 ;;',
+        "    esac",
+        '    if [ "$(date +%s)" -ge "$end" ]; then echo "job $1 neither completed nor failed within $2 s"; break; fi',
+        '    sleep "$poll"',
+        "  done",
+        f'  kubectl -n {namespace} logs "job/$1" --all-containers=true --prefix=true --tail=40 || true',
+        "  return 1",
+        "}",
+        "",
     ]
     if bundle.prefetch:
         name = bundle.prefetch["metadata"]["name"]
-        deadline = bundle.prefetch["spec"]["activeDeadlineSeconds"]
+        timeout = bundle.prefetch["spec"]["activeDeadlineSeconds"] + WAIT_SLACK_SECONDS
         lines += [
             "kubectl apply -f 00-prefetch/",
-            f"kubectl -n {namespace} wait --for=condition=complete --timeout={deadline}s job/{name}",
+            f"wait_job {name} {timeout} || {{ echo 'weight prefetch job {name} did not complete; nothing was benchmarked'; exit 1; }}",
         ]
     for (directory, objects), sweep in zip(bundle.layouts, bundle.sweeps, strict=True):
+        engine = objects[0]["metadata"]["name"]
         job = objects[-1]
         name = job["metadata"]["name"]
-        deadline = job["spec"]["activeDeadlineSeconds"]
+        timeout = job["spec"]["activeDeadlineSeconds"] + WAIT_SLACK_SECONDS
         results = f"results/{sweep.layout.name}"
         lines += [
             f"echo '=== {sweep.layout.name}'",
             f"kubectl apply -f {directory}/",
-            f"kubectl -n {namespace} wait --for=condition=complete --timeout={deadline}s job/{name} "
-            f"|| echo 'job {name} did not complete; collecting what it measured'",
+            f"if ! wait_job {name} {timeout}; then",
+            "  failed=1",
+            f"  echo 'job {name} did not complete; engine log tail, then collecting what it measured'",
+            f"  kubectl -n {namespace} logs deployment/{engine} -c vllm --tail=40 || true",
+            "fi",
             f"mkdir -p {results}",
             f"kubectl -n {namespace} logs job/{name} -c bench | sed -n 's/^{RESULT_LINE_PREFIX} //p' |",
             f"  while read -r file json; do printf '%s\\n' \"$json\" > \"{results}/$file\"; done",
             f"kubectl delete -f {directory}/ --wait=true",
         ]
     lines += [
+        "if [ \"$failed\" -ne 0 ]; then echo 'some layouts did not complete; results/ holds the rates they measured'; fi",
         "echo 'done; next:'",
         f"echo '  infra tune ingest results/ --stack {bundle.target.stack} --model {bundle.target.model}'",
+        'exit "$failed"',
     ]
     return "\n".join(lines) + "\n"
 
