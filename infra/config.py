@@ -64,6 +64,7 @@ DOKS_DEFAULT_CLUSTER_SUBNET = "10.244.0.0/16"
 DOKS_DEFAULT_SERVICE_SUBNET = "10.245.0.0/16"
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
 _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
 _DURATION = re.compile(r"^[1-9][0-9]*(h|d|w|y)$")
 _HHMM = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
@@ -115,6 +116,15 @@ def _hf_id(value: str) -> str:
     if not _HF_ID.match(value) or ".." in value or value.endswith((".", "-")):
         raise ValueError(
             f"{value!r} is not a Hugging Face model id; expected <org>/<name>, e.g. Qwen/Qwen3-8B"
+        )
+    return value
+
+
+def _commit_hash(value: str) -> str:
+    if not _COMMIT_HASH.match(value):
+        raise ValueError(
+            f"{value!r} is not a commit hash; pin the checkpoint by its full 40-character commit id "
+            "(shown in the model's 'Files and versions' history), not a branch or tag that can move"
         )
     return value
 
@@ -222,6 +232,7 @@ GpuSlug = Annotated[str, AfterValidator(_gpu_slug)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 PrivateCidr = Annotated[str, AfterValidator(_private_cidr)]
 HfId = Annotated[str, AfterValidator(_hf_id)]
+CommitHash = Annotated[str, AfterValidator(_commit_hash)]
 Name = Annotated[str, AfterValidator(_dns_label)]
 ModelName = Annotated[str, AfterValidator(_dns_label), AfterValidator(_model_name)]
 CpuSlug = Annotated[str, AfterValidator(_cpu_slug)]
@@ -425,6 +436,10 @@ class ModelConfig(_Strict):
 
     name: ModelName = Field(description="Service name of the model (Kubernetes names, labels, metrics); not `vllm` or `vllm-*`.")
     source: HfId = Field(description="Hugging Face model id, e.g. Qwen/Qwen3-235B-A22B-Instruct-2507-FP8.")
+    revision: CommitHash | None = Field(
+        None,
+        description="Pin the checkpoint to one Hugging Face commit (40 hex characters): the prefetch, vLLM's weights and tokenizer all use it. Unset: `main` as of the first prefetch.",
+    )
     pool: Name = Field(description="Name of the GPU pool that serves it.")
     layout: Annotated[LayoutConfig | None, BeforeValidator(_auto_or_layout)] = Field(
         None, description="'auto' (the planner chooses) or an explicit layout mapping."

@@ -554,6 +554,7 @@ def model_service_spec(model: ModelFacts, cache_pvc: str | None, *, concurrent_l
     return ModelServiceSpec(
         name=model.config.name,
         source=model.config.source,
+        revision=model.config.revision,
         served_model_name=model.config.api_model_name,
         layout=layout,
         nodes_min=model.pool.min_node_count,

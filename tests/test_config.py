@@ -130,6 +130,8 @@ INVALID = [
     ("plain-text provider token", "prod", lambda v: v.__setitem__("digitalocean:token", "dop_v1_abc"), "digitalocean:token", "plain text"),
     ("model id without org", "prod", _set("models[0].source", "Qwen3-235B"), "models[0].source", "Hugging Face model id"),
     ("model id with spaces", "prod", _set("models[0].source", "Qwen/Qwen3 235B"), "models[0].source", "Hugging Face model id"),
+    ("revision as a branch name", "prod", _set("models[0].revision", "main"), "models[0].revision", "full 40-character commit id"),
+    ("revision as a short hash", "prod", _set("models[0].revision", "a1b2c3d"), "models[0].revision", "not a commit hash"),
     ("model not in catalog, no config.json", "prod", _set("models[1].source", "acme/secret-model-7b"), "models[1].source", "hf_config"),
     ("hf_config path missing", "prod", _set("models[1].hf_config", "models/nope/config.json"), "models[1].hf_config", "not a file"),
     ("model named vllm", "prod", _set("models[1].name", "vllm"), "models[1].name", "reserved"),
@@ -352,3 +354,25 @@ def test_malformed_hf_config_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError) as info:
         _load(values, secrets)
     assert "models[1].hf_config" in info.value.render()
+
+
+def test_a_pinned_revision_reaches_the_prefetch_the_engine_and_its_tokenizer():
+    from infra.platform import model_service_spec, plan_models
+    from infra.render.model_service import completion_marker, prefetch_script, serve_args
+    from infra.tuning.bench import bench_tokenizer
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    values, secrets = stack_values("staging")
+    _set("models[0].revision", sha)(values)
+    facts = plan_models(_load(values, secrets, stack="staging"), ROOT)
+    spec = model_service_spec(facts.models[0], "weights-pvc")
+    args = serve_args(spec)
+    assert args[args.index("--revision") + 1] == sha
+    assert args[args.index("--tokenizer-revision") + 1] == sha  # offline replicas have no `main` ref
+    assert f"--revision {sha}" in prefetch_script(spec)
+    assert completion_marker(spec).endswith("@" + sha)  # a new pin prefetches again
+    source_dir = "models--" + spec.source.replace("/", "--")
+    assert bench_tokenizer(spec) == f"{spec.cache.hf_home}/hub/{source_dir}/snapshots/{sha}"
+    # unpinned: `main`, and the client resolves the HF id
+    unpinned = model_service_spec(plan_models(_load(*stack_values("staging"), stack="staging"), ROOT).models[0], "weights-pvc")
+    assert "--revision" not in serve_args(unpinned) and bench_tokenizer(unpinned) == unpinned.source

@@ -163,6 +163,7 @@ def test_every_generated_flag_for_every_catalog_model_and_layout_is_accepted():
         "--all2all-backend",
         "--disable-nccl-for-dp-synchronization",
         "--revision",
+        "--tokenizer-revision",
         "--kv-cache-dtype",
     } <= seen
 

@@ -67,7 +67,9 @@ def vllm_serve_args(layout: Layout, opts: ServeOptions, *, path: str = "") -> li
 
     args: list[str] = [opts.source]
     if opts.revision:
-        args += ["--revision", opts.revision]
+        # The tokenizer is read from the same checkpoint; left unset it would be looked up at
+        # `main`, which an offline replica (HF_HUB_OFFLINE) with a pinned snapshot does not have.
+        args += ["--revision", opts.revision, "--tokenizer-revision", opts.revision]
     args += [
         "--served-model-name",
         opts.served_model_name,

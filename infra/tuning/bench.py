@@ -218,6 +218,19 @@ def bench_serve_args(
     )
 
 
+def bench_tokenizer(service: ms.ModelServiceSpec) -> str:
+    """The tokenizer the client counts tokens with: the engine's own checkpoint.
+
+    An HF id resolves from the shared cache at `main`; a pinned commit is read straight from its
+    snapshot directory, since `vllm bench serve` has no revision flag and the offline cache holds
+    no `main` ref for a checkpoint prefetched by commit.
+    """
+    if service.revision and service.cache is not None:
+        repo_dir = "models--" + service.source.replace("/", "--")
+        return f"{service.cache.hf_home}/hub/{repo_dir}/snapshots/{service.revision}"
+    return service.source
+
+
 def _common_args(target: BenchTarget, layout: Layout, opts: BenchOptions, *, base_url: str, result_dir: str) -> list[str]:
     service = target.service
     served_name = bench_served_model_name(target, layout)
@@ -228,7 +241,7 @@ def _common_args(target: BenchTarget, layout: Layout, opts: BenchOptions, *, bas
         # The bench engine's own served name: requests never carry production's model name.
         "--model", served_name,
         "--served-model-name", served_name,
-        "--tokenizer", service.source,  # the HF id, resolved from the cache like the engine's weights
+        "--tokenizer", bench_tokenizer(service),
         "--dataset-name", opts.dataset,
     ]
     if opts.dataset_path:
