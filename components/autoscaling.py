@@ -1,4 +1,4 @@
-"""Queue-driven replica autoscaling: KEDA, and a ScaledObject for each autoscaled model.
+"""Replica autoscaling on in-flight load and the queue: KEDA, and a ScaledObject per autoscaled model.
 
 Thin: the ScaledObjects and values come from `infra.render.autoscaling`. KEDA's CRDs arrive with
 its chart, so every ScaledObject depends on the release; each also depends on its model service so

@@ -7,28 +7,41 @@ Safety choices (each explained in docs/architecture.md):
   pool, every workload, the API endpoint). GPU capacity therefore lives in separate
   `KubernetesNodePool` resources (components/gpu_pool.py) that can change without touching the
   cluster.
-- The version comes from `get_kubernetes_versions(prefix)`. Lowering `version` replaces the
-  cluster. With `auto_upgrade` on, DOKS moves the patch version inside the maintenance window, and
-  DO retires old patch releases; a later `pulumi up` would otherwise either upgrade the control
-  plane outside the window or, if the looked-up latest is older than what is running, plan a
-  replacement. So with auto-upgrade the version is set at creation and then owned by DOKS
-  (`ignore_changes=["version"]`); minor upgrades are an explicit runbook step.
-- The kubeconfig is a secret Output, and the Kubernetes provider has `cluster_identifier` set to
-  the cluster id: DOKS tokens expire (7 days by default, `kubeconfig_expire_seconds` bounds them),
-  and without a stable identifier a refreshed kubeconfig would replace the provider and with it
-  every Kubernetes object. `delete_unreachable` stays off: with an expired token the cluster looks
-  unreachable and the provider would silently drop every object from state.
+- `version` is a prefix (`1.33`) or an exact DOKS slug (`1.33.1-do.5`). A prefix only picks the
+  version at creation (`get_kubernetes_versions(prefix).latest_version`) and is then ignored
+  (`ignore_changes=["version"]`): following the lookup, an unrelated `pulumi up` after DO publishes
+  a patch would upgrade the control plane and recycle every GPU node outside the maintenance
+  window, and a lookup behind what runs would plan a downgrade, i.e. a replacement. With
+  `auto_upgrade` DOKS then moves the patch; without it the cluster stays put until an exact slug is
+  set, which is managed verbatim so that editing it is the explicit upgrade. A retired prefix
+  (empty lookup) is an error naming `cluster.version`, never an empty version sent to DO.
+- The Kubernetes provider's kubeconfig comes from `get_kubernetes_cluster` on every run, not from
+  the cluster resource: the DO provider refreshes the stored `kube_configs` only on `pulumi
+  refresh`, and DOKS tokens expire (7 days by default, `kubeconfig_expire_seconds`), so a plain
+  `pulumi up` a week later would fail Unauthorized. It is a secret, and `cluster_identifier` is the
+  cluster id, so the kubeconfig changing on every run updates the provider and never replaces it
+  (and with it every Kubernetes object). `delete_unreachable` stays off: with an expired token the
+  cluster looks unreachable and the provider would silently drop every object from state.
+- An empty `control_plane_allowed_cidrs` sends the firewall explicitly disabled: left unset, the
+  provider keeps whatever firewall exists.
+- `destroy_all_associated_resources` (set outside prod): DOKS leaves the load balancers and block
+  volumes that Kubernetes created (Service type LoadBalancer, the Prometheus claim) billing after
+  the cluster is destroyed unless told to delete them.
 - `protect=True` in prod on the cluster.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_digitalocean as digitalocean
 import pulumi_kubernetes as k8s
+
+from infra.config import NS
+from infra.errors import ConfigError, Problem
 
 SYSTEM_POOL_LABEL = "inference-platform/pool"
 
@@ -64,9 +77,42 @@ def gpu_addon_flags(pool_vendors: set[str], runtime_mode: str, observability_ena
     )
 
 
+_EXACT_VERSION = re.compile(r"^1\.[0-9]+\.[0-9]+-do\.[0-9]+$")
+
+
+def is_exact_version(version: str) -> bool:
+    """An exact DOKS slug (`1.33.1-do.5`) is used verbatim; anything else is a lookup prefix."""
+    return bool(_EXACT_VERSION.match(version))
+
+
 def version_prefix_for_lookup(version_prefix: str) -> str:
-    """`1.33` → `1.33.` so the lookup cannot match a hypothetical `1.330`."""
-    return version_prefix if version_prefix.endswith(".") else f"{version_prefix}."
+    """`1.33` → `1.33.` so the lookup cannot match a hypothetical `1.330`; `1.33.1` → `1.33.1-`
+    (DOKS slugs continue a patch with `-do.N`, never with a dot)."""
+    if version_prefix.endswith((".", "-")):
+        return version_prefix
+    return f"{version_prefix}-" if version_prefix.count(".") == 2 else f"{version_prefix}."
+
+
+class KubernetesVersionError(ConfigError, pulumi.RunError):
+    """A config error found only once DO answered; printed as one line by the CLI and by Pulumi."""
+
+
+def looked_up_version(version_prefix: str, latest: str) -> str:
+    """The lookup's latest version, or an error naming the key: an empty version would reach DO."""
+    if latest:
+        return latest
+    raise KubernetesVersionError(
+        [
+            Problem(
+                f"{NS}cluster.version",
+                f"{version_prefix!r}: DigitalOcean offers no Kubernetes release starting with "
+                f"{version_prefix_for_lookup(version_prefix)!r} (retired or not yet released); use a minor "
+                "that `doctl kubernetes options versions` lists, e.g. \"1.33\", or an exact DOKS slug "
+                "such as \"1.33.1-do.5\" (a prefix only picks the version of a new cluster: an existing one "
+                "keeps what it runs)",
+            )
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -75,7 +121,7 @@ class DoksClusterArgs:
 
     environment: str
     region: str
-    version_prefix: str  # "1.33" → latest 1.33.x-do.y
+    version: str  # "1.33": latest 1.33.x-do.y at creation, then ignored; "1.33.1-do.5": verbatim
     vpc_id: pulumi.Input[str]
     system_pool_size: str = "s-4vcpu-8gb"  # create-time: a change replaces the cluster
     system_pool_nodes: int = 2
@@ -88,6 +134,7 @@ class DoksClusterArgs:
     cluster_subnet: str | None = None  # VPC-native pod range
     service_subnet: str | None = None  # VPC-native service range
     kubeconfig_expire_seconds: int | None = None  # None: DOKS default (7 days)
+    destroy_all_associated_resources: bool = False  # on destroy, also delete LBs/volumes Kubernetes made
     gpu_flags: GpuAddonFlags = field(
         default_factory=lambda: GpuAddonFlags(
             amd_device_plugin=False, amd_metrics_exporter=False, nvidia_device_plugin=False
@@ -109,16 +156,23 @@ class DoksCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: DoksClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:cluster:DoksCluster", name, None, opts)
 
-        versions = digitalocean.get_kubernetes_versions_output(
-            version_prefix=version_prefix_for_lookup(args.version_prefix),
-            opts=pulumi.InvokeOutputOptions(parent=self),
-        )
+        exact = is_exact_version(args.version)
+        if exact:
+            version: pulumi.Input[str] = args.version
+        else:
+            # A plain (blocking) invoke: a retired prefix stops the program here, before the
+            # cluster is declared, with one line instead of a failed apply deep in the engine.
+            versions = digitalocean.get_kubernetes_versions(
+                version_prefix=version_prefix_for_lookup(args.version),
+                opts=pulumi.InvokeOptions(parent=self),
+            )
+            version = looked_up_version(args.version, versions.latest_version)
 
         self.cluster = digitalocean.KubernetesCluster(
             name,
             name=name,
             region=args.region,
-            version=versions.latest_version,
+            version=version,
             vpc_uuid=args.vpc_id,
             cluster_subnet=args.cluster_subnet,
             service_subnet=args.service_subnet,
@@ -128,14 +182,13 @@ class DoksCluster(pulumi.ComponentResource):
             maintenance_policy=digitalocean.KubernetesClusterMaintenancePolicyArgs(
                 day=args.maintenance_day, start_time=args.maintenance_start_time
             ),
-            control_plane_firewall=(
-                digitalocean.KubernetesClusterControlPlaneFirewallArgs(
-                    enabled=True, allowed_addresses=list(args.control_plane_allowed_cidrs)
-                )
-                if args.control_plane_allowed_cidrs
-                else None
+            # Always sent: None would leave an existing firewall on with its old list.
+            control_plane_firewall=digitalocean.KubernetesClusterControlPlaneFirewallArgs(
+                enabled=bool(args.control_plane_allowed_cidrs),
+                allowed_addresses=list(args.control_plane_allowed_cidrs),
             ),
             kubeconfig_expire_seconds=args.kubeconfig_expire_seconds,
+            destroy_all_associated_resources=args.destroy_all_associated_resources,
             node_pool=digitalocean.KubernetesClusterNodePoolArgs(
                 name=f"{name}-system",  # keep in sync with system_pool_name below
                 size=args.system_pool_size,
@@ -159,16 +212,20 @@ class DoksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=args.protect,
-                # DOKS owns the patch version once auto-upgrade is on (see module docstring).
-                ignore_changes=["version"] if args.auto_upgrade else None,
+                # A prefix only chooses the version at creation (see module docstring).
+                ignore_changes=None if exact else ["version"],
             ),
         )
         self.system_pool_name = f"{name}-system"  # DOKS labels its nodes doks.digitalocean.com/node-pool=<this>
         self.cluster_id = self.cluster.id
         self.version = self.cluster.version  # what runs, not what the lookup says
-        self.kubeconfig = pulumi.Output.secret(
-            self.cluster.kube_configs.apply(lambda configs: configs[0].raw_config)
+        # Fresh credentials on every run (see module docstring); waits for the cluster to exist.
+        live = digitalocean.get_kubernetes_cluster_output(
+            name=self.cluster.name,
+            kubeconfig_expire_seconds=args.kubeconfig_expire_seconds,
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[self.cluster]),
         )
+        self.kubeconfig = pulumi.Output.secret(live.kube_configs.apply(lambda configs: configs[0].raw_config))
         self.provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,

@@ -7,7 +7,10 @@ of GB from Hugging Face. The share is stateful and slow to refill, so:
   replaces an NFS share; `infra diff` flags that);
 - `retain_on_delete` (prod by default) keeps the share in DigitalOcean if the resource ever
   leaves the program, e.g. when `model_cache.kind` is switched to `none` by mistake;
-- the PersistentVolume's reclaim policy is `Retain`, so deleting the claim never deletes data.
+- the PersistentVolume's reclaim policy is `Retain`, so deleting the claim never deletes data;
+- growing the share grows the PV's capacity in place but leaves the claim's request as created
+  (`PVC_IGNORE_CHANGES`): changing it would replace, or fail to update, the claim every model pod
+  mounts.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pulumi_kubernetes as k8s
 from infra.render.model_cache import (
     MODEL_CACHE_MOUNT_PATH,
     MODEL_CACHE_PVC_NAME,
+    PVC_IGNORE_CHANGES,
     render_model_cache_pv,
     render_model_cache_pvc,
 )
@@ -93,7 +97,10 @@ class ModelCache(pulumi.ComponentResource):
             metadata=pvc["metadata"],
             spec=pvc["spec"],
             opts=pulumi.ResourceOptions(
-                parent=self, provider=args.provider, depends_on=[*args.depends_on, self.volume]
+                parent=self,
+                provider=args.provider,
+                depends_on=[*args.depends_on, self.volume],
+                ignore_changes=list(PVC_IGNORE_CHANGES),
             ),
         )
         self.pvc_name = MODEL_CACHE_PVC_NAME

@@ -87,6 +87,9 @@ class ModelService(pulumi.ComponentResource):
     def __init__(self, name: str, args: ModelServiceArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:model_service:ModelService", name, None, opts)
         self.spec = spec = resolve_secret_names(args)
+        # Pulumi hands a component's protect and providers down to its children, not deleted_with:
+        # passed on here, so that tearing down the cluster skips deleting every object one by one.
+        deleted_with = opts.deleted_with if opts else None
 
         def child_opts(*, depends_on: Sequence[pulumi.Resource] = (), **extra) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(
@@ -94,6 +97,7 @@ class ModelService(pulumi.ComponentResource):
                 provider=args.provider,
                 protect=args.protect,
                 depends_on=[*args.depends_on, *depends_on],
+                deleted_with=deleted_with,
                 **extra,
             )
 

@@ -56,8 +56,15 @@ def main() -> None:
 
 
 def _offline() -> bool:
-    """True under `infra plan` (mock runtime), where missing secrets are listed instead of fatal."""
-    return os.environ.get("INFRA_OFFLINE_PLAN") == "1"
+    """True under `infra plan`, where missing secrets are listed instead of fatal.
+
+    Decided by the runtime itself, not by an environment variable: the offline runner must be
+    running this program against its own recording mock monitor. An `INFRA_OFFLINE_PLAN=1` left in
+    a shell would otherwise let a real `pulumi up` deploy the literal `[secret]` placeholder as
+    the API key or the Grafana password.
+    """
+    offline = sys.modules.get("infra.offline")
+    return offline is not None and offline.offline_plan_running()
 
 
 main()

@@ -69,6 +69,7 @@ _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
 _DURATION = re.compile(r"^[1-9][0-9]*(h|d|w|y)$")
 _HHMM = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
 _K8S_VERSION_PREFIX = re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$")
+_K8S_VERSION_SLUG = re.compile(r"^1\.[0-9]+\.[0-9]+-do\.[0-9]+$")  # kept in sync with components.cluster
 # DigitalOcean's CPU Droplet slugs: `c-<vcpus>` (CPU-optimized), else `<family>-<n>vcpu-<ram>`
 # with an optional disk size (`s-2vcpu-8gb-160gb-intel`), then an optional CPU-vendor suffix.
 _CPU_SLUG = re.compile(
@@ -214,8 +215,11 @@ def _hhmm(value: str) -> str:
 
 
 def _k8s_prefix(value: str) -> str:
-    if not _K8S_VERSION_PREFIX.match(value):
-        raise ValueError(f"{value!r} is not a Kubernetes version prefix; use e.g. \"1.33\"")
+    if not (_K8S_VERSION_PREFIX.match(value) or _K8S_VERSION_SLUG.match(value)):
+        raise ValueError(
+            f"{value!r} is neither a Kubernetes version prefix (e.g. \"1.33\") nor an exact DOKS version "
+            "slug (e.g. \"1.33.1-do.5\", as `doctl kubernetes options versions` lists)"
+        )
     return value
 
 
@@ -280,16 +284,29 @@ class MaintenanceConfig(_Strict):
 class ClusterConfig(_Strict):
     """The DOKS cluster. Unset booleans take the environment's defaults (prod: HA and protected)."""
 
-    version: K8sPrefix = Field("1.33", description="Kubernetes version prefix; resolved to the latest DOKS patch release.")
+    version: K8sPrefix = Field(
+        "1.33",
+        description=(
+            "Kubernetes version: a prefix (1.33) picks the latest DOKS release at creation and is then ignored "
+            "(auto_upgrade moves patches; otherwise the cluster stays on its version), or an exact DOKS slug "
+            "(1.33.1-do.5) managed verbatim, so editing it upgrades the cluster (requires auto_upgrade: false; "
+            "lowering it replaces the cluster)."
+        ),
+    )
     ha: bool | None = Field(None, description="Highly available control plane. Default: true in prod, false elsewhere.")
     protect: bool | None = Field(None, description="Pulumi `protect` on the cluster, node pools and weight cache. Default: true in prod.")
-    auto_upgrade: bool = Field(True, description="Let DOKS apply patch upgrades in the maintenance window.")
+    auto_upgrade: bool = Field(
+        True, description="Let DOKS apply patch upgrades in the maintenance window. Must be false with an exact version slug."
+    )
     surge_upgrade: bool = Field(True, description="Upgrade by adding new nodes before draining old ones.")
     system_pool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, description="The default (system) node pool.")
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig, description="Maintenance window.")
     control_plane_allowed_cidrs: list[Cidr] = Field(
         default_factory=list,
-        description="Allow-list for the Kubernetes API (control-plane firewall). Empty: firewall off (API open to the internet, token-protected).",
+        description=(
+            "Allow-list for the Kubernetes API (control-plane firewall); must include the machine running Pulumi "
+            "(CI runner too). Empty: firewall explicitly off (API open to the internet, token-protected)."
+        ),
     )
     kubeconfig_expire_seconds: int = Field(
         7 * 24 * 3600, ge=3600, le=7 * 24 * 3600, description="Lifetime of the kubeconfig token DOKS issues (1 h to 7 days)."
@@ -410,24 +427,29 @@ class SloConfig(_Strict):
 
 
 class AutoscalingConfig(_Strict):
-    """Queue-driven replica autoscaling (KEDA) of a model on an autoscaling GPU pool.
+    """Replica autoscaling (KEDA) of a model on an autoscaling GPU pool, on in-flight load and the queue.
 
-    Pods scale on the queue; pending pods make the DOKS autoscaler add GPU nodes. Without it an
-    autoscaling pool never grows: nothing asks for a pod beyond the minimum. The queue metric exists
-    only while a vLLM pod runs, so a pool with min_nodes 0 can never be scaled up from nothing.
+    Pods scale on requests in flight per replica (and on the queue); pending pods make the DOKS
+    autoscaler add GPU nodes. Without it an autoscaling pool never grows: nothing asks for a pod
+    beyond the minimum. vLLM's metrics exist only while a vLLM pod runs, so a pool with min_nodes 0
+    can never be scaled up from nothing.
     """
 
     enabled: bool | None = Field(
         None,
         description="Default: on when the model's pool autoscales (1 ≤ min_nodes < max_nodes), serves only this model, and observability is on.",
     )
+    target_running_per_replica: int | None = Field(
+        None, gt=0,
+        description="Target requests in flight (vllm:num_requests_running + num_requests_waiting) per replica, the primary scaling signal; above it replicas are added, below it removed. Unset: 0.8 × the running requests per replica at the plan's SLO goodput (`infra plan` shows it). Set it from measurements (`infra tune`); at most max_num_seqs × dp of the layout.",
+    )
     waiting_per_replica: float = Field(
         4.0, gt=0, le=1000,
-        description="Target queued requests (vllm:num_requests_waiting) per replica; above it replicas are added, up to replicas_per_node × max_nodes.",
+        description="Target queued requests (vllm:num_requests_waiting) per replica, the second trigger (the larger wins): adds replicas when a queue builds even below the in-flight target, up to replicas_per_node × max_nodes.",
     )
     scale_down_delay_seconds: int = Field(
         1800, ge=300, le=86400,
-        description="How long the queue must stay below target before a replica is removed (a GPU replica takes tens of minutes to come back).",
+        description="How long the load must stay below target before a replica is removed (a GPU replica takes tens of minutes to come back).",
     )
 
 
@@ -455,7 +477,7 @@ class ModelConfig(_Strict):
     env: dict[VllmEnvName, str] = Field(
         default_factory=dict, description="Extra container environment variables; VLLM_* names must be read by the pinned vLLM."
     )
-    autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig, description="Replica autoscaling on the request queue (KEDA).")
+    autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig, description="Replica autoscaling on in-flight requests and the queue (KEDA).")
 
     @property
     def api_model_name(self) -> str:
@@ -678,6 +700,22 @@ def _duplicates(items: list, attr: str, section: str) -> list[Problem]:
     return problems
 
 
+def _check_cluster(raw: StackInput) -> list[Problem]:
+    """An exact version with auto-upgrade: DOKS moves the patch past the slug, and the next `pulumi up`
+    would plan the slug again, a downgrade, which replaces the cluster."""
+    version = raw.cluster.version
+    if _K8S_VERSION_SLUG.match(version) and raw.cluster.auto_upgrade:
+        return [
+            Problem(
+                f"{NS}cluster.version",
+                f"{version!r} is an exact DOKS version, which requires cluster.auto_upgrade: false (DOKS would "
+                "upgrade past it and the next `pulumi up` would plan a downgrade, i.e. a cluster replacement); "
+                "set auto_upgrade: false, or give a prefix such as \"1.33\"",
+            )
+        ]
+    return []
+
+
 def _check_pools(raw: StackInput) -> list[Problem]:
     problems = _duplicates(raw.gpu_pools, "name", "gpu_pools")
     for i, pool in enumerate(raw.gpu_pools):
@@ -729,10 +767,13 @@ def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
         if model.image is not None and (":" not in model.image.rsplit("/", 1)[-1] or model.image.endswith(":latest")):
             problems.append(Problem(f"{at}.image", f"{model.image!r} is not pinned; give an explicit tag other than latest"))
         for j, arg in enumerate(model.extra_args):
-            if arg.split("=", 1)[0] in _LAYOUT_FLAGS:
+            flag = arg.split("=", 1)[0]
+            if flag in _LAYOUT_FLAGS:
                 problems.append(
                     Problem(f"{at}.extra_args[{j}]", f"{arg!r} is set by the layout; change models[{i}].layout instead")
                 )
+            elif flag in _OBSERVABILITY_FLAGS:
+                problems.append(Problem(f"{at}.extra_args[{j}]", f"{arg!r} is not allowed: {_OBSERVABILITY_FLAGS[flag]}"))
         problems += _check_model_layout(model, pool, at, base_dir)
     for pool_name, indices in by_pool.items():
         if len(indices) > 1:
@@ -814,6 +855,13 @@ _LAYOUT_FLAGS = {
     "--max-model-len",
     "--served-model-name",
     "--port",
+}
+
+
+# Flags that would silently break the SLO rules, which read vLLM's default histogram buckets.
+_OBSERVABILITY_FLAGS = {
+    "--custom-histogram-buckets": "the SLO rules and alerts select vLLM's default TTFT/TPOT histogram "
+    "buckets by their bounds; other buckets would leave them without data and silence the burn-rate alerts",
 }
 
 
@@ -908,6 +956,7 @@ def load_config(
         raise ConfigError(problems, source=source) from None
 
     problems = _check_network(raw) + _check_pools(raw) + _check_runtime(raw) + _check_models(raw, base_dir)
+    problems += _check_cluster(raw)
     secret_problems, required = _check_secrets(raw, secrets_set, plain_secrets)
     problems += secret_problems
     if problems:

@@ -8,6 +8,7 @@ bug and is allowed to raise normally.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -45,3 +46,15 @@ class UserError(Exception):
 
 class ConfigError(UserError):
     """The stack configuration is invalid."""
+
+
+def json_kind(value: Any) -> str:
+    """A JSON value's kind for "expected an object, got a list": never its content, which may
+    hold a secret (an API answer) or be pages long (a plan file)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)

@@ -34,6 +34,25 @@ _RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
 _OUTPUT_SIG = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
+# The recording monitor of the `run_program` call in progress, None otherwise. `infra/__main__.py`
+# trusts it, not an environment variable, to know it runs under the offline plan: only then may a
+# missing secret become the `[secret]` placeholder instead of stopping the program.
+_ACTIVE_MONITOR: Any = None
+
+
+def offline_plan_running() -> bool:
+    """True only while `run_program` runs the program and its recording mock monitor is the one the
+    Pulumi runtime talks to. A real `pulumi up` never imports this module's runner, and the engine's
+    gRPC monitor is never ours, whatever the environment says."""
+    if _ACTIVE_MONITOR is None:
+        return False
+    from pulumi.runtime import settings
+    from pulumi.runtime.mocks import MockMonitor
+
+    monitor = settings.get_monitor()
+    return monitor is _ACTIVE_MONITOR and isinstance(monitor, MockMonitor)
+
+
 MOCK_K8S_VERSIONS = ["1.34.1-do.0", "1.33.6-do.1", "1.33.1-do.5", "1.32.10-do.2", "1.31.14-do.3"]
 
 
@@ -183,6 +202,26 @@ def mock_id(name: str) -> str:
     return f"{name}-id"
 
 
+def _mock_kube_configs(endpoint: str) -> list[dict[str, str]]:
+    """A DOKS cluster's `kubeConfigs`, the same for the resource and for `getKubernetesCluster`:
+    fixed values, so plans stay byte-identical (the program only ever records them as secrets)."""
+    return [
+        {
+            "rawConfig": "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
+            "host": endpoint,
+            "token": "mock-token",
+            "clusterCaCertificate": "",
+            "clientCertificate": "",
+            "clientKey": "",
+            "expiresAt": "2030-01-01T00:00:00Z",
+        }
+    ]
+
+
+def _mock_endpoint(rid: str) -> str:
+    return f"https://{rid}.k8s.ondigitalocean.com"
+
+
 def _mocks_class():
     import pulumi
 
@@ -193,16 +232,8 @@ def _mocks_class():
             state = dict(args.inputs)
             rid = mock_id(args.name)
             if args.typ == "digitalocean:index/kubernetesCluster:KubernetesCluster":
-                state.setdefault("endpoint", f"https://{rid}.k8s.ondigitalocean.com")
-                state["kubeConfigs"] = [
-                    {
-                        "rawConfig": "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n",
-                        "host": state["endpoint"],
-                        "token": "mock-token",
-                        "clusterCaCertificate": "",
-                        "expiresAt": "2030-01-01T00:00:00Z",
-                    }
-                ]
+                state.setdefault("endpoint", _mock_endpoint(rid))
+                state["kubeConfigs"] = _mock_kube_configs(state["endpoint"])
                 state.setdefault("urn", f"do:kubernetes:{rid}")
                 state.setdefault("clusterUrn", f"do:kubernetes:{rid}")
             elif args.typ == "digitalocean:index/nfs:Nfs":
@@ -219,6 +250,19 @@ def _mocks_class():
                 prefix = args.args.get("versionPrefix") or ""
                 valid = [v for v in MOCK_K8S_VERSIONS if v.startswith(prefix)]
                 return {"latestVersion": valid[0] if valid else "", "validVersions": valid, "versionPrefix": prefix}
+            if args.token == "digitalocean:index/getKubernetesCluster:getKubernetesCluster":
+                # Looked up by name; the program names clusters after their logical name.
+                name = args.args.get("name") or ""
+                rid = mock_id(name)
+                return {
+                    "id": rid,
+                    "name": name,
+                    "endpoint": _mock_endpoint(rid),
+                    "kubeConfigs": _mock_kube_configs(_mock_endpoint(rid)),
+                    "kubeconfigExpireSeconds": args.args.get("kubeconfigExpireSeconds"),
+                    "status": "running",
+                    "urn": f"do:kubernetes:{rid}",
+                }
             return {}
 
     return PlanMocks()
@@ -266,15 +310,17 @@ def run_program(stack: str, root: Path | None = None) -> tuple[list[dict[str, An
     )
     platform_module.LAST_FACTS = None
     old_argv = sys.argv
-    old_env = {k: os.environ.get(k) for k in ("INFRA_STACK_ROOT", "INFRA_OFFLINE_PLAN")}
+    old_env = {k: os.environ.get(k) for k in ("INFRA_STACK_ROOT",)}
     os.environ["INFRA_STACK_ROOT"] = str(root)
-    os.environ["INFRA_OFFLINE_PLAN"] = "1"
+    global _ACTIVE_MONITOR
+    _ACTIVE_MONITOR = monitor
     try:
         from pulumi.runtime.stack import run_pulumi_func
 
         main = Path(__file__).resolve().parent / "__main__.py"
         loop.run_until_complete(run_pulumi_func(lambda: runpy.run_path(str(main), run_name="__main__")))
     finally:
+        _ACTIVE_MONITOR = None
         sys.argv = old_argv
         for key, value in old_env.items():
             if value is None:

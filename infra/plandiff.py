@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.errors import json_kind
 from infra.offline import mock_id, money
 
 # Resource types whose loss costs data, capacity or a long rebuild.
@@ -43,7 +44,10 @@ REPLACE_ON_CHANGE: dict[str, list[str]] = {
     "digitalocean:index/vpc:Vpc": ["region", "ipRange"],
     "digitalocean:index/nfs:Nfs": ["region", "vpcId"],
     "kubernetes:core/v1:PersistentVolume": ["spec.nfs.*", "spec.accessModes.*", "spec.storageClassName"],
-    "kubernetes:core/v1:PersistentVolumeClaim": ["spec.accessModes.*", "spec.storageClassName", "spec.volumeName", "spec.selector.*"],
+    # spec.resources: a static claim cannot be resized; the request fails or replaces the claim.
+    "kubernetes:core/v1:PersistentVolumeClaim": [
+        "spec.accessModes.*", "spec.storageClassName", "spec.volumeName", "spec.selector.*", "spec.resources.*",
+    ],
     "kubernetes:apps/v1:Deployment": ["spec.selector.*"],
     "kubernetes:apps/v1:DaemonSet": ["spec.selector.*"],
     "kubernetes:batch/v1:Job": ["spec.template.*"],
@@ -214,9 +218,15 @@ def diff_plans(old: dict, new: dict) -> PlanDiff:
             option_changes.append(("parent", a.get("parent"), b.get("parent")))
         if not changes and not option_changes:
             continue
-        paths = [p for p, _, _ in changes]
+        # The engine keeps the old value of an ignored path, so a change there replaces nothing.
+        ignored = b["options"].get("ignoreChanges", [])
+        paths = [p for p, _, _ in changes if not any(_matches(p, f"{i}.*") for i in ignored)]
         replace = _replace_paths(key[0], paths)
-        if key[0] == "digitalocean:index/kubernetesCluster:KubernetesCluster" and _version_lowered(fa.get("version"), fb.get("version")):
+        if (
+            key[0] == "digitalocean:index/kubernetesCluster:KubernetesCluster"
+            and "version" not in ignored
+            and _version_lowered(fa.get("version"), fb.get("version"))
+        ):
             replace.append("version (lowered)")
         changed.append(ResourceChange(key, changes, option_changes, replace))
     changed = follow_replacements(changed, old_index, new_index)
@@ -293,3 +303,77 @@ def render_markdown(diff: PlanDiff, *, max_paths: int = 25) -> str:
                 lines.append("")
             lines += ["</details>", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- input validation
+
+_PLAN_HINT = "write plans with `infra plan STACK --json FILE`"
+_MAX_SHAPE_PROBLEMS = 5
+
+
+def plan_shape_problems(data: Any) -> list[tuple[str, str]]:
+    """(where, what is wrong) for every way `data` is not a plan as `infra plan --json` writes it:
+    an object with `stack` and `project` names and `resources`, each an object with string `type`
+    and `name`, object `inputs` and `options`; `models` (each with a `name` and a `layout` object
+    holding its `name`) and `cost` are optional. Empty when the plan can be diffed."""
+    if not isinstance(data, dict):
+        return [("", f"the plan is {json_kind(data)}, expected an object with stack, project and resources")]
+    problems: list[tuple[str, str]] = []
+
+    def expect(where: str, value: Any, kind: type, what: str) -> bool:
+        if isinstance(value, kind) and not isinstance(value, bool) and (kind is not str or value.strip()):
+            return True
+        got = "an empty string" if value == "" else ("missing" if value is None else json_kind(value))
+        problems.append((where, f"is {got}, expected {what}" if got != "missing" else f"is missing, expected {what}"))
+        return False
+
+    for key in ("stack", "project"):
+        expect(key, data.get(key), str, "a name")
+    seen: set[tuple[str, str]] = set()
+    if expect("resources", data.get("resources"), list, "a list of resources"):
+        for i, res in enumerate(data["resources"]):
+            at = f"resources[{i}]"
+            if not expect(at, res, dict, "an object with type, name, inputs and options"):
+                continue
+            ok = expect(f"{at}.type", res.get("type"), str, "a resource type token")
+            ok = expect(f"{at}.name", res.get("name"), str, "a resource name") and ok
+            expect(f"{at}.inputs", res.get("inputs"), dict, "an object")
+            if expect(f"{at}.options", res.get("options"), dict, "an object"):
+                for key in ("dependsOn", "ignoreChanges"):
+                    if res["options"].get(key) is not None:
+                        expect(f"{at}.options.{key}", res["options"][key], list, "a list")
+            if res.get("parent") is not None:
+                expect(f"{at}.parent", res["parent"], str, "a resource name or null")
+            if res.get("inputDependencies") is not None:
+                expect(f"{at}.inputDependencies", res["inputDependencies"], dict, "an object")
+            if ok:
+                key = (res["type"], res["name"])
+                if key in seen:
+                    problems.append((at, f"{res['type']} `{res['name']}` appears twice"))
+                seen.add(key)
+    if data.get("models") is not None and expect("models", data["models"], list, "a list"):
+        for i, model in enumerate(data["models"]):
+            at = f"models[{i}]"
+            if expect(at, model, dict, "an object with name and layout"):
+                expect(f"{at}.name", model.get("name"), str, "a model name")
+                if expect(f"{at}.layout", model.get("layout"), dict, "an object"):
+                    expect(f"{at}.layout.name", model["layout"].get("name"), str, "a layout name")
+    if data.get("cost") is not None:
+        expect("cost", data["cost"], dict, "an object")
+    return problems
+
+
+def validate_plan(data: Any, source: str) -> dict:
+    """`data` if it is a plan `diff_plans` can compare; otherwise one UserError naming `source`."""
+    from infra.errors import Problem, UserError
+
+    problems = plan_shape_problems(data)
+    if not problems:
+        return data
+    if len(problems) == 1:
+        where, what = problems[0]
+        raise UserError(f"{source}: not an offline plan: {where + ' ' if where else ''}{what}; {_PLAN_HINT}")
+    shown = [Problem(where, what) for where, what in problems[:_MAX_SHAPE_PROBLEMS]]
+    if len(problems) > _MAX_SHAPE_PROBLEMS:
+        shown.append(Problem("", f"… and {len(problems) - _MAX_SHAPE_PROBLEMS} more"))
+    raise UserError(shown, source=f"{source}: not an offline plan ({_PLAN_HINT})")

@@ -106,7 +106,7 @@ class PlatformFacts:
                     "replicas": {
                         "min": layout.replicas_per_node * m.pool.min_node_count,
                         "max": layout.replicas_per_node * m.pool.max_node_count,
-                        "autoscaling": _autoscaling_json(m.config),
+                        "autoscaling": _autoscaling_json(m),
                     },
                     "predicted": _rounded(chosen.to_json()),
                     "reason": m.plan.reason,
@@ -171,11 +171,17 @@ class PlatformFacts:
         }
 
 
-def _autoscaling_json(model: ModelConfig) -> dict[str, Any] | None:
-    auto = model.autoscaling
+def _autoscaling_json(model: ModelFacts) -> dict[str, Any] | None:
+    auto = model.config.autoscaling
     if not auto.enabled:
         return None
-    return {"waiting_per_replica": auto.waiting_per_replica, "scale_down_delay_seconds": auto.scale_down_delay_seconds}
+    target, source = running_target(model)
+    return {
+        "target_running_per_replica": target,
+        "target_running_source": source,
+        "waiting_per_replica": auto.waiting_per_replica,
+        "scale_down_delay_seconds": auto.scale_down_delay_seconds,
+    }
 
 
 def _rounded(value: Any) -> Any:
@@ -223,6 +229,7 @@ def plan_models(cfg: StackConfig, base_dir: Path | None = None) -> PlatformFacts
         problems += [Problem(f"{NS}models[{model.name}].layout.provenance.{key}", msg) for key, msg in bad]
         facts.models.append(ModelFacts(config=model, pool=pool, arch=arch, plan=plan, measured=measured))
         chosen = plan.chosen
+        problems += _running_target_problems(facts.models[-1])
         if not chosen.fits:
             facts.notes.append(f"model {model.name}: the layout {chosen.layout.name} does not fit in GPU memory")
         shortfall = slo_shortfall(plan, slo)
@@ -326,7 +333,7 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
         DoksClusterArgs(
             environment=env,
             region=cfg.region,
-            version_prefix=cfg.cluster.version,
+            version=cfg.cluster.version,
             vpc_id=network.vpc_id,
             system_pool_size=cfg.cluster.system_pool.size,
             system_pool_nodes=cfg.cluster.system_pool.nodes,
@@ -339,6 +346,8 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
             cluster_subnet=cfg.network.cluster_subnet,
             service_subnet=cfg.network.service_subnet,
             kubeconfig_expire_seconds=cfg.cluster.kubeconfig_expire_seconds,
+            # prod keeps its volumes and load balancers on destroy (docs/architecture.md: manual cleanup).
+            destroy_all_associated_resources=env != "prod",
             gpu_flags=flags,
             protect=protect,
             tags=tuple(tags),
@@ -411,8 +420,9 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
         services.append(service)
         Router(
             f"{prefix}-router-{model.config.name}",
+            # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on
+            # destroy so that DOKS removes the DO load balancer (docs/architecture.md).
             RouterArgs(spec=router_spec(cfg, model, service.spec.api_key_secret), provider=cluster.provider, depends_on=[service]),
-            pulumi.ResourceOptions(deleted_with=cluster.cluster),
         )
     monitoring = None
     if cfg.observability.enabled:
@@ -506,8 +516,40 @@ def observed_models_of(models: list[ModelFacts]) -> list:
     return out
 
 
+def running_target(model: ModelFacts) -> tuple[int, str]:
+    """(target in-flight requests per replica, "config" | "plan") for the autoscaler's main trigger.
+
+    Unset in the config: RUNNING_HEADROOM × the requests one replica has running at the planner's
+    SLO goodput (the "N running per replica" of the plan's reason), at least 1; a layout that
+    meets the SLO at no load thus scales up on any load.
+    """
+    from infra.render.autoscaling import RUNNING_HEADROOM
+
+    explicit = model.config.autoscaling.target_running_per_replica
+    if explicit is not None:
+        return explicit, "config"
+    return max(1, math.floor(RUNNING_HEADROOM * model.plan.chosen.running_per_replica)), "plan"
+
+
+def _running_target_problems(model: ModelFacts) -> list[Problem]:
+    """An explicit in-flight target no replica of the layout can reach: vLLM runs at most
+    max_num_seqs per engine (DP rank), so the HPA would never see it and never scale up."""
+    explicit = model.config.autoscaling.target_running_per_replica
+    layout = model.layout
+    cap = layout.max_num_seqs * layout.dp
+    if explicit is None or explicit <= cap:
+        return []
+    return [
+        Problem(
+            f"{NS}models[{model.config.name}].autoscaling.target_running_per_replica",
+            f"{explicit} is more than a replica of layout {layout.name} can run: max_num_seqs {layout.max_num_seqs}"
+            f" × dp {layout.dp} = {cap}; give 1..{cap}, or leave it unset to derive it from the plan",
+        )
+    ]
+
+
 def scaling_spec(cfg: StackConfig, model: ModelFacts):
-    """A model's queue-driven autoscaling between its pool's node bounds (pure)."""
+    """A model's autoscaling on in-flight load and the queue between its pool's node bounds (pure)."""
     from infra.render.autoscaling import ScalingSpec
     from infra.render.model_service import deployment_name
     from infra.render.observability import prometheus_url
@@ -521,6 +563,7 @@ def scaling_spec(cfg: StackConfig, model: ModelFacts):
         min_replicas=rpn * model.pool.min_node_count,
         max_replicas=rpn * model.pool.max_node_count,
         replicas_per_node=rpn,
+        running_per_replica=running_target(model)[0],
         waiting_per_replica=auto.waiting_per_replica,
         scale_down_delay_seconds=auto.scale_down_delay_seconds,
         prometheus_url=prometheus_url(),

@@ -16,6 +16,7 @@ the stack's `digitalocean:token` secret, decrypted by the Pulumi CLI (`token_fro
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from infra.catalog.gpus import gpu_size
+from infra.errors import json_kind
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -105,10 +107,50 @@ PULUMI_TOKEN_KEY = "digitalocean:token"
 
 @dataclass(frozen=True)
 class TokenLookup:
-    """Where the token came from, or why none was found (never the token itself in `detail`)."""
+    """Where the token came from, or why none was found (never the token itself in `detail`).
+
+    `fix` overrides the generic "create a token" advice when a token was found but is unusable.
+    """
 
     token: str | None
     detail: str
+    fix: str = ""
+
+
+def token_problem(token: str) -> str | None:
+    """Why `token` cannot be a DigitalOcean API token, or None. Never includes the token.
+
+    DO tokens are printable ASCII without spaces (`dop_v1_` + 64 hex digits). A token copied with a
+    line break, a tab or a zero-width space would otherwise reach the HTTP layer, whose error
+    message quotes the whole Authorization header.
+    """
+    for index, char in enumerate(token, start=1):
+        code = ord(char)
+        if 33 <= code <= 126:
+            continue
+        if char in "\r\n":
+            what = "a line break"
+        elif char == "\t":
+            what = "a tab"
+        elif char == " ":
+            what = "a space"
+        elif char.isspace():
+            what = f"a whitespace character (U+{code:04X})"
+        elif code < 32 or code == 127:
+            what = f"a control character (U+{code:04X})"
+        else:
+            what = f"a non-ASCII character (U+{code:04X})"
+        return (
+            f"contains {what} at character {index} of {len(token)}; "
+            "a DigitalOcean token is printable ASCII without spaces"
+        )
+    return None
+
+
+_BAD_TOKEN_FIX = (
+    "copy the token again without spaces, line breaks or invisible characters "
+    f"(tokens: {_TOKEN_PAGE})"
+)
 
 
 def token_from_pulumi_config(
@@ -145,6 +187,9 @@ def token_from_pulumi_config(
     token = done.stdout.strip()
     if not token:
         return TokenLookup(None, f"{where} is empty")
+    problem = token_problem(token)
+    if problem:
+        return TokenLookup(None, f"the token in {where} {problem}", _BAD_TOKEN_FIX)
     return TokenLookup(token, f"token from {where}")
 
 
@@ -159,15 +204,69 @@ def find_token(
     token = token_from_env(env)
     if token:
         source = next(name for name in TOKEN_ENV_VARS if env.get(name, "").strip())
+        problem = token_problem(token)
+        if problem:
+            return TokenLookup(None, f"the token in {source} {problem}", _BAD_TOKEN_FIX)
         return TokenLookup(token, f"token from {source}")
     found = token_from_pulumi_config(stack, root, stack_has_token, **pulumi_kwargs)
-    if found.token:
+    if found.token or found.fix:
         return found
     return TokenLookup(None, f"no token in {' or '.join(TOKEN_ENV_VARS)}; {found.detail}")
 
 
 def api_url_from_env(env: Mapping[str, str]) -> str:
     return env.get(API_URL_ENV_VAR, "").strip().rstrip("/") or DEFAULT_API_URL
+
+
+def api_url_problem(url: str) -> str | None:
+    """Why `url` cannot be the API base URL, or None (never echoes credentials in it)."""
+    try:
+        parsed = urlparse(url)
+        parsed.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return "is not an http(s) URL with a host (e.g. https://api.digitalocean.com); unset it to use the default"
+    if any(not 33 <= ord(c) <= 126 for c in url):
+        return "contains spaces, control or non-ASCII characters; unset it to use the default"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Redaction: nothing doctor prints may carry a credential, whatever the API or the HTTP layer says.
+
+REDACTED = "[redacted]"
+# `Authorization: Bearer <token>` as an HTTP library or an echoing server quotes it.
+_BEARER = re.compile(r"(?i)\b(bearer)(\s+|\s*[:=]\s*)(?!\[redacted\])[^\s'\",;)\]}]{8,}")
+# DigitalOcean token formats: dop_v1_ (personal), doo_v1_ (OAuth), dor_v1_ (refresh), ..., and
+# their 64-hex-digit body on its own (a server may quote the token without its prefix).
+_DO_TOKEN = re.compile(r"\bdo[a-z]_v1_[A-Za-z0-9_\-]*|\b[0-9a-fA-F]{64}\b")
+# `scheme://user:password@host` → `scheme://[redacted]@host`.
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/@\s'\"]+@")
+
+
+def redact(text: str, secrets: Sequence[str | None] = ()) -> str:
+    """`text` with every secret, bearer credential, DO-token-looking string and URL userinfo masked.
+
+    A secret is masked as given, in its escaped form (`repr` turns a line break into `\\n`) and
+    piecewise around any whitespace, since error messages quote header values either way.
+    """
+    variants: set[str] = set()
+    for secret in secrets:
+        if not secret:
+            continue
+        variants |= {secret, repr(secret)[1:-1], secret.encode("unicode_escape").decode("ascii")}
+        variants |= {piece for piece in re.split(r"[\s\x00-\x1f\x7f]+", secret) if len(piece) >= 6}
+    for variant in sorted((v for v in variants if v), key=len, reverse=True):
+        text = text.replace(variant, REDACTED)
+    text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _DO_TOKEN.sub(REDACTED, text)
+    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+
+
+def redact_url(url: str) -> str:
+    """An API URL fit to print: credentials in its userinfo part (`https://user:pw@host`) masked."""
+    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", url)
 
 
 def make_client(token: str, api_url: str = DEFAULT_API_URL, *, retries: int = 0, timeout_s: int = 30):
@@ -190,56 +289,88 @@ def make_client(token: str, api_url: str = DEFAULT_API_URL, *, retries: int = 0,
 # Error translation
 
 
-def describe_api_error(err: Exception, what: str) -> ApiFailure:
-    """Turn an azure-core / pydo exception into a sentence and a fix. Never includes the token."""
+class MalformedAnswer(Exception):
+    """The API answered 2xx, but not with the shape its reference documents."""
+
+
+_MALFORMED_FIX = (
+    f"retry shortly; if it persists, check that {API_URL_ENV_VAR} (if set) points at the DigitalOcean API"
+)
+
+
+def describe_api_error(err: Exception, what: str, path: str = "") -> ApiFailure:
+    """Turn an exception from an API call into a sentence and a fix; never raises.
+
+    The text is not yet redacted: `run_checks` masks credentials in every detail it returns.
+    """
     from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 
+    endpoint = f"GET {path}" if path else what
+    if isinstance(err, MalformedAnswer | json.JSONDecodeError):
+        reason = f"not JSON ({_first_line(err)})" if isinstance(err, json.JSONDecodeError) else str(err)
+        return ApiFailure(f"unexpected answer from {endpoint}: {reason}", _MALFORMED_FIX, fatal=False)
+    if not isinstance(err, HttpResponseError | ServiceRequestError | ServiceResponseError):
+        # The request could not be built or sent (a header or URL the HTTP stack refuses, ...):
+        # every further call would fail the same way.
+        return ApiFailure(
+            f"the request for {what} failed before the API answered: {type(err).__name__}: {_first_line(err)}",
+            f"check the token and {API_URL_ENV_VAR} (if set) for stray characters",
+            fatal=True,
+        )
     if isinstance(err, ServiceRequestError | ServiceResponseError):
         return ApiFailure(
             f"cannot reach the DigitalOcean API while reading {what}: {_first_line(err)}",
             f"check network access and proxy settings; unset {API_URL_ENV_VAR} unless you mean to override it",
             fatal=True,
         )
-    if isinstance(err, HttpResponseError):
-        status = getattr(err, "status_code", None) or getattr(err.response, "status_code", None)
-        api_message = _api_message(err)
-        if status == 401:
-            return ApiFailure(
-                f"the API rejected the token (401 Unauthorized{api_message})",
-                f"create a token at {_TOKEN_PAGE} and export DIGITALOCEAN_TOKEN",
-                fatal=True,
-            )
-        if status == 403:
-            return ApiFailure(
-                f"the token may not read {what} (403 Forbidden{api_message})",
-                "give the token read scope on account, sizes, regions and kubernetes",
-                fatal=True,
-            )
-        if status == 429:
-            wait = _retry_after_s(err)
-            when = f"retry in {wait} s" if wait is not None else "wait a minute and retry"
-            return ApiFailure(
-                f"rate limited by the API while reading {what} (429 Too Many Requests)",
-                f"{when}; another tool or CI job may be using the same token",
-                fatal=False,
-            )
-        if status is not None and status >= 500:
-            return ApiFailure(
-                f"the DigitalOcean API failed while reading {what} ({status}{api_message})",
-                "retry shortly; check https://status.digitalocean.com",
-                fatal=False,
-            )
+    # What is left is an HTTP error answer.
+    status = getattr(err, "status_code", None) or getattr(getattr(err, "response", None), "status_code", None)
+    api_message = _api_message(err)
+    if status == 401:
         return ApiFailure(
-            f"unexpected API answer while reading {what} ({status}{api_message})",
-            "re-run with a fresh token; report it if it persists",
+            f"the API rejected the token (401 Unauthorized{api_message})",
+            f"create a token at {_TOKEN_PAGE} and export DIGITALOCEAN_TOKEN",
+            fatal=True,
+        )
+    if status == 403:
+        return ApiFailure(
+            f"the token may not read {what} (403 Forbidden{api_message})",
+            "give the token read scope on account, sizes, regions and kubernetes",
+            fatal=True,
+        )
+    if status == 429:
+        wait = _retry_after_s(err)
+        when = f"retry in {wait} s" if wait is not None else "wait a minute and retry"
+        return ApiFailure(
+            f"rate limited by the API while reading {what} (429 Too Many Requests)",
+            f"{when}; another tool or CI job may be using the same token",
             fatal=False,
         )
-    raise err  # anything else is a bug in this module, not a user problem
+    if status is not None and status >= 500:
+        return ApiFailure(
+            f"the DigitalOcean API failed while reading {what} ({status}{api_message})",
+            "retry shortly; check https://status.digitalocean.com",
+            fatal=False,
+        )
+    return ApiFailure(
+        f"unexpected API answer while reading {what} ({status}{api_message})",
+        "re-run with a fresh token; report it if it persists",
+        fatal=False,
+    )
+
+
+_MAX_DETAIL = 200
+
+
+def _clip(text: str) -> str:
+    """First line, at most `_MAX_DETAIL` characters: a table cell, not a dump of a server's page."""
+    lines = text.strip().splitlines()
+    line = lines[0].strip() if lines else ""
+    return line if len(line) <= _MAX_DETAIL else line[: _MAX_DETAIL - 1] + "…"
 
 
 def _first_line(err: Exception) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
+    return _clip(str(err)) or type(err).__name__
 
 
 def _api_message(err: Any) -> str:
@@ -249,16 +380,22 @@ def _api_message(err: Any) -> str:
     except Exception:  # non-JSON body: nothing more to say
         return ""
     message = body.get("message") if isinstance(body, dict) else None
+    if not isinstance(message, str):
+        return ""
+    message = _clip(message)
     return f": {message}" if message else ""
 
 
 def _retry_after_s(err: Any) -> int | None:
-    headers = getattr(err.response, "headers", {}) or {}
+    headers = getattr(getattr(err, "response", None), "headers", {}) or {}
     value = headers.get("Retry-After") or headers.get("retry-after")
     try:
-        return int(float(value)) if value is not None else None
-    except ValueError:
+        seconds = float(value) if value is not None else None
+    except (TypeError, ValueError):
         return None
+    if seconds is None or not 0 <= seconds < 86400:  # NaN, inf and nonsense are not a wait
+        return None
+    return int(seconds)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,11 +408,15 @@ def run_checks(
     *,
     which: Callable[[str], str | None] = shutil.which,
     missing_token: str = "",
+    missing_fix: str = "",
+    secrets: Sequence[str | None] = (),
 ) -> list[Check]:
     """Every pre-flight check for `target`, in the order a person would fix them.
 
-    `client=None` means no token was found (`missing_token` says where it was looked for): the API
-    checks collapse into one failing check. Local tool checks use `which` (injectable for tests).
+    `client=None` means no usable token was found (`missing_token` says where it was looked for,
+    `missing_fix` what to do if not the generic advice): the API checks collapse into one failing
+    check. Local tool checks use `which` (injectable for tests). Every detail and fix is passed
+    through `redact` with `secrets` (the token), so no credential reaches the terminal.
     """
     checks: list[Check] = []
     if client is None:
@@ -284,7 +425,8 @@ def run_checks(
                 "api token",
                 "fail",
                 missing_token or f"no token in {' or '.join(TOKEN_ENV_VARS)}",
-                f"create a read-scoped token at {_TOKEN_PAGE} and export DIGITALOCEAN_TOKEN "
+                missing_fix
+                or f"create a read-scoped token at {_TOKEN_PAGE} and export DIGITALOCEAN_TOKEN "
                 f"(or `pulumi config set --secret {PULUMI_TOKEN_KEY} ...`)",
             )
         )
@@ -292,66 +434,116 @@ def run_checks(
         checks += _api_checks(target, client)
     checks.append(check_nfs_size(target.nfs_size_gib))
     checks += check_local_tools(which)
-    return checks
+    return [Check(c.name, c.status, redact(c.detail, secrets), redact(c.fix, secrets)) for c in checks]
 
 
 def _api_checks(target: DoctorTarget, client: Any) -> list[Check]:
     checks: list[Check] = []
 
     try:
-        account = client.account.get().get("account", {})
-    except Exception as err:  # noqa: BLE001 - translated or re-raised by describe_api_error
-        failure = describe_api_error(err, "the account")
+        account = _account(client.account.get())
+    except Exception as err:  # noqa: BLE001 - every failure becomes a failing check
+        failure = describe_api_error(err, "the account", "/v2/account")
         checks.append(Check("api token", "fail", failure.message, failure.fix))
         if failure.fatal:
             return checks
         account = None
 
     if account is not None:
-        checks.append(check_account(account))
-        checks.append(check_droplet_limit(account, target.planned_max_nodes))
+        checks += _guarded("api token", "/v2/account", lambda: [check_account(account)])
+        checks += _guarded(
+            "droplet limit", "/v2/account", lambda: [check_droplet_limit(account, target.planned_max_nodes)]
+        )
 
-    for name, fetch, check in (
+    for name, path, fetch, check in (
         (
             "region",
-            lambda: _all_pages(client.regions.list, "regions"),
+            "/v2/regions",
+            lambda: _all_pages(client.regions.list, "regions", "/v2/regions"),
             lambda data: [check_region(data, target.region)],
         ),
         (
             "node sizes",
-            lambda: _all_pages(client.sizes.list, "sizes"),
+            "/v2/sizes",
+            lambda: _all_pages(client.sizes.list, "sizes", "/v2/sizes"),
             lambda data: check_pool_sizes(data, target),
         ),
         (
             "kubernetes options",
-            lambda: client.kubernetes.list_options().get("options", {}),
+            "/v2/kubernetes/options",
+            lambda: _kubernetes_options(client.kubernetes.list_options()),
             lambda data: check_kubernetes_options(data, target),
         ),
     ):
         try:
             data = fetch()
-        except Exception as err:  # noqa: BLE001
-            failure = describe_api_error(err, name)
+        except Exception as err:  # noqa: BLE001 - every failure becomes a failing check
+            failure = describe_api_error(err, name, path)
             checks.append(Check(name, "fail", failure.message, failure.fix))
             if failure.fatal:
                 return checks
             continue
-        checks += check(data)
+        checks += _guarded(name, path, lambda check=check, data=data: check(data))
     return checks
 
 
-def _all_pages(list_fn: Callable[..., dict], key: str) -> list[dict]:
+def _guarded(name: str, path: str, make: Callable[[], list[Check]]) -> list[Check]:
+    """Run a check on an answer whose outer shape was validated; a value of the wrong type deeper
+    inside (a number where a list belongs, ...) is a failing check, not a traceback."""
+    try:
+        return make()
+    except (AttributeError, KeyError, TypeError, ValueError) as err:
+        detail = f"unexpected answer from GET {path}: {type(err).__name__}: {_first_line(err)}"
+        return [Check(name, "fail", detail, _MALFORMED_FIX)]
+
+
+def _expect(value: Any, kind: type, where: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool):
+        expected = {dict: "an object", list: "a list", int: "an integer"}[kind]
+        raise MalformedAnswer(f"{where} is {json_kind(value)}, expected {expected}")
+    return value
+
+
+def _objects(value: Any, key: str) -> list[dict]:
+    """A JSON list (the answer's `key`) whose every entry is an object."""
+    for index, entry in enumerate(_expect(value, list, f"`{key}`")):
+        _expect(entry, dict, f"`{key}[{index}]`")
+    return value
+
+
+def _account(body: Any) -> dict:
+    """The `account` object of a /v2/account answer."""
+    return _expect(_expect(body, dict, "the body").get("account"), dict, "`account`")
+
+
+def _kubernetes_options(body: Any) -> dict:
+    """The `options` object of a /v2/kubernetes/options answer, its lists checked."""
+    options = _expect(_expect(body, dict, "the body").get("options"), dict, "`options`")
+    for key in ("regions", "versions"):
+        if options.get(key) is not None:
+            _objects(options[key], f"options.{key}")
+    return options
+
+
+_MAX_PAGES = 100  # 20,000 entries: far more than any DO list endpoint returns
+
+
+def _all_pages(list_fn: Callable[..., Any], key: str, path: str = "") -> list[dict]:
     """Collect every page of a paginated DO list endpoint (`meta.total` says how many exist)."""
     items: list[dict] = []
-    page = 1
-    while True:
-        body = list_fn(per_page=_PAGE_SIZE, page=page) or {}
-        batch = body.get(key) or []
+    for page in range(1, _MAX_PAGES + 1):
+        body = _expect(list_fn(per_page=_PAGE_SIZE, page=page), dict, "the body")
+        batch = body.get(key)
+        batch = [] if batch is None else _objects(batch, key)
         items += batch
-        total = (body.get("meta") or {}).get("total")
+        meta = body.get("meta")
+        meta = {} if meta is None else _expect(meta, dict, "`meta`")
+        total = meta.get("total")
+        if total is not None:
+            _expect(total, int, "`meta.total`")
         if not batch or total is None or len(items) >= total:
             return items
-        page += 1
+    raise MalformedAnswer(f"`meta.total` still not reached after {_MAX_PAGES} pages")
 
 
 def check_account(account: Mapping[str, Any]) -> Check:
@@ -370,7 +562,15 @@ def check_account(account: Mapping[str, Any]) -> Check:
 
 def check_droplet_limit(account: Mapping[str, Any], planned_max_nodes: int) -> Check:
     limit = account.get("droplet_limit")
-    if not isinstance(limit, int):
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        return Check(
+            "droplet limit",
+            "fail",
+            f"unexpected answer from GET /v2/account: `account.droplet_limit` is {json_kind(limit)}, "
+            "expected a whole number",
+            _MALFORMED_FIX,
+        )
+    if limit is None:
         return Check(
             "droplet limit", "warn", "the API did not report a droplet limit", "ask DigitalOcean support"
         )
@@ -396,8 +596,15 @@ def check_region(regions: Sequence[Mapping[str, Any]], region: str) -> Check:
                 f"{region} exists but does not accept new resources",
                 "choose another region in the stack's `region`",
             )
-    known = ", ".join(sorted(r["slug"] for r in regions if r.get("available", True) and "slug" in r))
-    return Check("region", "fail", f"{region} is not a DigitalOcean region", f"use one of: {known}")
+    known = sorted(str(r["slug"]) for r in regions if r.get("available", True) and r.get("slug"))
+    return Check("region", "fail", f"{region} is not a DigitalOcean region", _one_of("use one of", known))
+
+
+def _one_of(prefix: str, choices: Sequence[str]) -> str:
+    """`use one of: a, b` — or say that the API offered nothing, rather than a bare "use one of:"."""
+    if choices:
+        return f"{prefix}: " + ", ".join(choices)
+    return f"{prefix.rsplit(' one of', 1)[0]}: none offered by the API for this account; ask DigitalOcean support"
 
 
 def check_pool_sizes(sizes: Sequence[Mapping[str, Any]], target: DoctorTarget) -> list[Check]:
@@ -432,7 +639,7 @@ def check_pool_sizes(sizes: Sequence[Mapping[str, Any]], target: DoctorTarget) -
                     )
                 )
             continue
-        regions = size.get("regions") or []
+        regions = [str(r) for r in size.get("regions") or []]
         if not size.get("available", True):
             checks.append(
                 Check(
@@ -475,7 +682,7 @@ def check_kubernetes_options(options: Mapping[str, Any], target: DoctorTarget) -
                 "kubernetes region",
                 "fail",
                 f"DOKS is not offered in {target.region}",
-                "choose one of: " + ", ".join(sorted(s for s in doks_regions if s)),
+                _one_of("choose one of", sorted(str(s) for s in doks_regions if s)),
             )
         )
 
@@ -491,7 +698,7 @@ def check_kubernetes_options(options: Mapping[str, Any], target: DoctorTarget) -
                 "kubernetes version",
                 "fail",
                 f"no DOKS version matches {prefix!r}",
-                "set cluster.version to one of: " + ", ".join(offered),
+                _one_of("set cluster.version to one of", offered),
             )
         )
     return checks
@@ -499,10 +706,12 @@ def check_kubernetes_options(options: Mapping[str, Any], target: DoctorTarget) -
 
 def _version_matches(version: Mapping[str, Any], prefix: str) -> bool:
     kube = str(version.get("kubernetes_version") or version.get("slug") or "")
+    slug = str(version.get("slug", ""))
     return (
         kube == prefix
         or kube.startswith(prefix + ".")
-        or str(version.get("slug", "")).startswith(prefix + ".")
+        or slug.startswith(prefix + ".")
+        or slug == prefix  # cluster.version may be an exact DOKS slug
     )
 
 

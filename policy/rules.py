@@ -35,6 +35,9 @@ K8S_SERVICE = "kubernetes:core/v1:Service"
 K8S_SECRET = "kubernetes:core/v1:Secret"
 K8S_CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+HELM_CHART_V4 = "kubernetes:helm.sh/v4:Chart"
+HELM_TYPES = (HELM_RELEASE, HELM_CHART_V4)  # resources that install a chart with a version and values
+PROVIDER_PREFIX = "pulumi:providers:"  # provider resources: `pulumi:providers:digitalocean`, ...
 OBSERVABILITY_COMPONENT = "inference-platform:observability:Observability"
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 
@@ -249,12 +252,23 @@ def image_pin_problem(image: Any) -> str | None:
     return None
 
 
+def _chart_pinned_by_reference(chart: Any) -> bool:
+    """A local chart directory (versioned with the repository) or a chart archive URL/file names a
+    fixed chart by itself; a repository chart name or an `oci://` reference needs `version`."""
+    if not isinstance(chart, str):
+        return False
+    chart = chart.strip()
+    return chart.startswith(("./", "../", "/")) or chart.endswith((".tgz", ".tar.gz"))
+
+
 def images_pinned(resource_type: str, props: Mapping[str, Any], config: Mapping[str, Any]) -> Violations:
     """Every container image has an explicit tag other than `latest` (or a digest); every Helm
-    release pins its chart version. A diff then shows exactly when anything upgrades."""
-    if resource_type == HELM_RELEASE:
-        if not str(props.get("version") or "").strip():
-            return [f"Helm release {props.get('chart')!r} must pin a chart version"]
+    release (`helm.sh/v3:Release`) and chart (`helm.sh/v4:Chart`) pins its chart version. A diff
+    then shows exactly when anything upgrades."""
+    if resource_type in HELM_TYPES:
+        if not str(props.get("version") or "").strip() and not _chart_pinned_by_reference(props.get("chart")):
+            what = "Helm release" if resource_type == HELM_RELEASE else "Helm chart"
+            return [f"{what} {props.get('chart')!r} must pin a chart version"]
         return []
     template = _pod_template(resource_type, props)
     if template is None:
@@ -288,68 +302,144 @@ def public_load_balancer_requires_api_key(
     ]
 
 
-# Names of variables/keys that hold credentials, and the shapes of the tokens this platform uses.
+# Names of env variables / ConfigMap keys that hold credentials, matched after camelCase is split
+# and the name upper-cased. No letter may follow the word: HF_TOKEN, VLLM_API_KEY, adminPassword,
+# SLACK_WEBHOOK_URL are credentials; TOKENIZERS_PARALLELISM is not.
 _SECRET_NAME = re.compile(
-    r"(TOKEN|API[_-]?KEY|PASSWORD|PASSWD|SECRET|CREDENTIAL|PRIVATE[_-]?KEY)", re.IGNORECASE
+    r"(TOKENS?|API[_-]?KEYS?|PASSWORDS?|PASSWD|SECRETS?|CREDENTIALS?|PRIVATE[_-]?KEYS?|WEBHOOKS?)(?![A-Z])"
 )
+# Helm values keys that hold a credential (snake_cased, lower-cased): the word ends the key.
+# `passwordKey`, `existingSecret`, `url_file`, `api_url_file`, `secretName` name where a Secret is,
+# not the credential, and do not match (`existing*` is excluded explicitly). `api_url` is
+# Alertmanager's Slack webhook field, matched as spelled (a camelCase `apiUrl` is usually an API
+# endpoint, not a credential).
+_SECRET_VALUES_KEY = re.compile(
+    r"(password|passwd|passphrase|token|secret|secret_?(access_)?key|api_?key|private_?key"
+    r"|credentials?|webhook(_?url)?)$"
+)
+# A whole value that only refers to a variable or template, never a credential itself.
+_REFERENCE_VALUE = re.compile(
+    r"^\s*(\$\([A-Za-z_][A-Za-z0-9_]*\)|\$\{[A-Za-z_][A-Za-z0-9_]*\}|\{\{.*\}\})\s*$"
+)
+# A URL carrying a password (`scheme://user:password@host`); `$(VAR)` / `${VAR}` passwords are
+# references the kubelet or the application resolves.
+_URL_WITH_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?!\$[({])[^\s/@]+@")
+# The shapes of the tokens this platform uses, and URLs that are credentials by themselves.
 _SECRET_VALUE = re.compile(
     r"(hf_[A-Za-z0-9]{30,}"  # Hugging Face user access token
     r"|dop_v1_[a-f0-9]{64}"  # DigitalOcean personal access token
     r"|doo_v1_[a-f0-9]{64}"  # DigitalOcean OAuth token
     r"|pul-[a-f0-9]{40}"  # Pulumi access token
+    r"|https://hooks\.slack\.com/(services|workflows|triggers)/[A-Za-z0-9/_-]+"  # Slack webhook
+    r"|https://(\w+\.)?discord(app)?\.com/api/webhooks/\d+/[\w-]+"  # Discord webhook
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
+    f"|{_URL_WITH_CREDENTIALS.pattern}"
 )
-_API_KEY_FLAGS = ("--api-key",)
+# vLLM's API-key flag, inside any command/args string (`sh -c "vllm serve --api-key ..."` too).
+# vLLM's parser accepts `--api_key` as well.
+_API_KEY_FLAG = re.compile(r"(?<![\w-])--api[-_]key(?![\w-])")
+# Env values checked by the env rule, so the token scan does not report them twice.
+_ENV_VALUE_PATH = re.compile(r"(^|\.)(initContainers|containers)\[\d+\]\.env\[\d+\]\.value$")
+
+
+def _credential_name(name: Any) -> bool:
+    """True if an env variable or ConfigMap key is named like a credential."""
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(name)).upper()
+    return bool(_SECRET_NAME.search(words))
+
+
+def _credential_values_key(key: Any) -> bool:
+    """True if a Helm values key holds a credential itself (not the name of a Secret holding it)."""
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(key)).lower().replace("-", "_")
+    if snake.startswith("existing"):
+        return False
+    return str(key).lower().endswith("api_url") or bool(_SECRET_VALUES_KEY.search(snake))
+
+
+def _literal_credential(value: Any) -> bool:
+    """A non-empty string that is not merely a reference to a variable or template."""
+    return isinstance(value, str) and bool(value.strip()) and not _REFERENCE_VALUE.match(value)
+
+
+def _credential_values_paths(value: Any, path: str) -> Iterable[str]:
+    """Paths of Helm values whose key names a credential and whose value is a literal string."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            child = f"{path}.{key}"
+            if _credential_values_key(key) and _literal_credential(item):
+                yield child
+            else:
+                yield from _credential_values_paths(item, child)
+    elif isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+        for i, item in enumerate(value):
+            yield from _credential_values_paths(item, f"{path}[{i}]")
 
 
 def secrets_not_in_plain_config(
     resource_type: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Violations:
     """Credentials reach pods only through Secrets, never as literal env values, command-line
-    flags or ConfigMap entries, and no resource carries a token in any input.
+    flags, ConfigMap entries or Helm values, and no resource carries a token in any input.
 
     CrossGuard unwraps secret values before a policy sees them, so a rule cannot ask "is this
     value marked secret?". It can see where credentials sit: a literal `value` on an env var named
-    like a credential, `--api-key <literal>` on vLLM's command line, a credential-named ConfigMap
-    key, or a string shaped like a Hugging Face / DigitalOcean / Pulumi token anywhere outside a
-    Secret. Messages name the place, never the value.
+    like a credential (or holding a token / a URL with a password), `--api-key` anywhere on a
+    container's command line, a credential-named ConfigMap key, a Helm values key named like a
+    credential (password, token, secret, apiKey, api_url, webhook, ...) with a literal string, or
+    a string shaped like a Hugging Face / DigitalOcean / Pulumi token, a Slack / Discord webhook or
+    a URL with a password anywhere outside a Secret. Messages name the place, never the value.
+
+    Provider resources (`pulumi:providers:*`) are exempt: their credentials (the DigitalOcean
+    token, a kubeconfig) come from stack secrets by design, and the engine hands them to policies
+    in plain text like every other secret input.
     """
-    if resource_type == K8S_SECRET:
+    if resource_type == K8S_SECRET or resource_type.startswith(PROVIDER_PREFIX):
         return []
     name = _get(props, "metadata", "name") or resource_type
     violations: Violations = []
+    reported: set[str] = set()  # paths already reported by a specific check
 
     template = _pod_template(resource_type, props)
     if template is not None:
         for container in _containers(template):
             cname = container.get("name")
             for env in container.get("env") or []:
-                if (
-                    isinstance(env, Mapping)
-                    and _SECRET_NAME.search(str(env.get("name", "")))
-                    and env.get("value")
-                ):
+                if not isinstance(env, Mapping) or not _literal_credential(env.get("value")):
+                    continue
+                value = str(env.get("value"))
+                if _credential_name(env.get("name", "")) or _SECRET_VALUE.search(value):
                     violations.append(
                         f"{name}/{cname}: env {env.get('name')} has a literal value; use valueFrom.secretKeyRef"
                     )
             argv = [str(a) for a in list(container.get("command") or []) + list(container.get("args") or [])]
-            for i, arg in enumerate(argv):
-                flag, _, inline = arg.partition("=")
-                if flag in _API_KEY_FLAGS and (
-                    inline or (i + 1 < len(argv) and not argv[i + 1].startswith("$("))
-                ):
-                    violations.append(
-                        f"{name}/{cname}: {flag} on the command line exposes the key; set VLLM_API_KEY from a Secret"
-                    )
+            if any(_API_KEY_FLAG.search(arg) for arg in argv):
+                # A literal and `$(VLLM_API_KEY)` alike: the kubelet expands $(VAR) into the
+                # process's command line, visible in `ps` and /proc. vLLM reads VLLM_API_KEY itself.
+                violations.append(
+                    f"{name}/{cname}: --api-key on the command line exposes the key; drop the flag "
+                    "and set VLLM_API_KEY from a Secret (vLLM reads it from the environment)"
+                )
 
     if resource_type == K8S_CONFIG_MAP:
         for key in (props.get("data") or {}).keys():
-            if _SECRET_NAME.search(str(key)):
+            if _credential_name(key):
                 violations.append(
                     f"ConfigMap {name}: key {key} looks like a credential; store it in a Secret"
                 )
 
+    if resource_type in HELM_TYPES:
+        what = "Helm release" if resource_type == HELM_RELEASE else "Helm chart"
+        label = props.get("name") or props.get("chart") or resource_type
+        for path in _credential_values_paths(props.get("values") or {}, "values"):
+            reported.add(path)
+            violations.append(
+                f"{what} {label}: {path} is a literal credential; put it in a Secret and point the "
+                "chart at it (e.g. existingSecret)"
+            )
+
     for path in _token_shaped_paths(props):
+        if path in reported or (template is not None and _ENV_VALUE_PATH.search(path)):
+            continue
         violations.append(
             f"{name}: a token-shaped string sits in plain input {path}; pass it as a Pulumi secret into a Secret"
         )
@@ -425,7 +515,7 @@ def observability_enabled_in_prod(
     for res in resources:
         if res.resource_type == OBSERVABILITY_COMPONENT:
             return []
-        if res.resource_type == HELM_RELEASE and res.props.get("chart") == KUBE_PROMETHEUS_STACK_CHART:
+        if res.resource_type in HELM_TYPES and res.props.get("chart") == KUBE_PROMETHEUS_STACK_CHART:
             return []
     return [
         "prod must deploy observability (kube-prometheus-stack with the SLO rules); set observability.enabled: true"

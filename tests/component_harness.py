@@ -32,7 +32,11 @@ FAKE_KUBECONFIG = (
     "apiVersion: v1\nkind: Config\nclusters:\n- name: doks\n  cluster: {server: https://1.2.3.4}\n"
     f"users:\n- name: admin\n  user: {{token: {FAKE_KUBECONFIG_TOKEN}}}\n"
 )
-FAKE_K8S_LATEST = {"1.33.": "1.33.1-do.5", "1.32.": "1.32.6-do.2", "1.34.": "1.34.0-do.1"}
+# What the cluster resource's state holds: issued at creation and, with the DO provider, only
+# renewed by `pulumi refresh`. The Kubernetes provider must never use it.
+STALE_KUBECONFIG_TOKEN = "stale-doks-token-in-state"  # noqa: S105 - test fixture, not a credential
+STALE_KUBECONFIG = FAKE_KUBECONFIG.replace(FAKE_KUBECONFIG_TOKEN, STALE_KUBECONFIG_TOKEN)
+FAKE_K8S_LATEST = {"1.33.": "1.33.1-do.5", "1.32.": "1.32.6-do.2", "1.34.": "1.34.0-do.1", "1.29.": ""}  # 1.29: retired
 FAKE_NFS_HOST = "10.20.0.7"
 
 
@@ -70,6 +74,12 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks):
         super().__init__(mocks)
         self.registrations: list[Registration] = []
+        # (token, URNs of the resources registered before the invoke ran)
+        self.invokes: list[tuple[str, list[str]]] = []
+
+    def Invoke(self, request):  # noqa: N802 - gRPC method name
+        self.invokes.append((request.tok, [r.urn for r in self.registrations]))
+        return super().Invoke(request)
 
     def RegisterResource(self, request):  # noqa: N802 - gRPC method name
         response = super().RegisterResource(request)
@@ -109,11 +119,14 @@ class PlatformMocks(pulumi.runtime.Mocks):
     output echoes the inputs, as the real providers do for plain arguments.
     """
 
+    def __init__(self):
+        self.calls: list[tuple[str, dict[str, Any]]] = []  # (invoke token, arguments)
+
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
         rid = f"{args.name}-id"
         if args.typ == "digitalocean:index/kubernetesCluster:KubernetesCluster":
-            state["kubeConfigs"] = [{"rawConfig": FAKE_KUBECONFIG, "token": FAKE_KUBECONFIG_TOKEN}]
+            state["kubeConfigs"] = [_kube_config(STALE_KUBECONFIG, STALE_KUBECONFIG_TOKEN)]
             state["clusterUrn"] = f"do:kubernetes:{rid}"
             state["endpoint"] = "https://1.2.3.4"
         elif args.typ == "digitalocean:index/vpc:Vpc":
@@ -125,11 +138,28 @@ class PlatformMocks(pulumi.runtime.Mocks):
         return rid, state
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        self.calls.append((args.token, dict(args.args)))
         if args.token == "digitalocean:index/getKubernetesVersions:getKubernetesVersions":
             prefix = args.args.get("versionPrefix", "")
             latest = FAKE_K8S_LATEST.get(prefix, "1.33.1-do.5")
-            return {"latestVersion": latest, "validVersions": [latest], "versionPrefix": prefix}
+            return {"latestVersion": latest, "validVersions": [latest] if latest else [], "versionPrefix": prefix}
+        if args.token == "digitalocean:index/getKubernetesCluster:getKubernetesCluster":
+            name = args.args.get("name", "")
+            return {"id": f"{name}-id", "name": name, "kubeConfigs": [_kube_config(FAKE_KUBECONFIG, FAKE_KUBECONFIG_TOKEN)]}
         return {}
+
+
+def _kube_config(raw: str, token: str) -> dict[str, str]:
+    """One `kubeConfigs` entry with every field the SDK's result type requires."""
+    return {
+        "rawConfig": raw,
+        "token": token,
+        "host": "https://1.2.3.4",
+        "clusterCaCertificate": "",
+        "clientCertificate": "",
+        "clientKey": "",
+        "expiresAt": "2030-01-01T00:00:00Z",
+    }
 
 
 @dataclass
@@ -138,6 +168,7 @@ class Recording:
 
     registrations: list[Registration]
     value: Any = None
+    invokes: list[tuple[str, list[str]]] = field(default_factory=list)
     _by_urn: dict[str, Registration] = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -200,7 +231,7 @@ def run_program(
         result["value"] = program()
 
     _sync_await(run_pulumi_func(body))
-    return Recording(monitor.registrations, result.get("value"))
+    return Recording(monitor.registrations, result.get("value"), monitor.invokes)
 
 
 def resolve(output: Any) -> tuple[Any, bool]:

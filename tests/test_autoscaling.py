@@ -1,18 +1,28 @@
-"""Queue-driven replica autoscaling: config defaults and errors, the ScaledObject, the plan."""
+"""Replica autoscaling on in-flight load and the queue: config defaults and errors, the
+ScaledObject and its PromQL, the HPA's arithmetic on it, the plan."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import math
+import re
+import shutil
+import subprocess
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from infra.catalog import versions
 from infra.config import NS, load_config, load_stack_file
 from infra.errors import ConfigError
+from infra.platform import plan_models, running_target, scaling_spec
 from infra.render.autoscaling import (
+    RUNNING_HEADROOM,
     ScalingSpec,
     hpa_behavior,
+    in_flight_query,
     queue_query,
     render_keda_values,
     render_scaled_object,
@@ -32,6 +42,7 @@ SPEC = ScalingSpec(
     min_replicas=4,
     max_replicas=12,
     replicas_per_node=2,
+    running_per_replica=114,
     waiting_per_replica=4.0,
     scale_down_delay_seconds=1800,
     prometheus_url=prometheus_url(),
@@ -89,6 +100,11 @@ def _model(values, i=0) -> dict:
             "to itself",
         ),
         (lambda v: _model(v).update(autoscaling={"waiting_per_replica": 0}), "models[0].autoscaling.waiting_per_replica", "0"),
+        (
+            lambda v: _model(v).update(autoscaling={"target_running_per_replica": 0}),
+            "models[0].autoscaling.target_running_per_replica",
+            "0",
+        ),
         (lambda v: _model(v).update(autoscaling={"scale_down_delay_seconds": 10}), "models[0].autoscaling.scale_down_delay_seconds", "10"),
         (lambda v: _model(v).update(autoscaling={"treshold": 3}), "models[0].autoscaling.treshold", "unknown key"),
     ],
@@ -111,24 +127,151 @@ def test_prometheus_url_follows_the_chart_naming():
     assert prometheus_url(release="monitoring-prod-2026").startswith("http://monitoring-prod-2026-kube-prometheus.")
 
 
-def test_scaled_object_spans_the_pool_and_scales_on_the_models_queue():
+def test_scaled_object_spans_the_pool_and_scales_on_in_flight_load_then_the_queue():
     obj = render_scaled_object(SPEC)
     assert (obj["apiVersion"], obj["kind"]) == ("keda.sh/v1alpha1", "ScaledObject")
     spec = obj["spec"]
     assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "qwen3-235b-engine"}
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (4, 12)
-    (trigger,) = spec["triggers"]
-    assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
-    meta = trigger["metadata"]
-    assert meta["serverAddress"] == prometheus_url()
-    assert meta["threshold"] == "4" and meta["ignoreNullValues"] == "false"
-    assert all(isinstance(v, str) for v in meta.values())  # KEDA trigger metadata is map[string]string
-    assert 'model_name="qwen3-235b"' in meta["query"] and 'namespace="inference"' in meta["query"]
+    in_flight, queue = spec["triggers"]
+    for trigger in (in_flight, queue):
+        assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
+        meta = trigger["metadata"]
+        assert meta["serverAddress"] == prometheus_url()
+        assert meta["ignoreNullValues"] == "false"
+        assert all(isinstance(v, str) for v in meta.values())  # KEDA trigger metadata is map[string]string
+        assert 'model_name="qwen3-235b"' in meta["query"] and 'namespace="inference"' in meta["query"]
+    assert in_flight["metadata"]["query"] == in_flight_query(MODEL)
+    assert in_flight["metadata"]["threshold"] == "114"
+    assert queue["metadata"]["query"] == queue_query(MODEL)
+    assert queue["metadata"]["threshold"] == "4"
+
+
+def test_non_positive_targets_are_refused():
+    with pytest.raises(ValueError, match="targets must be > 0"):
+        render_scaled_object(dataclasses.replace(SPEC, running_per_replica=0))
 
 
 def test_queue_query_parses_and_uses_only_known_metrics():
     assert metric_names(queue_query(MODEL)) == {"vllm:num_requests_waiting"}
     assert metric_names(queue_query(MODEL)) <= EXTERNAL_METRICS.keys()
+    assert metric_names(in_flight_query(MODEL)) == {"vllm:num_requests_running", "vllm:num_requests_waiting"}
+
+
+# --- the queries, evaluated by Prometheus' promtool ---------------------------------------------------
+
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian: apt-get install -y prometheus)")
+VLLM_LABELS = 'model_name="qwen3-235b", namespace="inference", component="vllm"'
+
+
+def _series(name: str, pod: str, value: float, labels: str = VLLM_LABELS) -> dict:
+    return {"series": f'{name}{{{labels}, pod="{pod}", engine="0"}}', "values": f"{value:g}x5"}
+
+
+def _promql_case(series: list[dict], expr: str, value: float | None) -> dict:
+    """The value `expr` must have at 2m over `series`; None: an empty result (KEDA then errors)."""
+    samples = [] if value is None else [{"labels": "{}", "value": value}]
+    return {"interval": "1m", "input_series": series, "promql_expr_test": [{"expr": expr, "eval_time": "2m", "exp_samples": samples}]}
+
+
+def _promtool(tmp_path, cases: list[dict]) -> subprocess.CompletedProcess:
+    path = tmp_path / "queries.yml"
+    path.write_text(yaml.safe_dump({"rule_files": [], "evaluation_interval": "1m", "tests": cases}, sort_keys=False, width=10_000))
+    return subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+
+
+@needs_promtool
+def test_in_flight_query_sums_running_and_waiting_and_errors_without_vllm_series(tmp_path):
+    run, wait = "vllm:num_requests_running", "vllm:num_requests_waiting"
+    other = 'model_name="other", namespace="inference", component="vllm"'
+    router = 'model_name="qwen3-235b", namespace="inference", component="router"'
+    q = in_flight_query(MODEL)
+    cases = [
+        # two replicas: 100 + 120 running, 3 + 5 queued; other models and the router do not count
+        _promql_case(
+            [_series(run, "a", 100), _series(run, "b", 120), _series(wait, "a", 3), _series(wait, "b", 5),
+             _series(run, "x", 999, other), _series(run, "r", 999, router)],
+            q, 228,
+        ),
+        # a replica without a waiting series still counts its running requests
+        _promql_case([_series(run, "a", 100), _series(run, "b", 120), _series(wait, "a", 3)], q, 223),
+        # no waiting series at all: the running requests, not an empty result
+        _promql_case([_series(run, "a", 100)], q, 100),
+        # no vLLM series of this model: empty, so the trigger errors (ignoreNullValues false), never 0
+        _promql_case([_series(run, "x", 5, other), {"series": 'up{job="x"}', "values": "1x5"}], q, None),
+        _promql_case([{"series": 'up{job="x"}', "values": "1x5"}], queue_query(MODEL), None),
+    ]
+    result = _promtool(tmp_path, cases)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_promtool
+def test_promtool_case_can_fail(tmp_path):
+    # a per-series sum drops a replica without a waiting series: the case above would catch it
+    per_series = f"sum(vllm:num_requests_running{{{VLLM_LABELS}}} + vllm:num_requests_waiting{{{VLLM_LABELS}}})"
+    series = [_series("vllm:num_requests_running", "a", 100), _series("vllm:num_requests_running", "b", 120),
+              _series("vllm:num_requests_waiting", "a", 3)]
+    assert _promtool(tmp_path, [_promql_case(series, per_series, 223)]).returncode != 0
+
+
+# --- the HPA's arithmetic on the triggers -------------------------------------------------------------
+
+HPA_TOLERANCE = 0.1  # kube-controller-manager --horizontal-pod-autoscaler-tolerance (default)
+
+
+def hpa_desired(scaled_object: dict, current: int, per_replica: dict[str, float]) -> int:
+    """The replica count the HPA converges to (after stabilisation) for KEDA's triggers.
+
+    Kubernetes' replica calculator for an External metric with an AverageValue target
+    (GetExternalPerPodMetricReplicas): total = the query's value; keep `current` while
+    total / (target × current) is within the tolerance of 1, else ceil(total / target). The HPA
+    takes the largest proposal over the triggers, clamped to min/max. Each query here is a sum of
+    per-metric sums, so its value is Σ over the metrics it selects of per-replica value × current.
+    """
+    spec = scaled_object["spec"]
+    proposals = []
+    for trigger in spec["triggers"]:
+        assert trigger["metricType"] == "AverageValue"
+        target = float(trigger["metadata"]["threshold"])
+        total = sum(per_replica.get(name, 0.0) * current for name in metric_names(trigger["metadata"]["query"]))
+        ratio = total / (target * current)
+        proposals.append(current if abs(1.0 - ratio) <= HPA_TOLERANCE else math.ceil(total / target))
+    return min(max(max(proposals), spec["minReplicaCount"]), spec["maxReplicaCount"])
+
+
+def _queue_only(obj: dict) -> dict:
+    """The ScaledObject as it was before in-flight scaling: the queue trigger alone."""
+    old = copy.deepcopy(obj)
+    old["spec"]["triggers"] = [t for t in old["spec"]["triggers"] if t["metadata"]["query"] == queue_query(MODEL)]
+    assert len(old["spec"]["triggers"]) == 1
+    return old
+
+
+def _load(running: float, waiting: float = 0.0) -> dict[str, float]:
+    return {"vllm:num_requests_running": running, "vllm:num_requests_waiting": waiting}
+
+
+def test_a_fleet_loaded_at_the_target_keeps_its_size_where_queue_only_scaling_shrank_it():
+    obj = render_scaled_object(SPEC)
+    target = SPEC.running_per_replica
+    # 12 replicas each carrying the target with no queue (the SLO holds): stay at 12.
+    assert hpa_desired(obj, 12, _load(target)) == 12
+    assert hpa_desired(obj, 8, _load(target)) == 8
+    # The bug: the queue alone wants ceil(0 / 4) replicas, i.e. the floor, from a loaded fleet...
+    assert hpa_desired(_queue_only(obj), 12, _load(target)) == 4
+    # ...and holding 12 took a standing queue of 4 per replica, 48 requests waiting.
+    assert hpa_desired(_queue_only(obj), 12, _load(target, 4)) == 12
+
+
+def test_in_flight_load_scales_up_before_the_queue_and_down_when_load_falls():
+    obj = render_scaled_object(SPEC)
+    target = SPEC.running_per_replica
+    assert hpa_desired(obj, 8, _load(1.25 * target)) == 10  # scale-up with no queue yet
+    assert hpa_desired(obj, 12, _load(0.5 * target)) == 6  # half the load, half the replicas
+    assert hpa_desired(obj, 12, _load(0.05 * target)) == 4  # never below the floor
+    assert hpa_desired(obj, 6, _load(0.5 * target, 10)) == 12  # a standing queue still adds (trigger 2)
+    assert hpa_desired(obj, 12, _load(2 * target)) == 12  # never above the pool
 
 
 def test_behavior_is_a_valid_hpa_v2_behavior_and_is_slow_to_shrink():
@@ -199,6 +342,65 @@ def test_prod_plan_installs_keda_once_and_waits_for_what_the_scaler_needs():
     assert "kubernetes:apps/v1:Deployment::prod-model-qwen3-235b-engine" in deps  # its target
     assert scaled["inputs"]["spec"]["scaleTargetRef"]["name"] == "qwen3-235b-engine"
     assert scaled["options"]["provider"] == "pulumi:providers:kubernetes::prod-doks-k8s"
+
+
+def _prod_facts(autoscaling: dict | None = None):
+    values, secrets = stack_values("prod")
+    if autoscaling is not None:
+        _model(values)["autoscaling"] = autoscaling
+    cfg = load_config(values, stack="prod", secret_keys=secrets, base_dir=ROOT)
+    return cfg, plan_models(cfg, ROOT)
+
+
+def test_prod_in_flight_target_is_the_headroom_share_of_the_planned_running_requests():
+    plan = plan_of("prod")
+    model = next(m for m in plan.models if m["name"] == "qwen3-235b")
+    _, facts = _prod_facts()
+    (facts_model,) = [m for m in facts.models if m.config.name == "qwen3-235b"]
+    running = facts_model.plan.chosen.running_per_replica
+    assert RUNNING_HEADROOM == 0.8
+    expected = math.floor(0.8 * running)
+    assert running_target(facts_model) == (expected, "plan")
+    # the figure the plan's reason prints ("143 running per replica")
+    printed = float(re.search(r"\((\d+) running per replica\)", model["reason"]).group(1))
+    assert abs(expected - 0.8 * printed) <= 1
+    assert model["replicas"]["autoscaling"] == {
+        "target_running_per_replica": expected,
+        "target_running_source": "plan",
+        "waiting_per_replica": 4.0,
+        "scale_down_delay_seconds": 1800,
+    }
+    from infra.commands.plan import render_summary
+
+    assert f"replicas 4–12, autoscaled above {expected} requests in flight (from the plan) or 4 queued per replica" in render_summary(plan)
+    (scaled,) = [r for r in plan.resources if r["type"] == "kubernetes:keda.sh/v1alpha1:ScaledObject"]
+    in_flight, queue = scaled["inputs"]["spec"]["triggers"]
+    assert in_flight["metadata"]["threshold"] == str(expected)
+    assert metric_names(in_flight["metadata"]["query"]) == {"vllm:num_requests_running", "vllm:num_requests_waiting"}
+    assert queue["metadata"]["threshold"] == "4"
+
+
+def test_explicit_in_flight_target_overrides_the_plan():
+    cfg, facts = _prod_facts({"target_running_per_replica": 90})
+    model = facts.models[0]
+    assert running_target(model) == (90, "config")
+    in_flight, _ = render_scaled_object(scaling_spec(cfg, model))["spec"]["triggers"]
+    assert in_flight["metadata"]["threshold"] == "90"
+    assert facts.models_json()[0]["replicas"]["autoscaling"]["target_running_source"] == "config"
+
+
+def test_in_flight_target_above_what_a_replica_can_run_is_refused():
+    _, facts = _prod_facts()
+    layout = facts.models[0].layout
+    cap = layout.max_num_seqs * layout.dp  # vLLM's max_num_seqs is per engine (DP rank)
+    assert running_target(_prod_facts({"target_running_per_replica": cap})[1].models[0]) == (cap, "config")
+    with pytest.raises(ConfigError) as err:
+        _prod_facts({"target_running_per_replica": cap + 1})
+    message = str(err.value)
+    assert NS + "models[qwen3-235b].autoscaling.target_running_per_replica" in message
+    assert f"{cap + 1} is more than" in message and f"give 1..{cap}" in message
+    assert f"max_num_seqs {layout.max_num_seqs}" in message
+    assert "Traceback" not in message
 
 
 def test_stacks_without_autoscaled_models_have_no_keda():

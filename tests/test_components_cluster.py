@@ -2,13 +2,17 @@
 
 import dataclasses
 
+import pulumi
 import pytest
 
 from components.cluster import (
     DoksCluster,
     DoksClusterArgs,
     GpuAddonFlags,
+    KubernetesVersionError,
     gpu_addon_flags,
+    is_exact_version,
+    looked_up_version,
     version_prefix_for_lookup,
 )
 from tests.component_harness import FAKE_KUBECONFIG_TOKEN, resolve, run_program
@@ -19,7 +23,7 @@ K8S_PROVIDER = "pulumi:providers:kubernetes"
 PROD = DoksClusterArgs(
     environment="prod",
     region="atl1",
-    version_prefix="1.33",
+    version="1.33",
     vpc_id="vpc-123",
     system_pool_size="s-8vcpu-16gb",
     system_pool_nodes=3,
@@ -90,28 +94,29 @@ def test_prod_cluster_options():
     rec = _run(PROD)
     cluster = rec.one(CLUSTER)
     assert cluster.protect is True
-    # Auto-upgrade owns the patch version; the fixed system pool needs no nodeCount ignore.
+    # A prefix only picks the version at creation; the fixed system pool needs no nodeCount ignore.
     assert cluster.ignore_changes == ["version"]
     assert cluster.parent == rec.one("inference-platform:cluster:DoksCluster").urn
 
 
-def test_without_auto_upgrade_the_version_is_managed_and_dev_is_unprotected():
+def test_without_auto_upgrade_a_prefix_still_ignores_the_version_and_dev_is_unprotected():
+    # Following the lookup would upgrade the control plane on an unrelated `pulumi up`.
     args = dataclasses.replace(PROD, environment="dev", auto_upgrade=False, protect=False, ha=False)
     cluster = _run(args, stack="dev").one(CLUSTER)
-    assert cluster.ignore_changes == []
+    assert cluster.ignore_changes == ["version"]
+    assert cluster.inputs["autoUpgrade"] is False
     assert not cluster.protect
     assert cluster.inputs["ha"] is False
 
 
-def test_firewall_and_subnets_are_omitted_when_not_configured():
-    args = dataclasses.replace(PROD, control_plane_allowed_cidrs=(), cluster_subnet=None, service_subnet=None)
+def test_subnets_are_omitted_when_not_configured():
+    args = dataclasses.replace(PROD, cluster_subnet=None, service_subnet=None)
     c = _run(args).one(CLUSTER).inputs
-    assert "controlPlaneFirewall" not in c
     assert "clusterSubnet" not in c and "serviceSubnet" not in c
 
 
 def test_version_follows_the_prefix():
-    args = dataclasses.replace(PROD, version_prefix="1.34")
+    args = dataclasses.replace(PROD, version="1.34")
     assert _run(args).one(CLUSTER).inputs["version"] == "1.34.0-do.1"
 
 
@@ -136,3 +141,88 @@ def test_kubeconfig_is_secret_everywhere():
 def test_the_dra_driver_is_never_enabled():
     # Model pods request the amd.com/gpu extended resource, which only a device plugin advertises.
     assert "amdGpuDraDriver" not in _run(PROD).one(CLUSTER).inputs
+
+
+# --------------------------------------------------------------------------- deployment fixes
+
+GET_CLUSTER = "digitalocean:index/getKubernetesCluster:getKubernetesCluster"
+GET_VERSIONS = "digitalocean:index/getKubernetesVersions:getKubernetesVersions"
+
+
+def test_provider_kubeconfig_is_fetched_fresh_on_every_run_not_read_from_state():
+    from tests.component_harness import STALE_KUBECONFIG_TOKEN
+
+    rec = _run(PROD)
+    provider = rec.one(K8S_PROVIDER)
+    wire = str(provider.wire)
+    # The DO provider renews the cluster's stored kube_configs only on `pulumi refresh`.
+    assert FAKE_KUBECONFIG_TOKEN in wire and STALE_KUBECONFIG_TOKEN not in wire
+    assert not rec.plain_text_contains(FAKE_KUBECONFIG_TOKEN)
+    exported, secret = resolve(rec.value.kubeconfig)
+    assert FAKE_KUBECONFIG_TOKEN in exported and STALE_KUBECONFIG_TOKEN not in exported and secret
+    # Looked up only once the cluster exists (in a preview of a new cluster: unknown, not stale).
+    (registered_before,) = [urns for tok, urns in rec.invokes if tok == GET_CLUSTER]
+    assert rec.one(CLUSTER).urn in registered_before
+    # The changing kubeconfig must update, never replace, the provider.
+    assert provider.inputs["clusterIdentifier"] == "inference-prod-id"
+
+
+def test_cluster_lookup_asks_for_the_configured_name_and_token_lifetime():
+    from tests.component_harness import PlatformMocks, run_program
+
+    mocks = PlatformMocks()
+    run_program(lambda: DoksCluster("inference-prod", PROD), stack="prod", mocks=mocks)
+    (args,) = [a for tok, a in mocks.calls if tok == GET_CLUSTER]
+    assert args["name"] == "inference-prod" and args["kubeconfigExpireSeconds"] == 86400
+
+
+def test_exact_version_slug_is_sent_verbatim_and_not_ignored():
+    args = dataclasses.replace(PROD, version="1.33.1-do.5", auto_upgrade=False)
+    rec = _run(args)
+    cluster = rec.one(CLUSTER)
+    assert cluster.inputs["version"] == "1.33.1-do.5"
+    assert cluster.ignore_changes == []  # editing the slug is the explicit upgrade
+    assert GET_VERSIONS not in [tok for tok, _ in rec.invokes]
+    assert GET_VERSIONS in [tok for tok, _ in _run(PROD).invokes]  # a prefix is looked up
+
+
+@pytest.mark.parametrize(
+    ("version", "exact"),
+    [("1.33", False), ("1.33.1", False), ("1.33.1-do.5", True), ("1.33.1-do.", False), ("1.33-do.5", False)],
+)
+def test_exact_version_recognition(version, exact):
+    assert is_exact_version(version) is exact
+
+
+def test_three_part_prefix_looks_up_its_doks_builds():
+    assert version_prefix_for_lookup("1.33.1") == "1.33.1-"  # slugs are 1.33.1-do.N, never 1.33.1.x
+    assert version_prefix_for_lookup("1.33.1-") == "1.33.1-"
+
+
+def test_retired_prefix_is_a_config_error_naming_the_key_and_prefix():
+    with pytest.raises(KubernetesVersionError) as err:
+        looked_up_version("1.29", "")
+    assert isinstance(err.value, pulumi.RunError)
+    (problem,) = err.value.problems
+    assert problem.path == "inference-platform:cluster.version"
+    assert "'1.29'" in problem.message and "'1.29.'" in problem.message and "1.33.1-do.5" in problem.message
+    assert looked_up_version("1.33", "1.33.1-do.5") == "1.33.1-do.5"
+
+
+def test_retired_prefix_stops_the_program_before_the_cluster_is_declared():
+    args = dataclasses.replace(PROD, version="1.29")
+    with pytest.raises(KubernetesVersionError, match=r"cluster\.version: '1\.29'"):
+        _run(args)
+
+
+def test_empty_allow_list_sends_the_firewall_explicitly_disabled():
+    # None would make the provider keep an existing firewall with its old list.
+    args = dataclasses.replace(PROD, control_plane_allowed_cidrs=())
+    c = _run(args).one(CLUSTER).inputs
+    assert c["controlPlaneFirewall"] == {"enabled": False, "allowedAddresses": []}
+
+
+def test_destroy_all_associated_resources_is_passed_through():
+    assert _run(PROD).one(CLUSTER).inputs.get("destroyAllAssociatedResources") in (None, False)
+    dev = dataclasses.replace(PROD, environment="dev", protect=False, destroy_all_associated_resources=True)
+    assert _run(dev, stack="dev").one(CLUSTER).inputs["destroyAllAssociatedResources"] is True

@@ -90,3 +90,21 @@ def test_static_pv_points_at_the_share_and_the_claim_binds_to_it():
 def test_share_below_the_do_minimum_is_rejected():
     with pytest.raises(ValueError, match="minimum"):
         _run(protect=False, size_gib=10, with_namespace=False)
+
+
+def test_growing_the_share_grows_the_pv_in_place_and_leaves_the_claim_as_created():
+    small, large = _run(protect=True, size_gib=2048), _run(protect=True, size_gib=4096)
+    # The PV's capacity is mutable and follows the share.
+    assert large.one(PV).inputs["spec"]["capacity"] == {"storage": "4096Gi"}
+    assert large.one(NFS).inputs["size"] == 4096
+    # The claim's request is ignored after creation: a new value would fail or replace the claim
+    # every model pod mounts. Everything else about the claim is the same for both sizes.
+    for rec in (small, large):
+        assert rec.one(PVC).ignore_changes == ["spec.resources"]
+
+    def without_request(inputs):
+        spec = {k: v for k, v in inputs["spec"].items() if k != "resources"}
+        return {**inputs, "spec": spec}
+
+    assert without_request(small.one(PVC).inputs) == without_request(large.one(PVC).inputs)
+    assert not small.one(PV).ignore_changes

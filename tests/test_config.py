@@ -130,6 +130,7 @@ INVALID = [
     ("plain-text provider token", "prod", lambda v: v.__setitem__("digitalocean:token", "dop_v1_abc"), "digitalocean:token", "plain text"),
     ("model id without org", "prod", _set("models[0].source", "Qwen3-235B"), "models[0].source", "Hugging Face model id"),
     ("model id with spaces", "prod", _set("models[0].source", "Qwen/Qwen3 235B"), "models[0].source", "Hugging Face model id"),
+    ("custom histogram buckets", "prod", _set("models[0].extra_args", ["--custom-histogram-buckets", "{}"]), "models[0].extra_args[0]", "silence the burn-rate alerts"),
     ("revision as a branch name", "prod", _set("models[0].revision", "main"), "models[0].revision", "full 40-character commit id"),
     ("revision as a short hash", "prod", _set("models[0].revision", "a1b2c3d"), "models[0].revision", "not a commit hash"),
     ("model not in catalog, no config.json", "prod", _set("models[1].source", "acme/secret-model-7b"), "models[1].source", "hf_config"),
@@ -376,3 +377,33 @@ def test_a_pinned_revision_reaches_the_prefetch_the_engine_and_its_tokenizer():
     # unpinned: `main`, and the client resolves the HF id
     unpinned = model_service_spec(plan_models(_load(*stack_values("staging"), stack="staging"), ROOT).models[0], "weights-pvc")
     assert "--revision" not in serve_args(unpinned) and bench_tokenizer(unpinned) == unpinned.source
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.33.1", "1.33.1-do.5", "1.34.0-do.12"])
+def test_cluster_version_accepts_prefixes_and_exact_doks_slugs(version):
+    values, secrets = stack_values("prod")
+    _set("cluster.version", version)(values)
+    _set("cluster.auto_upgrade", False)(values)
+    assert _load(values, secrets).cluster.version == version
+
+
+@pytest.mark.parametrize("version", ["1.33.1-do", "1.33-do.5", "v1.33.1-do.5", "1.33.1-do.5-x", "latest"])
+def test_cluster_version_rejects_what_is_neither_prefix_nor_slug(version):
+    values, secrets = stack_values("prod")
+    _set("cluster.version", version)(values)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secrets)
+    (problem,) = info.value.problems
+    assert problem.path == NS + "cluster.version"
+    assert repr(version) in problem.message and '"1.33"' in problem.message and '"1.33.1-do.5"' in problem.message
+
+
+def test_exact_cluster_version_with_auto_upgrade_is_refused():
+    # DOKS would upgrade past the slug and the next `pulumi up` would plan a downgrade (replacement).
+    values, secrets = stack_values("staging")
+    _set("cluster.version", "1.33.1-do.5")(values)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secrets, stack="staging")
+    (problem,) = info.value.problems
+    assert problem.path == NS + "cluster.version"
+    assert "'1.33.1-do.5'" in problem.message and "auto_upgrade: false" in problem.message

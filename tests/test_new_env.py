@@ -74,3 +74,34 @@ def test_force_keeps_the_overwritten_stacks_own_vpc(repo):
     before = _vpc(repo, "staging")
     assert main(["new-env", "staging", "--from", "prod", "--force", "--root", str(repo)]) == 0
     assert _vpc(repo, "staging") == before
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("config:\n  inference-platform:region: tor1\n  x: @bad\n",
+         "not valid YAML at line 3, column 6: found character '@' that cannot start any token"),
+        ("config:\n  a: [1\n  b: 2\n", "not valid YAML at line 3, column 4: expected ',' or ']'"),
+        ("config:\n  a: 1\n  a: 2\n", 'not valid YAML at line 3, column 3: found duplicate key "a"'),
+        ("- config\n", "expected a mapping with a `config:` mapping"),
+        ("config: 3\n", "expected a mapping with a `config:` mapping"),
+    ],
+)
+def test_new_env_from_a_broken_stack_file_is_one_clear_error(repo, capsys, text, expected):
+    (repo / "stacks" / "Pulumi.broken.yaml").write_text(text)
+    # Other stacks must not stand in the way of the message about the source itself.
+    assert main(["new-env", "zz", "--from", "broken", "--root", str(repo)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {repo / 'stacks' / 'Pulumi.broken.yaml'}: ")
+    assert expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (repo / "stacks" / "Pulumi.zz.yaml").exists()
+
+
+def test_new_env_from_a_stack_without_a_network_section_still_gets_a_vpc(repo):
+    import yaml as pyyaml
+
+    doc = pyyaml.safe_load((repo / "stacks" / "Pulumi.dev.yaml").read_text())
+    doc["config"].pop(NS + "network", None)
+    (repo / "stacks" / "Pulumi.bare.yaml").write_text(pyyaml.safe_dump(doc))
+    assert main(["new-env", "bare-2", "--from", "bare", "--root", str(repo)]) == 0
+    assert _vpc(repo, "bare-2")

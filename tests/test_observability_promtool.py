@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, render_prometheus_rules
-from infra.render.slo_rules import ObservedModel
+from infra.render.slo_rules import GPU_ALERT_METRICS, ObservedModel
 
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(
@@ -98,29 +98,37 @@ def histogram(
     fast_s: float,
     slow_s: float,
     bad: list[float],
+    rate: float = REQUESTS_PER_MIN,
 ) -> list[dict]:
-    """Cumulative bucket and count series of a vLLM histogram, REQUESTS_PER_MIN per minute."""
+    """Cumulative bucket and count series of a vLLM histogram, `rate` requests per minute."""
     labels = vllm_labels(model)
     series = []
     for le in le_bounds:
         bound = float("inf") if le == "+Inf" else float(le)
-        per_min = [REQUESTS_PER_MIN * ((1 - f) * (fast_s <= bound) + f * (slow_s <= bound)) for f in bad]
+        per_min = [rate * ((1 - f) * (fast_s <= bound) + f * (slow_s <= bound)) for f in bad]
         series.append(
             {"series": f'{metric}_bucket{{{labels}, le="{le}"}}', "values": values(cumulative(per_min))}
         )
-    series.append(
-        {"series": f"{metric}_count{{{labels}}}", "values": values(cumulative([REQUESTS_PER_MIN] * len(bad)))}
-    )
+    series.append({"series": f"{metric}_count{{{labels}}}", "values": values(cumulative([rate] * len(bad)))})
     return series
 
 
 def traffic(
-    model: ObservedModel, ttft_bad: list[float] | None = None, tpot_bad: list[float] | None = None
+    model: ObservedModel,
+    ttft_bad: list[float] | None = None,
+    tpot_bad: list[float] | None = None,
+    rate: float = REQUESTS_PER_MIN,
 ) -> list[dict]:
     zero = [0.0] * MINUTES
     return [
         *histogram(
-            "vllm:time_to_first_token_seconds", model, TTFT_LE, TTFT_FAST_S, TTFT_SLOW_S, ttft_bad or zero
+            "vllm:time_to_first_token_seconds",
+            model,
+            TTFT_LE,
+            TTFT_FAST_S,
+            TTFT_SLOW_S,
+            ttft_bad or zero,
+            rate,
         ),
         *histogram(
             "vllm:request_time_per_output_token_seconds",
@@ -129,6 +137,7 @@ def traffic(
             TPOT_FAST_S,
             TPOT_SLOW_S,
             tpot_bad or zero,
+            rate,
         ),
     ]
 
@@ -269,6 +278,110 @@ def test_tpot_burn_silent_within_budget(rules_dir):
         {
             "input_series": traffic(CHAT, tpot_bad=bad_fraction([(0, MINUTES, 0.08)])) + traffic(INTERP),
             "alert_rule_test": [alert("90m", "VllmTpotSloFastBurn"), alert("110m", "VllmTpotSloSlowBurn")],
+        },
+    )
+
+
+def test_burn_alerts_silent_below_the_minimum_traffic(rules_dir):
+    # 1 request/min = 60/h, below MIN_REQUESTS_PER_HOUR (100): every request slow, still no page
+    # and no ticket — a handful of requests is no evidence of a burning budget
+    all_bad = bad_fraction([(0, MINUTES, 1.0)])
+    run_scenario(
+        rules_dir,
+        "burn-low-traffic",
+        {
+            "input_series": traffic(CHAT, ttft_bad=all_bad, tpot_bad=all_bad, rate=1) + traffic(INTERP),
+            "alert_rule_test": [
+                alert("70m", "VllmTtftSloFastBurn"),
+                alert("110m", "VllmTtftSloFastBurn"),
+                alert("110m", "VllmTtftSloSlowBurn"),
+                alert("110m", "VllmTpotSloFastBurn"),
+                alert("110m", "VllmTpotSloSlowBurn"),
+            ],
+            "promql_expr_test": [
+                {
+                    # the ratio itself is recorded; only the alert is held back
+                    "expr": 'model:vllm_ttft_slo_errors:ratio_rate1h{model="chat"}',
+                    "eval_time": "110m",
+                    "exp_samples": [
+                        {"labels": 'model:vllm_ttft_slo_errors:ratio_rate1h{model="chat"}', "value": 1}
+                    ],
+                },
+                {
+                    "expr": 'round(model:vllm_ttft_requests:rate1h{model="chat"} * 3600)',
+                    "eval_time": "110m",
+                    "exp_samples": [{"labels": '{model="chat"}', "value": 60}],
+                },
+            ],
+        },
+    )
+
+
+def test_burn_alerts_fire_above_the_minimum_traffic(rules_dir):
+    # 2 requests/min = 120/h: once the 1h window holds an hour of traffic, all-slow requests page
+    all_bad = bad_fraction([(0, MINUTES, 1.0)])
+    run_scenario(
+        rules_dir,
+        "burn-enough-traffic",
+        {
+            "input_series": traffic(CHAT, ttft_bad=all_bad, rate=2) + traffic(INTERP),
+            "alert_rule_test": [
+                alert("30m", "VllmTtftSloFastBurn"),  # 60 requests in the last hour so far
+                alert("70m", "VllmTtftSloFastBurn", {"model": "chat", **CRIT}),
+                # the guard averages over the long window: 2 h of history at 120/h is 10/h
+                # over the 1d window, so the ticket waits for more evidence
+                alert("110m", "VllmTtftSloSlowBurn"),
+                alert("70m", "VllmTpotSloFastBurn"),
+            ],
+        },
+    )
+    # 30 requests/min: 110 minutes of it average > 100/h over the 1d window; the ticket opens
+    run_scenario(
+        rules_dir,
+        "burn-enough-traffic-slow",
+        {
+            "input_series": traffic(CHAT, ttft_bad=all_bad, rate=30) + traffic(INTERP),
+            "alert_rule_test": [
+                alert("110m", "VllmTtftSloSlowBurn", {"model": "chat", **WARN}),
+                alert("110m", "VllmTtftSloFastBurn", {"model": "chat", **CRIT}),
+            ],
+        },
+    )
+
+
+def test_goodput_counts_only_stopped_or_length_finished_requests(rules_dir):
+    # 1 req/s finished: 0.5 stop + 0.2 length (served), 0.2 abort + 0.1 error (not served); all
+    # requests within both SLOs → goodput 0.7 req/s, not 1.0
+    labels = vllm_labels(CHAT)
+    finished = [
+        gauge("vllm:request_success_total", f'{labels}, finished_reason="{reason}"', f"0+{per_min}x40")
+        for reason, per_min in (("stop", 30), ("length", 12), ("abort", 12), ("error", 6))
+    ]
+    run_scenario(
+        rules_dir,
+        "goodput-served",
+        {
+            "input_series": traffic(CHAT) + traffic(INTERP) + finished,
+            "promql_expr_test": [
+                {
+                    "expr": 'round(model:vllm_goodput_requests_per_second:rate5m{model="chat"}, 0.001)',
+                    "eval_time": "30m",
+                    "exp_samples": [{"labels": '{model="chat"}', "value": 0.7}],
+                },
+                {
+                    "expr": 'round(model:vllm_requests_per_second:rate5m{model="chat"}, 0.001)',
+                    "eval_time": "30m",
+                    "exp_samples": [{"labels": '{model="chat"}', "value": 1.0}],
+                },
+                {
+                    "expr": 'round(model:vllm_unserved_requests_per_second:rate5m{model="chat"}, 0.001)',
+                    "eval_time": "30m",
+                    "exp_samples": [
+                        {"labels": '{model="chat", finished_reason="abort"}', "value": 0.2},
+                        {"labels": '{model="chat", finished_reason="error"}', "value": 0.1},
+                    ],
+                },
+            ],
         },
     )
 
@@ -436,7 +549,16 @@ def test_gpu_health_and_ecc(rules_dir):
     )
 
 
-def test_deadman_fires_for_a_model_without_metrics(rules_dir):
+def deployment_ready(model: ObservedModel, points: str) -> dict:
+    # kube-state-metrics' Deployment status; the vLLM Deployment is `<model>-engine`
+    return gauge(
+        "kube_deployment_status_replicas_ready",
+        f'namespace="{model.namespace}", deployment="{model.deployment}"',
+        points,
+    )
+
+
+def test_deadman_fires_for_ready_replicas_without_metrics(rules_dir):
     # absent() keeps the selector's equality labels, so the alert names the namespace too
     same = {"namespace": "inference", "component": "vllm", **CRIT}
     chat = {"model": "chat", "model_name": "chat-served", **same}
@@ -446,7 +568,10 @@ def test_deadman_fires_for_a_model_without_metrics(rules_dir):
         "deadman",
         {
             "input_series": [
-                # chat reports for 30 minutes, then its metrics vanish; interp never reports
+                # both Deployments report ready replicas throughout; chat reports metrics for 30
+                # minutes, then they vanish (scrape broken); interp's are never scraped
+                deployment_ready(CHAT, "2x60"),
+                deployment_ready(INTERP, "1x60"),
                 gauge("vllm:num_requests_running", vllm_labels(CHAT), "3x30"),
             ],
             "alert_rule_test": [
@@ -454,6 +579,85 @@ def test_deadman_fires_for_a_model_without_metrics(rules_dir):
                 alert("38m", "VllmMetricsAbsent", interp),  # chat gone 8 minutes: not yet
                 alert("55m", "VllmMetricsAbsent", chat, interp),
             ],
+        },
+    )
+
+
+def test_deadman_silent_while_a_rollout_loads(rules_dir):
+    # a fresh rollout: no replica ready (and so no /metrics) for 40 minutes while the weights
+    # load, then ready with metrics; a parked model (0 replicas) never pages either
+    run_scenario(
+        rules_dir,
+        "deadman-rollout",
+        {
+            "input_series": [
+                deployment_ready(CHAT, "0x40 2x40"),
+                gauge("vllm:num_requests_running", vllm_labels(CHAT), "_x40 0x40"),
+                deployment_ready(INTERP, "0x80"),
+            ],
+            "alert_rule_test": [
+                alert("30m", "VllmMetricsAbsent"),
+                alert("39m", "VllmMetricsAbsent"),
+                alert("44m", "VllmMetricsAbsent"),
+                alert("70m", "VllmMetricsAbsent"),
+            ],
+        },
+    )
+    # without kube-state-metrics' Deployment series (the Deployment does not exist) no page
+    run_scenario(
+        rules_dir,
+        "deadman-no-deployment",
+        {
+            "input_series": [gauge("up", 'job="x"', "1x40")],
+            "alert_rule_test": [alert("30m", "VllmMetricsAbsent")],
+        },
+    )
+
+
+def deployment_series(model: ObservedModel, ready: str, desired: str, created_s: int) -> list[dict]:
+    """kube-state-metrics' view of `<model>-engine`: ready and desired counts, creation time."""
+    labels = f'namespace="{model.namespace}", deployment="{model.deployment}"'
+    return [
+        gauge("kube_deployment_status_replicas_ready", labels, ready),
+        gauge("kube_deployment_spec_replicas", labels, desired),
+        gauge("kube_deployment_created", labels, f"{created_s}x120"),
+    ]
+
+
+def test_model_down_pages_when_no_replica_is_ready(rules_dir):
+    down = {"model": "chat", "namespace": "inference", "deployment": CHAT.deployment, **CRIT}
+    run_scenario(
+        rules_dir,
+        "model-down",
+        {
+            "input_series": [
+                # chat was created two hours before the test's clock starts at 0 (created = -7200):
+                # ready for 30 minutes, then all replicas gone
+                *deployment_series(CHAT, "2x30 0x60", "2x90", -7200),
+                # interp is ready throughout
+                *deployment_series(INTERP, "1x90", "1x90", -7200),
+            ],
+            "alert_rule_test": [
+                alert("20m", "VllmModelDown"),
+                alert("38m", "VllmModelDown"),  # down 7 minutes: not yet
+                alert("45m", "VllmModelDown", down),
+            ],
+        },
+    )
+
+
+def test_model_down_silent_for_a_first_load_and_a_parked_model(rules_dir):
+    run_scenario(
+        rules_dir,
+        "model-down-quiet",
+        {
+            "input_series": [
+                # chat's Deployment was just created: 40 minutes of loading is not an outage
+                *deployment_series(CHAT, "0x40 2x50", "2x90", 0),
+                # interp is parked at zero replicas
+                *deployment_series(INTERP, "0x90", "0x90", -7200),
+            ],
+            "alert_rule_test": [alert(t, "VllmModelDown") for t in ("15m", "39m", "60m", "85m")],
         },
     )
 
@@ -586,7 +790,24 @@ def gpu_capacity(node: str, resource: str, points: str) -> dict:
 AMD_NODES = [gpu_capacity("gpu-1", "amd_com_gpu", "8x60"), gpu_capacity("gpu-2", "amd_com_gpu", "8x60")]
 
 
+def exporter_series(hostname: str, points: str, metrics=GPU_ALERT_METRICS) -> list[dict]:
+    return [gauge(metric, f'hostname="{hostname}", gpu_id="0"', points) for metric in metrics]
+
+
+def absent_metric(metric: str) -> dict:
+    return {"metric": metric, **WARN}
+
+
+ALL_ABSENT = [absent_metric(m) for m in GPU_ALERT_METRICS]
+
+
 def test_gpu_metrics_absent_fires_when_amd_nodes_have_no_exporter_series(rules_dir):
+    description = (
+        "2 nodes offer amd.com/gpu, but Prometheus has scraped no gpu_health series from the ROCm "
+        "device-metrics-exporter for 10m: the alerts reading it are blind (gpu_junction_temperature: "
+        "AmdGpuJunctionTemperatureHigh, gpu_health: AmdGpuUnhealthy, gpu_ecc_uncorrect_total: "
+        "AmdGpuUncorrectableEccErrors)."
+    )
     run_scenario(
         rules_dir,
         "gpu-metrics-absent",
@@ -599,15 +820,15 @@ def test_gpu_metrics_absent_fires_when_amd_nodes_have_no_exporter_series(rules_d
                     "alertname": "AmdGpuMetricsAbsent",
                     "exp_alerts": [
                         {
-                            "exp_labels": WARN,
+                            "exp_labels": absent_metric(metric),
                             "exp_annotations": {
-                                "summary": "No AMD GPU metrics although the cluster has AMD GPU nodes",
-                                "description": "2 nodes offer amd.com/gpu, but Prometheus has scraped no ROCm "
-                                "device-metrics-exporter series (gpu_junction_temperature, gpu_health) for 10m: "
-                                "the GPU temperature, health and ECC alerts are blind.",
+                                "summary": f"No {metric} from the AMD GPU exporter although the cluster has "
+                                "AMD GPU nodes",
+                                "description": description.replace("gpu_health series", f"{metric} series"),
                                 "runbook_url": "docs/runbook.md#amdgpumetricsabsent",
                             },
                         }
+                        for metric in GPU_ALERT_METRICS
                     ],
                 },
             ],
@@ -622,11 +843,40 @@ def test_gpu_metrics_absent_fires_once_the_exporter_stops(rules_dir):
         rules_dir,
         "gpu-metrics-stop",
         {
-            "input_series": AMD_NODES
-            + [gauge("gpu_junction_temperature", 'hostname="gpu-1", gpu_id="0"', "60x10")],
+            "input_series": AMD_NODES + exporter_series("gpu-1", "60x10"),
             "alert_rule_test": [
                 alert("25m", "AmdGpuMetricsAbsent"),
-                alert("35m", "AmdGpuMetricsAbsent", WARN),
+                alert("35m", "AmdGpuMetricsAbsent", *ALL_ABSENT),
+            ],
+        },
+    )
+
+
+def test_gpu_metrics_absent_fires_for_each_missing_metric(rules_dir):
+    # temperature and ECC arrive but gpu_health does not (dropped from the exporter's field
+    # list): AmdGpuUnhealthy is blind, so the deadman names gpu_health alone
+    run_scenario(
+        rules_dir,
+        "gpu-metrics-health-missing",
+        {
+            "input_series": AMD_NODES
+            + exporter_series("gpu-1", "60x60", ["gpu_junction_temperature", "gpu_ecc_uncorrect_total"]),
+            "alert_rule_test": [alert("40m", "AmdGpuMetricsAbsent", absent_metric("gpu_health"))],
+        },
+    )
+    # only gpu_health: the temperature and ECC alerts are blind
+    run_scenario(
+        rules_dir,
+        "gpu-metrics-health-only",
+        {
+            "input_series": AMD_NODES + exporter_series("gpu-1", "1x60", ["gpu_health"]),
+            "alert_rule_test": [
+                alert(
+                    "40m",
+                    "AmdGpuMetricsAbsent",
+                    absent_metric("gpu_junction_temperature"),
+                    absent_metric("gpu_ecc_uncorrect_total"),
+                )
             ],
         },
     )
@@ -638,19 +888,8 @@ def test_gpu_metrics_absent_silent_with_exporter_series_or_without_amd_nodes(rul
         "gpu-metrics-present",
         {
             "input_series": AMD_NODES
-            + [
-                gauge("gpu_junction_temperature", 'hostname="gpu-1", gpu_id="0", pod="chat-0"', "60x60"),
-                gauge("gpu_junction_temperature", 'hostname="gpu-2", gpu_id="0"', "55x60"),
-            ],
-            "alert_rule_test": [alert("40m", "AmdGpuMetricsAbsent")],
-        },
-    )
-    # gpu_health alone (temperature field disabled in the exporter config) also counts
-    run_scenario(
-        rules_dir,
-        "gpu-metrics-health-only",
-        {
-            "input_series": AMD_NODES + [gauge("gpu_health", 'hostname="gpu-1", gpu_id="0"', "1x60")],
+            + [gauge("gpu_junction_temperature", 'hostname="gpu-1", gpu_id="0", pod="chat-0"', "60x60")]
+            + exporter_series("gpu-2", "55x60"),
             "alert_rule_test": [alert("40m", "AmdGpuMetricsAbsent")],
         },
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 import promql_parser
 import pytest
 
+from infra.render.model_service import deployment_name
 from infra.render.observability import (
     DASHBOARD_DIR,
     GpuRuntimeFacts,
@@ -19,6 +20,8 @@ from infra.render.observability import (
 from infra.render.slo_rules import (
     BURN_RATE_POLICY,
     ERROR_BUDGET,
+    GPU_ALERT_METRICS,
+    MIN_REQUESTS_PER_HOUR,
     SLO_WINDOWS,
     TPOT_BUCKETS_S,
     TTFT_BUCKETS_S,
@@ -44,6 +47,7 @@ VLLM = "vLLM V1 vllm/v1/metrics/loggers.py (PrometheusStatLogger); counters gain
 AMD_EXPORTER = "ROCm/device-metrics-exporter docs/configuration/metricslist.md + grafana/dashboard_gpu.json"
 KSM = "kube-state-metrics docs/metrics/workload/pod-metrics.md"
 KSM_NODE = "kube-state-metrics docs/metrics/cluster/node-metrics.md (resource name sanitised: amd_com_gpu)"
+KSM_DEPLOYMENT = "kube-state-metrics docs/metrics/workload/deployment-metrics.md (no label allow-list needed)"
 EXTERNAL_METRICS: dict[str, str] = {
     "vllm:time_to_first_token_seconds_bucket": VLLM,
     "vllm:time_to_first_token_seconds_count": VLLM,
@@ -72,6 +76,9 @@ EXTERNAL_METRICS: dict[str, str] = {
     "kube_pod_labels": KSM + " (labels allow-listed by kube-state-metrics.metricLabelsAllowlist)",
     "kube_pod_container_status_restarts_total": KSM,
     "kube_node_status_capacity": KSM_NODE,
+    "kube_deployment_status_replicas_ready": KSM_DEPLOYMENT,
+    "kube_deployment_spec_replicas": KSM_DEPLOYMENT,
+    "kube_deployment_created": KSM_DEPLOYMENT,
     "up": "Prometheus: synthetic per-target series",
 }
 
@@ -254,8 +261,75 @@ def test_gpu_metrics_deadman_needs_amd_gpu_nodes_and_no_exporter_series():
     rule = next(r for r in gpu["rules"] if r.get("alert") == "AmdGpuMetricsAbsent")
     assert rule["labels"] == {"severity": "warning"}
     assert 'kube_node_status_capacity{resource="amd_com_gpu"}' in rule["expr"]
-    assert {"gpu_junction_temperature", "gpu_health"} <= metric_names(rule["expr"])
     assert rule["annotations"]["runbook_url"] == "docs/runbook.md#amdgpumetricsabsent"
+    # every exporter metric another GPU alert reads is watched, each on its own (`metric` label)
+    read_by_alerts = set()
+    for r in gpu["rules"]:
+        if r["alert"] != "AmdGpuMetricsAbsent":
+            read_by_alerts |= metric_names(r["expr"])
+            assert GPU_ALERT_METRICS[next(iter(metric_names(r["expr"])))] == r["alert"]
+    assert (
+        read_by_alerts == set(GPU_ALERT_METRICS) == metric_names(rule["expr"]) - {"kube_node_status_capacity"}
+    )
+    for metric in GPU_ALERT_METRICS:
+        assert f'"metric", "{metric}"' in rule["expr"]
+
+
+def test_vllm_deadman_names_the_models_deployment():
+    """The deadman joins on the Deployment model_service renders; the names must agree."""
+    from tests.test_model_service import make_spec
+
+    spec = make_spec()
+    observed = ObservedModel(spec.name, spec.served_model_name, "inference", 2000, 50, 4, 2)
+    assert observed.deployment == deployment_name(spec)
+    serving = next(
+        g
+        for g in render_rule_groups([observed], AMD)["alerts"]
+        if g["name"] == "inference-platform.alerts.serving"
+    )
+    (rule,) = [r for r in serving["rules"] if r.get("alert") == "VllmMetricsAbsent"]
+    assert (
+        f'kube_deployment_status_replicas_ready{{namespace="inference", deployment="{deployment_name(spec)}"}}'
+        in rule["expr"]
+    )
+
+
+def test_goodput_counts_only_served_requests():
+    rules = {
+        r["record"]: r["expr"]
+        for g in render_rule_groups(MODELS, AMD)["model-qwen3-235b"]
+        for r in g["rules"]
+    }
+    assert 'finished_reason=~"stop|length"' in rules["model:vllm_served_requests_per_second:rate5m"]
+    assert 'finished_reason!~"stop|length"' in rules["model:vllm_unserved_requests_per_second:rate5m"]
+    assert (
+        "model:vllm_served_requests_per_second:rate5m"
+        in rules["model:vllm_goodput_requests_per_second:rate5m"]
+    )
+    # the only other reader of request_success_total is the all-reasons load series
+    readers = {name for name, expr in rules.items() if "vllm:request_success_total" in expr}
+    assert readers == {
+        "model:vllm_requests_per_second:rate5m",
+        "model:vllm_served_requests_per_second:rate5m",
+        "model:vllm_unserved_requests_per_second:rate5m",
+    }
+
+
+def test_every_burn_condition_has_a_minimum_traffic_guard():
+    assert MIN_REQUESTS_PER_HOUR == 100
+    slo = next(
+        g for g in render_rule_groups(MODELS, AMD)["alerts"] if g["name"] == "inference-platform.alerts.slo"
+    )
+    recorded = recorded_names(all_groups())
+    for r in slo["rules"]:
+        short = "ttft" if "Ttft" in r["alert"] else "tpot"
+        conditions = r["expr"].split("\n or\n")
+        windows = [w for w in BURN_RATE_POLICY if w.severity == r["labels"]["severity"]]
+        assert len(conditions) == len(windows)
+        for cond, w in zip(conditions, windows, strict=True):
+            guard = f"model:vllm_{short}_requests:rate{w.long_window} * 3600 >= {MIN_REQUESTS_PER_HOUR}"
+            assert guard in cond
+            assert f"model:vllm_{short}_requests:rate{w.long_window}" in recorded
 
 
 def test_required_alerts_exist():
@@ -270,6 +344,7 @@ def test_required_alerts_exist():
         "VllmReplicasNotReady",
         "InferencePodRestarting",
         "VllmMetricsAbsent",
+        "VllmModelDown",
         "AmdGpuJunctionTemperatureHigh",
         "AmdGpuUnhealthy",
         "AmdGpuUncorrectableEccErrors",

@@ -218,12 +218,15 @@ def test_init_containers_and_cronjobs_are_checked_too():
     assert rules.images_pinned("kubernetes:batch/v1:CronJob", cronjob, {})
 
 
-def test_helm_releases_pin_chart_versions():
-    assert (
-        rules.images_pinned(rules.HELM_RELEASE, {"chart": "kube-prometheus-stack", "version": "81.4.5"}, {})
-        == []
-    )
-    assert rules.images_pinned(rules.HELM_RELEASE, {"chart": "kube-prometheus-stack"}, {})
+@pytest.mark.parametrize("helm_type", [rules.HELM_RELEASE, rules.HELM_CHART_V4])
+def test_helm_releases_and_charts_pin_chart_versions(helm_type):
+    assert rules.images_pinned(helm_type, {"chart": "kube-prometheus-stack", "version": "81.4.5"}, {}) == []
+    (found,) = rules.images_pinned(helm_type, {"chart": "kube-prometheus-stack"}, {})
+    assert "'kube-prometheus-stack' must pin a chart version" in found
+    assert rules.images_pinned(helm_type, {"chart": "oci://ghcr.io/acme/charts/router", "version": " "}, {})
+    # A chart directory in the repository or an archive is fixed by itself.
+    assert rules.images_pinned(helm_type, {"chart": "./charts/router"}, {}) == []
+    assert rules.images_pinned(helm_type, {"chart": "https://example.com/router-1.2.3.tgz"}, {}) == []
 
 
 # ------------------------------------------------------------------------- public load balancers
@@ -273,15 +276,58 @@ def test_literal_credential_env_violates_without_echoing_the_value():
     assert "env HF_TOKEN has a literal value" in found and "not-a-real-token" not in found
 
 
-@pytest.mark.parametrize("args", [["--api-key", "sk-local-123"], ["--api-key=sk-local-123"]])
-def test_api_key_on_the_command_line_violates(args):
-    (found,) = rules.secrets_not_in_plain_config(DEPLOYMENT, vllm_deployment(args=args), {})
+@pytest.mark.parametrize(
+    "container",
+    [
+        {"args": ["--api-key", "sk-local-123"]},
+        {"args": ["--api-key=sk-local-123"]},
+        {"args": ["--api_key", "sk-local-123"]},  # vLLM's parser accepts underscores too
+        # $(VAR) is expanded by the kubelet into the process's visible command line: both forms
+        # are flagged alike, the key must come only from the VLLM_API_KEY env.
+        {"args": ["--api-key", "$(VLLM_API_KEY)"]},
+        {"args": ["--api-key=$(VLLM_API_KEY)"]},
+        {"command": ["sh", "-c", "vllm serve Qwen/Qwen3-8B --api-key sk-local-123"], "args": []},
+        {"command": ["/bin/sh", "-c", "exec vllm serve m --port 8000 --api-key=sk-local-123"]},
+    ],
+)
+def test_api_key_on_the_command_line_violates(container):
+    (found,) = rules.secrets_not_in_plain_config(DEPLOYMENT, vllm_deployment(**container), {})
     assert "--api-key on the command line" in found and "sk-local-123" not in found
 
 
-def test_api_key_from_an_env_reference_is_allowed():
-    deployment = vllm_deployment(args=["--api-key", "$(VLLM_API_KEY)"])
+def test_api_key_from_the_environment_only_and_similar_flags_pass():
+    # Only the exact flag counts: longer flags that contain it (made up here) and a bare word do not.
+    deployment = vllm_deployment(
+        command=["sh", "-c", "vllm serve m --api-key-file /run/key --no-api-keys"],
+        args=["--served-model-name", "api-key"],
+        env=[{"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "api-key", "key": "api-key"}}}],
+    )
     assert rules.secrets_not_in_plain_config(DEPLOYMENT, deployment, {}) == []
+
+
+@pytest.mark.parametrize(
+    ("env", "violates"),
+    [
+        ({"name": "SLACK_WEBHOOK_URL", "value": "https://example.com/hook"}, True),
+        ({"name": "alertWebhook", "value": "https://example.com/hook"}, True),
+        ({"name": "DATABASE_URL", "value": "postgres://app:hunter2@db:5432/app"}, True),
+        ({"name": "NOTIFY", "value": "https://hooks.slack.com/services/T000/B000/XXXXXXXX"}, True),
+        ({"name": "DB_PASSWORD", "value": "hunter2"}, True),
+        # compliant counterparts
+        ({"name": "DATABASE_URL", "value": "postgres://app:$(DB_PASSWORD)@db:5432/app"}, False),
+        ({"name": "DATABASE_URL", "value": "postgres://db:5432/app"}, False),
+        ({"name": "TOKENIZERS_PARALLELISM", "value": "false"}, False),
+        ({"name": "SLACK_WEBHOOK_URL", "valueFrom": {"secretKeyRef": {"name": "w", "key": "url"}}}, False),
+        ({"name": "HF_TOKEN", "value": ""}, False),
+    ],
+)
+def test_credential_env_values(env, violates):
+    found = rules.secrets_not_in_plain_config(DEPLOYMENT, vllm_deployment(env=[env]), {})
+    if violates:
+        (message,) = found  # once, not again as a token-shaped string
+        assert f"env {env['name']} has a literal value" in message and env["value"] not in message
+    else:
+        assert found == []
 
 
 def test_token_shaped_strings_and_credential_configmap_keys_violate():
@@ -291,6 +337,94 @@ def test_token_shaped_strings_and_credential_configmap_keys_violate():
     release = {"chart": "router", "version": "1.0.0", "values": {"hub": {"token": HF_TOKEN}}}
     (found,) = rules.secrets_not_in_plain_config(rules.HELM_RELEASE, release, {})
     assert "values.hub.token" in found and HF_TOKEN not in found
+
+
+@pytest.mark.parametrize("helm_type", [rules.HELM_RELEASE, rules.HELM_CHART_V4])
+@pytest.mark.parametrize(
+    ("values", "path"),
+    [
+        ({"grafana": {"adminPassword": "hunter2"}}, "values.grafana.adminPassword"),
+        (
+            {
+                "alertmanager": {
+                    "config": {
+                        "receivers": [
+                            {
+                                "name": "p",
+                                "slack_configs": [
+                                    {"api_url": "https://hooks.slack.com/services/T000/B000/XXXXXXXX"}
+                                ],
+                            }
+                        ]
+                    }
+                }
+            },
+            "values.alertmanager.config.receivers[0].slack_configs[0].api_url",
+        ),
+        ({"notifier": {"webhook_url": "https://example.com/hook"}}, "values.notifier.webhook_url"),
+        ({"auth": {"apiKey": "sk-abc"}}, "values.auth.apiKey"),
+        ({"oauth": {"clientSecret": "s3cr3t"}}, "values.oauth.clientSecret"),
+        ({"storage": {"url": "s3://key:s3cr3t@bucket"}}, "values.storage.url"),
+    ],
+)
+def test_credentials_in_helm_values_violate(helm_type, values, path):
+    release = {"name": "kps", "chart": "kube-prometheus-stack", "version": "81.4.5", "values": values}
+    (found,) = rules.secrets_not_in_plain_config(helm_type, release, {})
+    assert path in found
+    for secret in ("hunter2", "XXXXXXXX", "example.com/hook", "sk-abc", "s3cr3t"):
+        assert secret not in found
+
+
+def test_secret_references_in_helm_values_pass():
+    values = {
+        "grafana": {
+            "adminPassword": "",
+            "admin": {
+                "existingSecret": "grafana-admin",
+                "userKey": "admin-user",
+                "passwordKey": "admin-password",
+            },
+        },
+        "alertmanager": {
+            "alertmanagerSpec": {"secrets": ["alert-webhook"]},
+            "config": {
+                "receivers": [
+                    {
+                        "name": "p",
+                        "slack_configs": [{"api_url_file": "/etc/alertmanager/secrets/alert-webhook/url"}],
+                    },
+                    {
+                        "name": "w",
+                        "webhook_configs": [{"url_file": "/etc/alertmanager/secrets/alert-webhook/url"}],
+                    },
+                ]
+            },
+        },
+        "prometheusOperator": {"admissionWebhooks": {"enabled": True}},
+        "serviceAccount": {"automountServiceAccountToken": False, "secretName": "sa-token"},
+        "auth": {"tokenUrl": "https://auth.example.com/token", "apiKey": "${API_KEY}"},
+        "datasource": {"url": "http://kps-prometheus:9090", "apiUrl": "https://api.example.com/v1"},
+    }
+    for helm_type in (rules.HELM_RELEASE, rules.HELM_CHART_V4):
+        release = {"chart": "kube-prometheus-stack", "version": "81.4.5", "values": values}
+        assert rules.secrets_not_in_plain_config(helm_type, release, {}) == []
+
+
+DO_TOKEN = "dop_v1_" + "0123456789abcdef" * 4
+
+
+def test_provider_credentials_from_stack_secrets_are_allowed_elsewhere_not():
+    """`pulumi config set --secret digitalocean:token dop_v1_...` reaches the provider resource as a
+    plain `token` input; that is by design. The same token on any other resource is a leak."""
+    provider = {"token": DO_TOKEN, "version": "4.40.0"}
+    assert rules.secrets_not_in_plain_config("pulumi:providers:digitalocean", provider, {}) == []
+    kubeconfig = {"kubeconfig": "users:\n- user:\n    token: " + DO_TOKEN}
+    assert rules.secrets_not_in_plain_config("pulumi:providers:kubernetes", kubeconfig, {}) == []
+    (found,) = rules.secrets_not_in_plain_config(rules.DO_CLUSTER, dict(CLUSTER, tags=[DO_TOKEN]), {})
+    assert "token-shaped string sits in plain input tags[0]" in found and DO_TOKEN not in found
+    configmap = {"metadata": {"name": "router-config"}, "data": {"endpoint": DO_TOKEN}}
+    (found,) = rules.secrets_not_in_plain_config(rules.K8S_CONFIG_MAP, configmap, {})
+    assert "plain input data.endpoint" in found
 
 
 # ------------------------------------------------------------------------- Droplet limit
@@ -336,6 +470,8 @@ def test_prod_with_kube_prometheus_stack_passes():
     assert rules.observability_enabled_in_prod(stack(GPU_POOL) + [release], {}) == []
     component = StackResource(rules.OBSERVABILITY_COMPONENT, {}, "observability")
     assert rules.observability_enabled_in_prod(stack(GPU_POOL) + [component], {}) == []
+    chart = StackResource(rules.HELM_CHART_V4, {"chart": "kube-prometheus-stack", "version": "81.4.5"}, "kps")
+    assert rules.observability_enabled_in_prod(stack(GPU_POOL) + [chart], {}) == []
 
 
 def test_prod_without_observability_violates_but_dev_does_not():

@@ -603,3 +603,193 @@ def test_real_stack_files_map_to_a_target():
         p.max_node_count for p in cfg.gpu_pools
     )
     assert target.nfs_size_gib == (cfg.model_cache.size_gib if cfg.model_cache.kind == "nfs" else None)
+
+
+# ------------------------------------------------------------------------------------ robustness: secrets
+
+
+def test_api_message_echoing_the_token_is_redacted(cli, httpserver, monkeypatch, capsys):
+    """A server (or proxy) that echoes the Authorization header in its error must not print it."""
+    httpserver.expect_request("/v2/account").respond_with_json(
+        {"id": "bad_request", "message": f"invalid header Bearer {TOKEN} (token {TOKEN[7:]})"}, status=400
+    )
+    for path in ("/v2/sizes", "/v2/regions", "/v2/kubernetes/options"):
+        httpserver.expect_request(path).respond_with_json(
+            {"id": "bad_request", "message": f"Authorization: {TOKEN}"}, status=400
+        )
+    monkeypatch.setenv("DIGITALOCEAN_TOKEN", TOKEN)
+    monkeypatch.setenv("DIGITALOCEAN_API_URL", httpserver.url_for("/"))
+    assert cli(["doctor", "prod"]) == 1
+    captured = capsys.readouterr()
+    out = captured.out + captured.err
+    assert "(400: invalid header Bearer [redacted]" in out
+    assert TOKEN not in out and TOKEN[7:] not in out and TOKEN[20:40] not in out
+    assert "Traceback" not in out
+
+
+def test_custom_token_echoed_by_the_api_is_redacted(httpserver):
+    token = "not-a-do-token-Secr3tValue"
+    httpserver.expect_request("/v2/account").respond_with_json({"message": f"no user for {token}"}, status=400)
+    httpserver.expect_request("/v2/sizes").respond_with_json(_listing("sizes", SIZES))
+    httpserver.expect_request("/v2/regions").respond_with_json(_listing("regions", REGIONS))
+    httpserver.expect_request("/v2/kubernetes/options").respond_with_json(OPTIONS)
+    client = preflight.make_client(token, httpserver.url_for("").rstrip("/"))
+    checks = preflight.run_checks(_target(), client, which=_all_tools, secrets=[token])
+    text = preflight.render_table(checks)
+    assert "no user for [redacted]" in text and token not in text
+
+
+@pytest.mark.parametrize(
+    ("bad", "what"),
+    [
+        (TOKEN[:20] + "\n" + TOKEN[20:], "a line break at character 21"),
+        (TOKEN[:20] + "\u200b" + TOKEN[20:], "a non-ASCII character (U+200B) at character 21"),
+        (TOKEN[:20] + " " + TOKEN[20:], "a space at character 21"),
+        (TOKEN[:20] + "\x07" + TOKEN[20:], "a control character (U+0007)"),
+    ],
+)
+def test_token_with_whitespace_control_or_non_ascii_is_rejected_up_front(cli, httpserver, monkeypatch, capsys, bad, what):
+    monkeypatch.setenv("DIGITALOCEAN_TOKEN", bad)
+    monkeypatch.setenv("DIGITALOCEAN_API_URL", httpserver.url_for("/"))
+    assert cli(["doctor", "prod"]) == 1
+    captured = capsys.readouterr()
+    out = captured.out + captured.err
+    assert f"the token in DIGITALOCEAN_TOKEN contains {what}" in out
+    assert "without spaces, line breaks or invisible characters" in out
+    assert TOKEN[:20] not in out and TOKEN[21:] not in out and TOKEN[20:] not in out
+    assert "Traceback" not in out
+    assert len(httpserver.log) == 0  # never sent
+
+
+def test_bad_token_from_pulumi_config_is_rejected_too():
+    result = _completed(0, TOKEN[:10] + "\r" + TOKEN[10:] + "\n")
+    found = preflight.find_token({}, "prod", "/repo", True, which=_all_tools, run=lambda *a, **k: result)
+    assert found.token is None and "contains a line break at character 11" in found.detail
+    assert TOKEN[:10] not in found.detail and found.fix
+
+
+def test_header_value_error_never_prints_the_token(httpserver):
+    """Defence in depth: a token the up-front check did not see, refused by the HTTP stack, whose
+    error quotes the header value (escaped) — the detail still carries no part of it."""
+    bad = TOKEN[:30] + "\n" + TOKEN[30:]
+    client = preflight.make_client(bad, httpserver.url_for("").rstrip("/"))
+    checks = preflight.run_checks(_target(), client, which=_all_tools, secrets=[bad])
+    token = _by_name(checks)["api token"]
+    assert token.status == "fail" and "header value" in token.detail
+    assert TOKEN[:30] not in token.detail and TOKEN[30:] not in token.detail
+    assert "[redacted]" in token.detail
+
+
+def test_non_ascii_token_sent_anyway_is_a_failing_check_not_a_crash(httpserver):
+    bad = TOKEN + "\u200b"
+    client = preflight.make_client(bad, httpserver.url_for("").rstrip("/"))
+    checks = preflight.run_checks(_target(), client, which=_all_tools, secrets=[bad])
+    token = _by_name(checks)["api token"]
+    assert token.status == "fail" and "UnicodeEncodeError" in token.detail
+    assert [c.name for c in checks] == ["api token", "nfs share size", "pulumi cli", "kubectl"]
+
+
+def test_redact_masks_bearer_do_tokens_secrets_and_url_credentials():
+    text = f"Bearer abc.def.ghi x dop_v1_{'f' * 64} https://user:pw@api.example.com/v2 my-secret-123"
+    got = preflight.redact(text, ["my-secret-123"])
+    assert got == "Bearer [redacted] x [redacted] https://[redacted]@api.example.com/v2 [redacted]"
+    assert preflight.redact(got, ["my-secret-123"]) == got  # idempotent
+    assert preflight.redact_url("https://api.digitalocean.com") == "https://api.digitalocean.com"
+
+
+def test_credentials_in_the_api_url_are_not_echoed(cli, httpserver, monkeypatch, capsys):
+    _serve(httpserver)
+    monkeypatch.setenv("DIGITALOCEAN_TOKEN", TOKEN)
+    url = httpserver.url_for("/").replace("http://", "http://admin:hunter2@")
+    monkeypatch.setenv("DIGITALOCEAN_API_URL", url)
+    cli(["doctor", "prod"])
+    out = capsys.readouterr().out
+    assert "hunter2" not in out and "admin" not in out
+    assert "API http://[redacted]@" in out.splitlines()[0]
+
+
+# ------------------------------------------------------------------------------------ robustness: answers
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "check", "expected"),
+    [
+        ("/v2/account", [ACCOUNT], "api token", "GET /v2/account: the body is a list, expected an object"),
+        ("/v2/account", {"account": None}, "api token", "GET /v2/account: `account` is null, expected an object"),
+        ("/v2/account", {"account": {"status": "active", "droplet_limit": "25"}}, "droplet limit", "`account.droplet_limit` is a string"),
+        ("/v2/regions", {"regions": REGIONS, "meta": {"total": "3"}}, "region", "`meta.total` is a string, expected an integer"),
+        ("/v2/regions", {"regions": ["atl1"], "meta": {"total": 1}}, "region", "`regions[0]` is a string, expected an object"),
+        ("/v2/sizes", {"sizes": [dict(SIZES[0], regions=7)], "meta": {"total": 1}}, "node sizes", "unexpected answer from GET /v2/sizes: TypeError"),
+        ("/v2/kubernetes/options", [OPTIONS], "kubernetes options", "GET /v2/kubernetes/options: the body is a list"),
+        ("/v2/kubernetes/options", {"options": {"versions": {"1.33": {}}}}, "kubernetes options", "`options.versions` is an object, expected a list"),
+    ],
+)
+def test_malformed_answers_are_failing_checks(httpserver, route, body, check, expected):
+    answers = {
+        "/v2/account": ACCOUNT,
+        "/v2/sizes": _listing("sizes", SIZES),
+        "/v2/regions": _listing("regions", REGIONS),
+        "/v2/kubernetes/options": OPTIONS,
+        route: body,
+    }
+    for path, answer in answers.items():
+        httpserver.expect_request(path).respond_with_json(answer)
+    checks = preflight.run_checks(_target(), _client(httpserver), which=_all_tools)
+    got = _by_name(checks)[check]
+    assert got.status == "fail" and expected in got.detail and got.fix
+    assert preflight.exit_code(checks) == 1
+
+
+def test_account_null_is_a_failing_check_not_a_silent_skip(httpserver):
+    _serve(httpserver, account={"account": None})
+    checks = preflight.run_checks(_target(), _client(httpserver), which=_all_tools)
+    assert _by_name(checks)["api token"].status == "fail"
+    assert preflight.exit_code(checks) == 1
+    assert _by_name(checks)["region"].status == "pass"  # the other endpoints are still asked
+
+
+def test_non_json_success_body_is_a_failing_check(httpserver):
+    httpserver.expect_request("/v2/account").respond_with_data("<html>captive portal</html>", content_type="text/html")
+    httpserver.expect_request("/v2/sizes").respond_with_json(_listing("sizes", SIZES))
+    httpserver.expect_request("/v2/regions").respond_with_json(_listing("regions", REGIONS))
+    httpserver.expect_request("/v2/kubernetes/options").respond_with_json(OPTIONS)
+    token = _by_name(preflight.run_checks(_target(), _client(httpserver), which=_all_tools))["api token"]
+    assert token.status == "fail" and "unexpected answer from GET /v2/account" in token.detail
+
+
+def test_endless_pagination_stops(httpserver):
+    httpserver.expect_request("/v2/regions").respond_with_json({"regions": REGIONS[:1], "meta": {"total": 10**9}})
+    with pytest.raises(preflight.MalformedAnswer, match="after 100 pages"):
+        preflight._all_pages(_client(httpserver).regions.list, "regions")
+
+
+def test_empty_offer_lists_say_none_offered():
+    assert "none offered" in preflight.check_region([], "atl1").fix
+    region, version = preflight.check_kubernetes_options({"regions": [], "versions": []}, _target())
+    assert region.status == version.status == "fail"
+    assert "none offered" in region.fix and "none offered" in version.fix
+    assert not region.fix.endswith(": ") and "one of: " not in version.fix
+
+
+def test_negative_retries_exit_two(cli, capsys):
+    assert cli(["doctor", "prod", "--retries", "-3"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "error: --retries -3: must be 0 or more (retries for 429/5xx answers)"
+
+
+@pytest.mark.parametrize("url", ["not a url", "ftp://example.com", "http://[::1", "https://user:hunter2@h:99999"])
+def test_unusable_api_url_exits_two_without_echoing_credentials(cli, monkeypatch, capsys, url):
+    monkeypatch.setenv("DIGITALOCEAN_TOKEN", TOKEN)
+    monkeypatch.setenv("DIGITALOCEAN_API_URL", url)
+    assert cli(["doctor", "prod"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: DIGITALOCEAN_API_URL ") and "http(s) URL" in err
+    assert len(err.strip().splitlines()) == 1 and "hunter2" not in err
+
+
+def test_exact_doks_version_slug_is_checked_as_offered_or_not():
+    options = OPTIONS["options"]
+    exact = preflight.check_kubernetes_options(options, _target(kubernetes_version_prefix="1.33.1-do.5"))
+    assert exact[1].status == "pass"
+    gone = preflight.check_kubernetes_options(options, _target(kubernetes_version_prefix="1.33.1-do.1"))
+    assert gone[1].status == "fail"

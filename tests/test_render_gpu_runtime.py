@@ -125,3 +125,9 @@ def test_gpu_operator_values_leave_driver_and_discovery_to_doks():
     assert values["installdefaultNFDRule"] is False
     assert values["crds"]["defaultCR"]["install"] is False
     assert render.render_cert_manager_values() == {"crds": {"enabled": True}}
+
+
+def test_gpu_operator_controller_does_not_wait_for_a_control_plane_node():
+    # The chart pins its controller to control-plane nodes by default; DOKS has none to schedule on.
+    values = render.render_gpu_operator_values()
+    assert values["controllerManager"]["nodeAffinity"]["nodeSelectorTerms"] == []

@@ -43,3 +43,26 @@ def test_pv_and_pvc_bind_only_to_each_other():
     assert pvc["spec"]["storageClassName"] == "" == pv["spec"]["storageClassName"]
     assert pvc["spec"]["accessModes"] == pv["spec"]["accessModes"]
     assert pvc["spec"]["resources"]["requests"]["storage"] == pv["spec"]["capacity"]["storage"] == "100Gi"
+
+
+
+def _flat(value, prefix=""):
+    """{"spec.resources.requests.storage": "100Gi", ...}"""
+    if isinstance(value, dict):
+        return {p: v for k, sub in value.items() for p, v in _flat(sub, f"{prefix}.{k}" if prefix else k).items()}
+    return {prefix: value}
+
+
+def _changed(a, b):
+    fa, fb = _flat(a), _flat(b)
+    return {p for p in fa.keys() | fb.keys() if fa.get(p) != fb.get(p)}
+
+
+def test_a_share_size_change_touches_only_ignored_claim_fields_and_the_pv_capacity():
+    from infra.render.model_cache import PVC_IGNORE_CHANGES
+
+    (pv_a, pvc_a), (pv_b, pvc_b) = _pair(size_gib=100), _pair(size_gib=5000)
+    pvc_changed = _changed(pvc_a, pvc_b)
+    assert pvc_changed == {"spec.resources.requests.storage"}
+    assert all(any(p == i or p.startswith(i + ".") for i in PVC_IGNORE_CHANGES) for p in pvc_changed)
+    assert _changed(pv_a, pv_b) == {"spec.capacity.storage"}  # mutable in place

@@ -70,7 +70,11 @@ def test_rbac_is_read_only_and_namespaced():
         assert set(rule["verbs"]) <= {"get", "list", "watch"}
         assert "*" not in rule["resources"] and "*" not in rule["apiGroups"]
         resources.update(rule["resources"])
-    assert resources == {"pods", "services", "endpoints", "endpointslices"}
+    # pod-IP discovery (the default; service-name discovery would read Services) lists and
+    # watches pods only: no Services, Endpoints or EndpointSlices
+    assert resources == {"pods"}
+    assert all(rule["apiGroups"] == [""] for rule in role["rules"])
+    assert not any(a.startswith("--k8s-service-discovery-type") for a in router_args(spec()))
     binding = render_role_binding(spec())
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",

@@ -142,3 +142,54 @@ def test_calibrate_command_reports_and_saves(results, stack_root, tmp_path, caps
     assert payload["saved_to"] == str(table) and table.read_text() != before
     with pytest.raises(UserError, match="calibrate needs --stack and --model"):
         run(["tune", "calibrate", str(results), "--ttft-p90-ms", "1", "--tpot-p90-ms", "1"])
+
+
+def _unusable_results(tmp_path: Path) -> Path:
+    from tests.fixtures.bench.vllm_results import vllm_result
+
+    out = tmp_path / "unusable"
+    out.mkdir()
+    bad = vllm_result("tp4-ep-r2", 2, 500, 30)
+    bad["p90_ttft_ms"] = "fast"
+    nan = vllm_result("tp4-ep-r2", 3, 500, 30)
+    nan["p90_ttft_ms"] = float("nan")
+    (out / "a.json").write_text(json.dumps(bad))
+    (out / "b.json").write_text(json.dumps(nan))
+    (out / "c.json").write_text(json.dumps(vllm_result("tp4-ep-r2", "inf", 500, 30)))
+    return out
+
+
+def test_ingest_with_no_usable_point_exits_two_and_says_why(tmp_path, capsys):
+    from infra import cli
+
+    results = _unusable_results(tmp_path)
+    code = cli.main(["tune", "ingest", str(results), "--ttft-p90-ms", "2000", "--tpot-p90-ms", "50", "--no-chart"])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    err = captured.err
+    assert err.startswith("error: no usable sweep point in RESULTS (3 results, all skipped")
+    assert f'{results / "a.json"}: invalid value p90_ttft_ms="fast"' in err
+    assert f"{results / 'b.json'}: invalid value p90_ttft_ms=NaN" in err
+    assert f"{results / 'c.json'}: request_rate inf (saturation run) has no rate to compare" in err
+    assert not (results / "latency-vs-rate.svg").exists()
+
+
+def test_ingest_notes_name_invalid_values_when_other_points_are_usable(results, tmp_path, capsys):
+    extra = _unusable_results(tmp_path)
+    assert run(["tune", "ingest", str(results), str(extra), "--ttft-p90-ms", "2000", "--tpot-p90-ms", "50", "--no-chart"]) == 0
+    out = capsys.readouterr().out
+    assert 'a.json: skipped, invalid value p90_ttft_ms="fast"' in out
+    assert "c.json: skipped, request_rate inf (saturation run) has no rate to compare" in out
+    assert "skipped, missing p90_ttft_ms" not in out
+
+
+def test_calibrate_with_no_usable_point_exits_two(tmp_path, stack_root, capsys):
+    from infra import cli
+
+    results = _unusable_results(tmp_path)
+    code = cli.main(["tune", "calibrate", str(results), "--stack", "staging", "--model", "qwen3-235b",
+                     "--stacks-dir", str(stack_root / "stacks")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no usable sweep point in RESULTS") and "invalid value p90_ttft_ms" in err

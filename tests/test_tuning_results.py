@@ -116,3 +116,38 @@ def test_committed_fixtures_parse():
     assert {p.layout for p in points} == {"tp4-ep-r2", "tp8-ep-r1", "tp2-r4"}
     assert len(points) == 17  # the three .pytorch.json twins are not results
     assert all(p.metadata["model"] == "qwen3-235b" for p in points)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("p90_ttft_ms", "fast", 'invalid value p90_ttft_ms="fast" (expected a number of milliseconds ≥ 0)'),
+        ("p90_tpot_ms", float("nan"), "invalid value p90_tpot_ms=NaN"),
+        ("p90_ttft_ms", -5, "invalid value p90_ttft_ms=-5"),
+        ("completed", 12.5, "invalid value completed=12.5 (expected a whole number of requests ≥ 0)"),
+        ("completed", "400", 'invalid value completed="400"'),
+        ("failed", [], "invalid value failed=[]"),
+        ("request_rate", "fast", 'invalid value request_rate="fast" (expected requests per second > 0)'),
+        ("request_rate", 0, "invalid value request_rate=0"),
+        ("request_rate", "-inf", 'invalid value request_rate="-inf"'),
+        ("request_rate", "inf", "request_rate inf (saturation run) has no rate to compare"),
+        ("request_rate", float("inf"), "request_rate inf (saturation run) has no rate to compare"),
+    ],
+)
+def test_invalid_values_are_named_with_the_value_not_called_missing(key, value, reason):
+    result = vllm_result("tp4-r2", 2, 500, 30)
+    result[key] = value
+    point = parse_result(result, source="x.json")
+    (got,) = point.skip_reasons()
+    assert got.startswith(reason)
+    assert key in point.missing()  # still unusable for goodput
+
+
+def test_absent_and_invalid_fields_are_reported_separately():
+    result = vllm_result("tp4-r2", 2, None, 30, drop=("completed",))
+    result["p90_tpot_ms"] = "slow"
+    assert parse_result(result, source="x.json").skip_reasons() == [
+        'invalid value p90_tpot_ms="slow" (expected a number of milliseconds ≥ 0)',
+        "missing completed, p90_ttft_ms",
+    ]
+    assert parse_result(vllm_result("tp4-r2", "4.0", 500, 30), source="y.json").request_rate_rps == 4.0

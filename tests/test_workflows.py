@@ -130,10 +130,18 @@ def test_pull_request_code_never_runs_with_write_access():
 def test_ci_runs_the_readme_test_command():
     steps = [s for _, s in _steps(_load(WORKFLOWS / "ci.yml"))]
     assert any(s.get("run", "").strip() == "./dev.sh test" for s in steps)
+    # deploy.yml tests the pushed commit the same way before anything is deployed
+    deploy_test = _load(WORKFLOWS / "deploy.yml")["jobs"]["test"]
+    assert deploy_test["steps"] == _load(WORKFLOWS / "ci.yml")["jobs"]["test"]["steps"]
     assert "./dev.sh test" in (ROOT / ".ci" / "run").read_text()
     readme = ROOT / "README.md"
     if readme.exists():
         assert "./dev.sh test" in readme.read_text(), "README's test command and CI's must agree"
+
+
+def test_ci_cancels_superseded_runs_only_for_pull_requests():
+    concurrency = _load(WORKFLOWS / "ci.yml")["concurrency"]
+    assert concurrency["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
 
 
 def test_plan_diff_runs_infra_diff_against_the_base_branch_per_stack():
@@ -151,29 +159,134 @@ def test_plan_diff_runs_infra_diff_against_the_base_branch_per_stack():
     assert "<!-- infra-plan-diff:${stack} -->" in script and "updateComment" in script
 
 
-def test_stack_list_is_every_stack_file(tmp_path):
-    """The shell snippet that feeds the matrix, run on a directory of stack files."""
-    run = next(s["run"] for _, s in _steps(_load(WORKFLOWS / "plan-diff.yml")) if s.get("id") == "list")
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    for name in ("prod", "dev", "sandbox-jane", "staging"):
-        (stacks / f"Pulumi.{name}.yaml").write_text("config: {}\n")
-    (stacks / "README.md").write_text("not a stack\n")
-    output = tmp_path / "github_output"
+def _list_step(workflow: str) -> dict:
+    return next(s for _, s in _steps(_load(WORKFLOWS / workflow)) if s.get("id") == "list")
+
+
+def _run_list_step(step: dict, cwd: Path, env: dict | None = None) -> list[str]:
+    """Run the shell snippet that feeds a matrix and return the stacks it outputs."""
+    output = cwd / "github_output"
     result = subprocess.run(
-        ["bash", "-eo", "pipefail", "-c", run],
-        cwd=tmp_path,
-        env={"GITHUB_OUTPUT": str(output), "PATH": "/usr/bin:/bin"},
+        ["bash", "-eo", "pipefail", "-c", step["run"]],
+        cwd=cwd,
+        env={"GITHUB_OUTPUT": str(output), "PATH": "/usr/bin:/bin", **(env or {})},
         capture_output=True,
         text=True,
     )
     assert result.returncode == 0, result.stderr
     key, _, value = output.read_text().strip().partition("=")
     assert key == "stacks"
-    assert json.loads(value) == ["dev", "prod", "sandbox-jane", "staging"]
-    # preview.yml lists stacks the same way
-    preview_run = next(s["run"] for _, s in _steps(_load(WORKFLOWS / "preview.yml")) if s.get("id") == "list")
-    assert preview_run == run
+    return json.loads(value)
+
+
+def _git(cwd: Path, *args: str) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1"}
+    for who in ("AUTHOR", "COMMITTER"):
+        env |= {f"GIT_{who}_NAME": "t", f"GIT_{who}_EMAIL": "t@example.com"}
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+def test_preview_stack_list_is_every_stack_file(tmp_path):
+    """preview.yml previews the stacks of the pull request (a deleted stack cannot be previewed)."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    for name in ("prod", "dev", "sandbox-jane", "staging"):
+        (stacks / f"Pulumi.{name}.yaml").write_text("config: {}\n")
+    (stacks / "README.md").write_text("not a stack\n")
+    assert _run_list_step(_list_step("preview.yml"), tmp_path) == ["dev", "prod", "sandbox-jane", "staging"]
+
+
+def test_plan_diff_stack_list_is_the_union_of_base_and_head(tmp_path):
+    """plan-diff.yml lists the base branch's stacks too, so a stack removed by the pull request
+    still gets its comment updated (to say it is removed)."""
+    step = _list_step("plan-diff.yml")
+    assert step["env"] == {"BASE_REF": "${{ github.base_ref }}"}
+    assert _load(WORKFLOWS / "plan-diff.yml")["jobs"]["stacks"]["steps"][0]["with"]["fetch-depth"] == 0
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    for name in ("prod", "dev", "old-sandbox", "staging"):
+        (stacks / f"Pulumi.{name}.yaml").write_text("config: {}\n")
+    (stacks / "README.md").write_text("not a stack\n")
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _git(tmp_path, "add", "stacks")
+    _git(tmp_path, "commit", "-q", "-m", "base")
+    _git(tmp_path, "update-ref", "refs/remotes/origin/main", "HEAD")
+    # The pull request (the checked-out tree) removes one stack and adds another.
+    (stacks / "Pulumi.old-sandbox.yaml").unlink()
+    (stacks / "Pulumi.sandbox-jane.yaml").write_text("config: {}\n")
+    found = _run_list_step(step, tmp_path, {"BASE_REF": "main"})
+    assert found == ["dev", "old-sandbox", "prod", "sandbox-jane", "staging"]
+    # A base branch that cannot be read fails the job instead of silently listing fewer stacks.
+    output = tmp_path / "github_output"
+    result = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", step["run"]],
+        cwd=tmp_path,
+        env={"GITHUB_OUTPUT": str(output), "PATH": "/usr/bin:/bin", "BASE_REF": "no-such-branch"},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert step["shell"] == "bash"  # GitHub's explicit bash runs with -o pipefail
+
+
+def test_plan_diff_comments_on_a_removed_stack_without_planning_it(tmp_path):
+    diff = _load(WORKFLOWS / "plan-diff.yml")["jobs"]["diff"]
+    step = next(s for s in diff["steps"] if "infra diff" in s.get("run", ""))
+    (tmp_path / "stacks").mkdir()  # no stacks/Pulumi.old-sandbox.yaml: removed by the pull request
+    summary = tmp_path / "summary.md"
+    result = subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        cwd=tmp_path,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "STACK": "old-sandbox",
+            "BASE_REF": "main",
+            "GITHUB_STEP_SUMMARY": str(summary),
+        },
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    body = (tmp_path / "out" / "diff.md").read_text()
+    assert "removes stack `old-sandbox`" in body and "pulumi destroy --stack old-sandbox" in body
+    assert summary.read_text() == body
+
+
+def test_plan_diff_comment_tolerates_a_missing_artifact_without_hiding_failures():
+    jobs = _load(WORKFLOWS / "plan-diff.yml")["jobs"]
+    upload = next(s for s in jobs["diff"]["steps"] if "upload-artifact" in str(s.get("uses")))
+    assert upload["with"]["if-no-files-found"] == "error"
+    download, post = jobs["comment"]["steps"]
+    assert "download-artifact" in download["uses"] and download["continue-on-error"] is True
+    assert post["env"]["DOWNLOAD_OUTCOME"] == "${{ steps.download.outcome }}"
+    script = post["with"]["script"]
+    assert "fs.existsSync('out/diff.md')" in script and "No plan diff for this push" in script
+    assert "needs.stacks.result == 'success'" in jobs["comment"]["if"]
+
+
+def test_preview_needs_approval_and_never_runs_for_forks():
+    """The credentialed preview runs pull-request code: in the `preview` environment (whose
+    required reviewers approve each run) and only for pull requests from this repository."""
+    job = _load(WORKFLOWS / "preview.yml")["jobs"]["preview"]
+    assert job.get("environment") == "preview", "the credentialed preview must run in its environment"
+    condition = re.sub(r"\s+", " ", job.get("if", ""))
+    assert condition == "${{ github.event.pull_request.head.repo.full_name == github.repository }}"
+    assert set(job["permissions"]) <= {"contents", "pull-requests"}
+    docs = re.sub(r"\s+", " ", (ROOT / "docs" / "ci.md").read_text())
+    assert "`preview` environment must have required reviewers" in docs
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_jobs_with_secrets_run_in_an_environment(path):
+    """Repository secrets would reach any job; credentials live in environments, and a pull
+    request's job gets them only for same-repository pull requests."""
+    workflow = _load(path)
+    for job_name, job in workflow["jobs"].items():
+        if "secrets." not in yaml.safe_dump(job).replace("secrets.GITHUB_TOKEN", ""):
+            continue
+        assert job.get("environment"), f"{path.name}/{job_name} uses secrets outside an environment"
+        if "pull_request" in workflow["on"] or "pull_request_target" in workflow["on"]:
+            assert "head.repo.full_name == github.repository" in job.get("if", ""), job_name
 
 
 def test_preview_uses_pulumi_actions_with_diff_comment_and_policy_pack():
@@ -205,6 +318,9 @@ def test_deploy_gates_staging_and_prod_behind_environments():
     assert workflow["on"] == {"push": {"branches": ["main"]}}
     jobs = workflow["jobs"]
     assert [jobs[s]["environment"] for s in ("dev", "staging", "prod")] == ["dev", "staging", "prod"]
+    # Nothing deploys before the pushed commit's tests pass.
+    assert jobs["dev"]["needs"] == "test" and "environment" not in jobs["test"]
+    assert any(s.get("run", "").strip() == "./dev.sh test" for s in jobs["test"]["steps"])
     assert jobs["staging"]["needs"] == "dev" and jobs["prod"]["needs"] == "staging"
     for stack in ("dev", "staging", "prod"):
         job = jobs[stack]

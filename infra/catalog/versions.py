@@ -29,9 +29,9 @@ BUSYBOX_IMAGE = "busybox:1.37.0"
 # kube-state-metrics). Installed with helm.v3.Release because of its admission-webhook hooks.
 KUBE_PROMETHEUS_STACK_CHART_REPO = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
-KUBE_PROMETHEUS_STACK_CHART_VERSION = "81.4.5"
+KUBE_PROMETHEUS_STACK_CHART_VERSION = "81.4.3"
 
-# KEDA: queue-driven replica autoscaling for models on autoscaling pools (keda.sh/v1alpha1
+# KEDA: load-driven replica autoscaling for models on autoscaling pools (keda.sh/v1alpha1
 # ScaledObject, Prometheus scaler).
 KEDA_CHART_REPO = "https://kedacore.github.io/charts"
 KEDA_CHART = "keda"

@@ -22,7 +22,7 @@ from pathlib import Path
 from infra.config import repo_root
 from infra.errors import UserError
 from infra.offline import build_plan
-from infra.plandiff import diff_plans, render_markdown
+from infra.plandiff import diff_plans, render_markdown, validate_plan
 
 
 def register(subparsers) -> None:
@@ -36,10 +36,18 @@ def register(subparsers) -> None:
 
 
 def _load(path: str) -> dict:
+    """A plan file written by `infra plan --json`, validated: a clear error naming the file otherwise."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: cannot read plan JSON ({err})") from None
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise UserError(f"{path}: cannot read: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not a plan JSON file: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as err:  # JSONDecodeError, or a number too large to convert
+        raise UserError(f"{path}: not a plan JSON file: {err}; write plans with `infra plan STACK --json FILE`") from None
+    return validate_plan(data, path)
 
 
 def plan_at_ref(stack: str, ref: str, root: Path | None = None) -> dict:
@@ -62,7 +70,7 @@ def plan_at_ref(stack: str, ref: str, root: Path | None = None) -> dict:
                               cwd=worktree, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise UserError(f"planning {stack} at {ref} failed: {proc.stderr.strip() or proc.stdout.strip()}")
-        return json.loads(out.read_text())
+        return validate_plan(json.loads(out.read_text()), f"plan of {stack} at {ref}")
     finally:
         subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(worktree)], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)

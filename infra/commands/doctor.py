@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import preflight
+from infra.errors import Problem, UserError
 from infra.preflight import DoctorTarget, PoolTarget
 
 
@@ -73,15 +74,24 @@ def stack_declares_token(stack: str, root: Path | None) -> bool:
 def run(args: argparse.Namespace) -> int:
     from infra.config import repo_root
 
+    if args.retries < 0:
+        raise UserError([Problem(f"--retries {args.retries}", "must be 0 or more (retries for 429/5xx answers)")])
     cfg = load_stack_file(args.stack, args.root)  # ConfigError → exit 2 via infra.cli
     target = target_from_config(cfg)
     env = os.environ
     root = args.root or repo_root()
     found = preflight.find_token(env, args.stack, root, stack_declares_token(args.stack, args.root))
     api_url = preflight.api_url_from_env(env)
+    problem = preflight.api_url_problem(api_url)
+    if problem:
+        shown = preflight.redact(preflight.redact_url(api_url), [found.token])
+        raise UserError([Problem(f"{preflight.API_URL_ENV_VAR} {shown!r}", problem)])
     client = preflight.make_client(found.token, api_url, retries=args.retries) if found.token else None
-    checks = preflight.run_checks(target, client, missing_token=found.detail)
+    checks = preflight.run_checks(
+        target, client, missing_token=found.detail, missing_fix=found.fix, secrets=[found.token]
+    )
     source = f", {found.detail}" if found.token else ""
-    print(f"infra doctor {args.stack}: region {target.region}, API {api_url}{source}")
+    header = f"infra doctor {args.stack}: region {target.region}, API {preflight.redact_url(api_url)}{source}"
+    print(preflight.redact(header, [found.token]))
     print(preflight.render_table(checks))
     return preflight.exit_code(checks)

@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import YAMLError
 
 from infra.config import (
     DOKS_DEFAULT_CLUSTER_SUBNET,
@@ -110,6 +112,28 @@ def choose_vpc(requested: str | None, target: Path, stacks_dir: Path) -> str:
     return next_free_vpc(used)
 
 
+def yaml_error_line(path: Path, err: Exception) -> str:
+    """`FILE: not valid YAML at line L, column C: PROBLEM (CONTEXT)` — one line, from a ruamel error."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(err, "problem", None) or str(err).strip().splitlines()[0]
+    context = getattr(err, "context", None)
+    return f"{path}: not valid YAML{where}: {problem}" + (f" ({context})" if context else "")
+
+
+def load_round_trip(yaml: YAML, path: Path):
+    """The stack file as a comment-preserving document, or one clear UserError naming the file."""
+    try:
+        doc = yaml.load(path.read_text(encoding="utf-8"))
+    except YAMLError as err:
+        raise UserError(yaml_error_line(path, err)) from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        raise UserError(f"{path}: expected a mapping with a `config:` mapping (as `pulumi config` writes it)")
+    return doc
+
+
 def run(args) -> int:
     root = args.root or repo_root()
     stacks_dir = root / "stacks"
@@ -125,13 +149,17 @@ def run(args) -> int:
 
     yaml = YAML()
     yaml.preserve_quotes = True
-    doc = yaml.load(source.read_text())
+    doc = load_round_trip(yaml, source)
     config = doc["config"]
     environment = args.environment or config.get(NS + "environment")
     config[NS + "environment"] = environment
     if args.region:
         config[NS + "region"] = args.region
     vpc = choose_vpc(args.vpc_cidr, target, stacks_dir)
+    if config.get(NS + "network") is None:
+        config[NS + "network"] = CommentedMap()
+    elif not isinstance(config[NS + "network"], dict):
+        raise UserError(f"{source}: `{NS}network` must be a mapping (e.g. `vpc_cidr: 10.10.0.0/20`)")
     config[NS + "network"]["vpc_cidr"] = vpc
     # Custom cluster/service subnets must not be shared with the source either: drop them (the new
     # cluster then uses the DOKS defaults) unless the user edits them in afterwards.

@@ -114,11 +114,16 @@ def write_manifests(plan: Plan, out: Path) -> int:
     return len(files)
 
 
+def _version_label(version: str) -> str:
+    """`1.33` → `1.33.x`; an exact DOKS slug (`1.33.1-do.5`) as given."""
+    return version if "-do." in version else f"{version}.x"
+
+
 def render_summary(plan: Plan) -> str:
     s = plan.summary
     lines = [
         f"Stack {plan.stack} — environment {s['environment']}, region {s['region']}, "
-        f"Kubernetes {s['kubernetes_version_prefix']}.x, HA control plane: {'yes' if s['ha'] else 'no'}, "
+        f"Kubernetes {_version_label(s['kubernetes_version_prefix'])}, HA control plane: {'yes' if s['ha'] else 'no'}, "
         f"protected: {'yes' if s['protect'] else 'no'}",
         "",
         "GPU pools:",
@@ -211,10 +216,14 @@ def render_tree(resources: list[dict]) -> list[str]:
 
 
 def _replicas(replicas: dict) -> str:
-    """`8`; `4–12, autoscaled above 4 queued requests per replica`; or `4 (pool allows 12; ...)`."""
+    """`8`; `4–12, autoscaled above 114 requests in flight (from the plan) or 4 queued per replica`;
+    or `4 (pool allows 12; ...)`."""
     low, high, auto = replicas["min"], replicas["max"], replicas.get("autoscaling")
     if low == high:
         return f"{low}"
     if auto:
-        return f"{low}–{high}, autoscaled above {auto['waiting_per_replica']:g} queued requests per replica"
+        return (
+            f"{low}–{high}, autoscaled above {auto['target_running_per_replica']} requests in flight "
+            f"(from the {auto['target_running_source']}) or {auto['waiting_per_replica']:g} queued per replica"
+        )
     return f"{low} (pool allows {high}; replica autoscaling off)"

@@ -94,6 +94,7 @@ def run_ingest(args) -> int:
     _check_models(points, args.model)
     ttft, tpot = _slos(args)
     comparison = compare_layouts(points, ttft_p90_ms=ttft, tpot_p90_ms=tpot, max_failed_fraction=args.max_failed_fraction)
+    require_usable_points(comparison, points)
 
     chart_path = None
     if not args.no_chart:
@@ -195,6 +196,7 @@ def run_calibrate(args) -> int:
         raise UserError("calibrate needs --stack and --model: the model architecture, GPU and workload come from the stack")
     ttft, tpot = _slos(args)
     comparison = compare_layouts(points, ttft_p90_ms=ttft, tpot_p90_ms=tpot, max_failed_fraction=args.max_failed_fraction)
+    require_usable_points(comparison, points)
     context = calibration.stack_model_context(args.stack, args.model, stacks_dir=args.stacks_dir, require=True)
     from infra.planner import load_efficiency
 
@@ -234,6 +236,26 @@ def _slos(args) -> tuple[float, float]:
     if problems:
         raise UserError(problems)
     return float(ttft), float(tpot)
+
+
+_MAX_LISTED = 10
+
+
+def require_usable_points(comparison: Comparison, points: list[SweepPoint]) -> None:
+    """Every result was set aside (invalid values, saturation runs, missing p90s): that is not a
+    comparison with no winner but input that measured nothing usable — exit 2 saying why."""
+    if any(g.points for g in comparison.layouts):
+        return
+    skipped = [(p.source, "; ".join(p.skip_reasons())) for p in points if p.skip_reasons()]
+    problems = [Problem(source, why) for source, why in skipped[:_MAX_LISTED]]
+    if len(skipped) > _MAX_LISTED:
+        problems.append(Problem("", f"… and {len(skipped) - _MAX_LISTED} more"))
+    head = (
+        f"no usable sweep point in RESULTS ({len(points)} result{'s' if len(points) != 1 else ''}, all skipped; "
+        "goodput needs numeric request_rate, completed, p90_ttft_ms and p90_tpot_ms — run `vllm bench serve` "
+        "at finite --request-rate values with --metric-percentiles 90)"
+    )
+    raise UserError(problems or [Problem("", "nothing to compare")], source=head)
 
 
 def _check_models(points: list[SweepPoint], model: str | None) -> None:

@@ -1,15 +1,20 @@
-"""Replica autoscaling on the request queue: KEDA's Helm values and one ScaledObject per model.
+"""Replica autoscaling on in-flight load and the queue: KEDA's Helm values and one ScaledObject per model.
 
-Why the queue: vLLM admits requests into the running batch until KV cache or `max-num-seqs` runs
-out; what it cannot admit waits in `vllm:num_requests_waiting`. A sustained queue is the earliest
-sign that TTFT is about to break its SLO, and unlike GPU utilisation (always high under load) it
-says how much capacity is missing: KEDA's `AverageValue` target gives
-`desired = ceil(queued / waiting_per_replica)`.
+Why in-flight load: for an `AverageValue` trigger the HPA computes `desired = ceil(total / target)`,
+independent of the current replica count, so the metric must be one a loaded fleet keeps high. The
+primary trigger is the requests a model has in flight (`vllm:num_requests_running` plus
+`vllm:num_requests_waiting`) against `running_per_replica`: the concurrency one replica carries at
+the planner's SLO goodput times RUNNING_HEADROOM, so a fleet holds its size at steady load and
+grows before the SLO is at risk. Scaling on the queue alone is wrong: a fleet that keeps up has
+almost no queue, so `ceil(queued / waiting_per_replica)` falls to the floor and the HPA removes
+replicas from a loaded fleet until a queue of `waiting_per_replica` × replicas builds up, which is
+what breaks TTFT. The queue stays as the second trigger (the HPA takes the larger of the two): a
+sustained queue is the earliest sign of missing capacity when the plan's figure is optimistic.
 
 Why slow: a new replica on a new GPU node takes the autoscaler's node provisioning plus a model
 load (tens of minutes for a 240 GB model), so scale-up adds at most one node's worth of replicas per
-five minutes and scale-down waits `scale_down_delay_seconds` of quiet before removing one replica
-every ten minutes. When Prometheus cannot answer, the trigger reports an error instead of zero
+five minutes and scale-down waits `scale_down_delay_seconds` of low load before removing one replica
+every ten minutes. When Prometheus has no vLLM series, the triggers report an error instead of zero
 (`ignoreNullValues: false`): the HPA then holds the current size rather than shrinking a loaded
 fleet because its metrics went missing.
 """
@@ -26,6 +31,9 @@ KEDA_RELEASE_NAME = "keda"
 SCALE_UP_PERIOD_SECONDS = 300
 SCALE_DOWN_PERIOD_SECONDS = 600
 POLLING_INTERVAL_SECONDS = 30
+# The in-flight target is this fraction of what a replica carries at SLO goodput: scale-up starts
+# while the replicas still meet the SLO, not once they miss it.
+RUNNING_HEADROOM = 0.8
 
 
 @dataclass(frozen=True)
@@ -36,9 +44,10 @@ class ScalingSpec:
     deployment: the Deployment KEDA scales.
     min_replicas / max_replicas: replicas_per_node × the pool's min_nodes / max_nodes.
     replicas_per_node: the most replicas one new node can take (the scale-up step).
+    running_per_replica: target average of in-flight (running + queued) requests per replica.
     waiting_per_replica: target average of queued requests per replica.
     scale_down_delay_seconds: quiet time before a replica is removed.
-    prometheus_url: where KEDA queries the queue metric.
+    prometheus_url: where KEDA queries the vLLM metrics.
     """
 
     model: ObservedModel
@@ -46,6 +55,7 @@ class ScalingSpec:
     min_replicas: int
     max_replicas: int
     replicas_per_node: int
+    running_per_replica: float
     waiting_per_replica: float
     scale_down_delay_seconds: int
     prometheus_url: str
@@ -56,10 +66,42 @@ def queue_query(model: ObservedModel) -> str:
     return f"sum(vllm:num_requests_waiting{selector(model)})"
 
 
+def in_flight_query(model: ObservedModel) -> str:
+    """The model's running plus queued requests across its replicas.
+
+    Each gauge is summed on its own, so a missing waiting series cannot drop the running ones (a
+    per-series `running + waiting` would). Only the waiting sum falls back to 0: with no running
+    series at all (no vLLM pod scraped, Prometheus lost them) the result stays empty and the
+    trigger errors instead of reading zero load.
+    """
+    return (
+        f"sum(vllm:num_requests_running{selector(model)})"
+        f" + (sum(vllm:num_requests_waiting{selector(model)}) or vector(0))"
+    )
+
+
+def _prometheus_trigger(spec: ScalingSpec, query: str, threshold: float) -> dict:
+    return {
+        "type": "prometheus",
+        "metricType": "AverageValue",
+        "metadata": {
+            "serverAddress": spec.prometheus_url,
+            "query": query,
+            # KEDA reads trigger metadata as strings.
+            "threshold": f"{threshold:g}",
+            "ignoreNullValues": "false",
+        },
+    }
+
+
 def render_scaled_object(spec: ScalingSpec) -> dict:
     """A keda.sh/v1alpha1 ScaledObject for the model's Deployment."""
     if not 0 <= spec.min_replicas <= spec.max_replicas or spec.max_replicas < 1:
         raise ValueError(f"{spec.model.name}: replica range {spec.min_replicas}..{spec.max_replicas} is empty")
+    if spec.running_per_replica <= 0 or spec.waiting_per_replica <= 0:
+        raise ValueError(
+            f"{spec.model.name}: targets must be > 0 (running {spec.running_per_replica:g}, waiting {spec.waiting_per_replica:g})"
+        )
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -79,18 +121,10 @@ def render_scaled_object(spec: ScalingSpec) -> dict:
             "maxReplicaCount": spec.max_replicas,
             "pollingInterval": POLLING_INTERVAL_SECONDS,
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(spec)}},
+            # The HPA scales to the larger of the two: in-flight load per replica first, the queue second.
             "triggers": [
-                {
-                    "type": "prometheus",
-                    "metricType": "AverageValue",
-                    "metadata": {
-                        "serverAddress": spec.prometheus_url,
-                        "query": queue_query(spec.model),
-                        # KEDA reads trigger metadata as strings.
-                        "threshold": f"{spec.waiting_per_replica:g}",
-                        "ignoreNullValues": "false",
-                    },
-                }
+                _prometheus_trigger(spec, in_flight_query(spec.model), spec.running_per_replica),
+                _prometheus_trigger(spec, queue_query(spec.model), spec.waiting_per_replica),
             ],
         },
     }

@@ -163,8 +163,14 @@ def render_gpu_operator_values() -> dict[str, Any]:
     DOKS installs the amdgpu driver and labels AMD nodes itself, so the operator's driver
     machinery (KMM), Node Feature Discovery and its NFD rule are not needed; we create our own
     DeviceConfig instead of the chart's default one so its spec is visible in the plan.
+
+    The chart's controller manager requires a control-plane node by default (node affinity on
+    `node-role.kubernetes.io/control-plane` or `/master`). DOKS runs the control plane outside
+    the cluster, so it would stay Pending forever: an empty term list drops that affinity, and
+    the GPU taint leaves the system pool as the only place it can run.
     """
     return {
+        "controllerManager": {"nodeAffinity": {"nodeSelectorTerms": []}},
         "node-feature-discovery": {"enabled": False},
         "installdefaultNFDRule": False,
         "kmm": {"enabled": False},

@@ -8,6 +8,13 @@ as a ReadWriteOnce block volume). Reclaim policy `Retain`: deleting the claim ne
 weights.
 
 `server` and `path` may be plain strings or Pulumi Outputs: these functions only place them.
+
+The share grows; the claim's request must not follow it. Kubernetes resizes only claims of an
+expandable StorageClass, so a new request fails the update or, where the provider replaces the
+claim instead, deletes and recreates `model-cache` under every model pod. The request is therefore
+ignored after creation (`PVC_IGNORE_CHANGES`) while the PV's capacity, which is mutable, follows the
+share. NFS enforces no capacity, binding only needs request ≤ capacity, and shares never shrink;
+ignoring (rather than a fixed nominal request) also leaves already-created claims untouched.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from typing import Any
 MODEL_CACHE_PVC_NAME = "model-cache"
 MODEL_CACHE_MOUNT_PATH = "/models"  # where consumers mount the claim; HF_HOME lives below it
 NFS_MOUNT_OPTIONS = ["nfsvers=4.1"]
+# Fields of the claim Pulumi must leave as created (see the module docstring).
+PVC_IGNORE_CHANGES = ["spec.resources"]
 LABELS = {
     "app.kubernetes.io/name": "model-cache",
     "app.kubernetes.io/part-of": "inference-platform",

@@ -8,8 +8,9 @@ Router kinds (stack config `router.kind`):
   prefix        `--routing-logic prefixaware`: requests sharing a prompt prefix go together.
   round-robin   `--routing-logic roundrobin`: per-request balancing (better than per-connection).
 
-The router discovers engines itself (`--service-discovery k8s`: it watches pods matching the
-engine labels and asks each ready pod for its model), so it needs read-only, namespaced RBAC.
+The router discovers engines itself (`--service-discovery k8s`, whose default pod-IP discovery
+lists and watches pods matching the engine labels and asks each ready pod for its model), so it
+needs read-only, namespaced RBAC on pods and nothing else.
 
 Exposure: internal ClusterIP always; `public` adds a DigitalOcean Load Balancer Service
 (TLS with a DO certificate id, source allow-list, health-check tuning) and then requires an
@@ -149,16 +150,17 @@ def render_service_account(spec: RouterSpec) -> dict:
 
 
 def render_role(spec: RouterSpec) -> dict:
-    """Read-only, namespaced: what endpoint discovery needs and nothing else."""
-    verbs = ["get", "list", "watch"]
+    """Read-only, namespaced: what the router's pod-IP discovery needs and nothing else.
+
+    The production-stack router's k8s discovery (default type pod-ip) only lists and watches pods
+    by label selector; it reads no Services, Endpoints or EndpointSlices. Its service-name
+    discovery type would need Services, but router_args does not select it.
+    """
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": _meta(spec.name, spec),
-        "rules": [
-            {"apiGroups": [""], "resources": ["pods", "services", "endpoints"], "verbs": verbs},
-            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": verbs},
-        ],
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
     }
 
 

@@ -10,10 +10,23 @@ the workbook's 14.4× page threshold is unreachable here because the error ratio
 under that cap (a test enforces it).
 
 Where the numbers come from: vLLM V1 exports `vllm:time_to_first_token_seconds` and
-`vllm:request_time_per_output_token_seconds` as classic histograms with fixed bucket boundaries
-(vllm/v1/metrics/loggers.py). "Requests within X" is only exact when X is a bucket boundary; in
-between, the rules interpolate linearly between the two neighbouring buckets — the same
-assumption `histogram_quantile` makes for the p90 panels — and `slo_bucket_warnings` says so.
+`vllm:request_time_per_output_token_seconds` as classic histograms. In vLLM 0.33 their default
+bucket boundaries live in vllm/v1/metrics/buckets.py and can be replaced with
+`--custom-histogram-buckets`; the stack config rejects that flag in `extra_args`, because these
+rules select the default boundaries by value. "Requests within X" is only exact when X is a
+bucket boundary; in between, the rules interpolate linearly between the two neighbouring
+buckets — the same assumption `histogram_quantile` makes for the p90 panels — and
+`slo_bucket_warnings` says so.
+
+Caveats of the SLIs:
+- A request that generates a single token has no decode phase; vLLM records its time per output
+  token as 0, so it always counts as within the TPOT limit (classification-style traffic makes
+  the TPOT SLI look better than streaming users experience).
+- Both histograms count every request that produced the timing, whatever its finish reason.
+  "Served" requests (requests/s behind goodput) are those vLLM finished with `finished_reason`
+  stop or length; abort (client went away) and error are recorded as their own series.
+- Burn-rate alerts need at least MIN_REQUESTS_PER_HOUR requests per hour, averaged over the
+  alert's long window: with a handful of requests one slow client is "100 % bad".
 """
 
 from __future__ import annotations
@@ -22,8 +35,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# vLLM V1 histogram bucket upper bounds in seconds (vllm/v1/metrics/loggers.py, unchanged from
-# 0.9 to 0.11+). Keep in step with the pinned vLLM version in infra/catalog/versions.py.
+# vLLM V1 default histogram bucket upper bounds in seconds. In 0.33 they are defined in
+# vllm/v1/metrics/buckets.py (earlier releases had them inline in vllm/v1/metrics/loggers.py) and
+# `--custom-histogram-buckets` can override them; infra/config.py rejects that flag in a model's
+# extra_args so these stay true. Keep in step with the pinned vLLM in infra/catalog/versions.py.
 TTFT_BUCKETS_S: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
     20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
@@ -35,6 +50,16 @@ TPOT_BUCKETS_S: tuple[float, ...] = (
 
 TTFT_METRIC = "vllm:time_to_first_token_seconds"
 TPOT_METRIC = "vllm:request_time_per_output_token_seconds"
+
+# vLLM's `finished_reason` label on vllm:request_success_total: stop, length, abort, error.
+# Only stop (EOS / stop string) and length (max_tokens) delivered a complete response.
+SERVED_FINISHED_REASONS: tuple[str, ...] = ("stop", "length")
+
+# Burn-rate alerts stay silent below this many requests per hour (averaged over the alert's long
+# window). At 100/h the 1 h page needs > 60 slow requests and each request is 1 % of the window;
+# below it a single client's burst of slow requests (a huge prompt, a retry loop) could page on
+# its own. Low-traffic models are watched on the dashboard and by the deadman instead.
+MIN_REQUESTS_PER_HOUR = 100
 
 SLO_QUANTILE = 0.90
 ERROR_BUDGET = round(1.0 - SLO_QUANTILE, 6)  # 0.10 of requests may exceed the p90 limit
@@ -56,7 +81,8 @@ class ObservedModel:
     gpus_per_replica: GPUs one vLLM pod holds (tp × dp); turns replicas into GPU-hours.
     replicas: pods the deployment should keep ready (for the not-ready alert).
     usd_per_gpu_hour: the pool's hourly node price divided by its GPUs; None when the contract
-        price is unknown, which drops the cost rules for this model.
+        price is unknown, which drops the cost rules for this model. The cost rules price only the
+        GPUs of scraped replicas (see model_recording_group), not every GPU the pool bills.
     """
 
     name: str
@@ -67,6 +93,12 @@ class ObservedModel:
     gpus_per_replica: int
     replicas: int
     usd_per_gpu_hour: float | None = None
+
+    @property
+    def deployment(self) -> str:
+        """The vLLM Deployment's name; the same as infra.render.model_service.deployment_name
+        (a test keeps the two in step)."""
+        return f"{self.name}-engine"
 
 
 @dataclass(frozen=True)
@@ -115,6 +147,10 @@ class AlertThresholds:
     replicas_not_ready_for: str = "45m"
     pod_restarts_per_30m: int = 2
     deadman_window: str = "10m"
+    # A model with no ready replica serves nobody. The first load of a new Deployment (a 235B
+    # model: ~40 min) is not an outage, so Deployments younger than this do not page.
+    model_down_for: str = "10m"
+    model_down_grace_seconds: int = 3600
 
 
 DEFAULT_THRESHOLDS = AlertThresholds()
@@ -272,6 +308,8 @@ def _by_model(record: str, model: ObservedModel) -> str:
 def model_recording_group(model: ObservedModel) -> dict:
     """Per-model serving, saturation, efficiency and cost series (evaluated every interval)."""
     sel = selector(model)
+    served = f'finished_reason=~"{"|".join(SERVED_FINISHED_REASONS)}"'
+    unserved = f'finished_reason!~"{"|".join(SERVED_FINISHED_REASONS)}"'
     pod_labels = (
         f'kube_pod_labels{{namespace={quoted(model.namespace)}, label_app_kubernetes_io_name="vllm", '
         f"label_inference_platform_model={quoted(model.name)}}}"
@@ -279,8 +317,22 @@ def model_recording_group(model: ObservedModel) -> dict:
     rules = [
         *_quantile_rules("ttft", TTFT_METRIC, model),
         *_quantile_rules("tpot", TPOT_METRIC, model),
+        # Every finished request, whatever the finish reason: the load the engines carried.
         _rule(
             "model:vllm_requests_per_second:rate5m", f"sum(rate(vllm:request_success_total{sel}[5m]))", model
+        ),
+        # Served: finished with a complete response (stop or length); the base of goodput.
+        _rule(
+            "model:vllm_served_requests_per_second:rate5m",
+            f"sum(rate(vllm:request_success_total{selector(model, served)}[5m]))",
+            model,
+        ),
+        # Not served (abort: the client went away or was cancelled; error: the engine failed it),
+        # per finish reason.
+        _rule(
+            "model:vllm_unserved_requests_per_second:rate5m",
+            f"sum by (finished_reason) (rate(vllm:request_success_total{selector(model, unserved)}[5m]))",
+            model,
         ),
         _rule(
             "model:vllm_output_tokens_per_second:rate5m",
@@ -327,6 +379,12 @@ def model_recording_group(model: ObservedModel) -> dict:
         _rule("model:slo_ttft_p90_limit_seconds", f"vector({_num(model.ttft_p90_ms / 1000)})", model),
         _rule("model:slo_tpot_p90_limit_seconds", f"vector({_num(model.tpot_p90_ms / 1000)})", model),
     ]
+    # Cost of the serving replicas: GPUs behind a successfully scraped vLLM pod × the pool's
+    # price per GPU. It leaves out GPUs DigitalOcean bills all the same — nodes whose replica is
+    # still loading (no /metrics yet) or fails its scrape, GPUs a node's replicas do not use, and
+    # pool nodes without a replica — so it is a lower bound of the pool's cost. Pricing the pool's
+    # nodes needs the node-pool label on kube_node_labels (kube-state-metrics allow-list); see
+    # docs/runbook.md, "Cost figures".
     if model.usd_per_gpu_hour is not None:
         rules += [
             _rule("model:gpu_price_usd_per_gpu_hour", f"vector({_num(model.usd_per_gpu_hour)})", model),
@@ -372,14 +430,24 @@ def slo_recording_group(model: ObservedModel) -> dict:
                 model,
             )
         )
+        # Requests per second over each burn-rate long window: the minimum-traffic guard.
+        for window in dict.fromkeys(w.long_window for w in BURN_RATE_POLICY):
+            rules.append(
+                _rule(
+                    f"model:vllm_{short}_requests:rate{window}",
+                    f"sum(rate({metric}_count{selector(model)}[{window}]))",
+                    model,
+                )
+            )
     # The two histograms are separate, so the fraction of requests meeting *both* SLOs is not
-    # observable; the smaller of the two fractions is an upper bound on it.
+    # observable; the smaller of the two fractions is an upper bound on it. Only served requests
+    # (stop/length) count: an aborted or failed request is not goodput however fast it was.
     ttft_good = _by_model("model:vllm_ttft_slo_good:ratio_rate5m", model)
     tpot_good = _by_model("model:vllm_tpot_slo_good:ratio_rate5m", model)
     rules.append(
         _rule(
             "model:vllm_goodput_requests_per_second:rate5m",
-            f"{_by_model('model:vllm_requests_per_second:rate5m', model)}"
+            f"{_by_model('model:vllm_served_requests_per_second:rate5m', model)}"
             f" * ({ttft_good} < {tpot_good} or {tpot_good})",
             model,
         )
@@ -417,10 +485,16 @@ def _alert(
 
 
 def _burn_condition(short: str, w: BurnRateWindow) -> str:
+    """Both windows over the threshold, and enough traffic in the long window to mean it.
+
+    The guard averages over the long window rather than the last hour, so a slow burn over a day
+    still warns when the night is quiet; the value of the condition stays the long-window ratio.
+    """
     t = _num(w.error_ratio_threshold)
     return (
         f"(model:vllm_{short}_slo_errors:ratio_rate{w.long_window} > {t}"
-        f" and model:vllm_{short}_slo_errors:ratio_rate{w.short_window} > {t})"
+        f" and model:vllm_{short}_slo_errors:ratio_rate{w.short_window} > {t}"
+        f" and model:vllm_{short}_requests:rate{w.long_window} * 3600 >= {MIN_REQUESTS_PER_HOUR})"
     )
 
 
@@ -440,7 +514,8 @@ def slo_alert_group(runbook_base: str = RUNBOOK_DEFAULT) -> dict:
                     f"{{{{ $labels.model }}}}: p90 {title} SLO error budget burning {speed.lower()}",
                     f"{{{{ $value | humanizePercentage }}}} of {{{{ $labels.model }}}} requests exceeded the "
                     f"p90 {title} limit (budget: {ERROR_BUDGET:.0%} of requests). Windows: "
-                    + ", ".join(f"{w.long_window}/{w.short_window} at {w.burn_rate:g}×" for w in windows),
+                    + ", ".join(f"{w.long_window}/{w.short_window} at {w.burn_rate:g}×" for w in windows)
+                    + f"; only with at least {MIN_REQUESTS_PER_HOUR} requests/h over the long window.",
                     runbook_base,
                 )
             )
@@ -503,22 +578,61 @@ def serving_alert_group(
             runbook_base,
         ),
     ]
+    # The deadman fires only while the model's Deployment reports Ready replicas: vLLM serves
+    # /metrics once the engine has loaded (up to ~40 min for a 235B model) and its readiness probe
+    # passes at the same moment, so Ready-without-metrics is a scrape problem, whereas a rollout
+    # still loading is not (VllmReplicasNotReady covers loads that never finish).
+    # kube_deployment_status_replicas_ready needs no kube-state-metrics label allow-list.
     for m in models:
+        deployment_ready = (
+            f"kube_deployment_status_replicas_ready{{namespace={quoted(m.namespace)}, "
+            f"deployment={quoted(m.deployment)}}} > 0"
+        )
+        # A total outage: no SLO series flow (no vLLM metrics) and the deadman above needs a
+        # ready replica, so without this nothing would page until VllmReplicasNotReady warns.
+        # A parked model (0 desired replicas) and a Deployment's first load are not outages; a
+        # rollout of a single-replica model is, and pages.
+        deployment = f"namespace={quoted(m.namespace)}, deployment={quoted(m.deployment)}"
+        rules.append(
+            _alert(
+                "VllmModelDown",
+                f"kube_deployment_status_replicas_ready{{{deployment}}} == 0"
+                f" and on () (kube_deployment_spec_replicas{{{deployment}}} > 0)"
+                f" and on () (time() - kube_deployment_created{{{deployment}}}"
+                f" > {thresholds.model_down_grace_seconds})",
+                "critical",
+                thresholds.model_down_for,
+                f"{m.name}: no vLLM replica is ready",
+                f"Deployment {m.namespace}/{m.deployment} wants replicas but none has been ready for "
+                f"{thresholds.model_down_for}: every request to {m.served_model_name} fails.",
+                runbook_base,
+                extra_labels={"model": m.name},
+            )
+        )
         rules.append(
             _alert(
                 "VllmMetricsAbsent",
-                f"absent_over_time(vllm:num_requests_running{selector(m)}[{thresholds.deadman_window}])",
+                f"absent_over_time(vllm:num_requests_running{selector(m)}[{thresholds.deadman_window}])"
+                f" and on () ({deployment_ready})",
                 "critical",
                 "5m",
-                f"{m.name}: no vLLM metrics",
-                f"Prometheus has no vLLM metrics for model_name={m.served_model_name} in namespace "
-                f"{m.namespace} for {thresholds.deadman_window}: every replica is down or not scraped, so "
-                "the SLO alerts for it are blind.",
+                f"{m.name}: no vLLM metrics although replicas are ready",
+                f"Deployment {m.namespace}/{m.deployment} has ready replicas, but Prometheus has no vLLM "
+                f"metrics for model_name={m.served_model_name} for {thresholds.deadman_window}: the "
+                "scrape is broken, so the SLO alerts for it are blind.",
                 runbook_base,
                 extra_labels={"model": m.name},
             )
         )
     return {"name": "inference-platform.alerts.serving", "rules": rules}
+
+
+# Exporter metric → the alert that reads it (AmdGpuMetricsAbsent watches each one).
+GPU_ALERT_METRICS: dict[str, str] = {
+    "gpu_junction_temperature": "AmdGpuJunctionTemperatureHigh",
+    "gpu_health": "AmdGpuUnhealthy",
+    "gpu_ecc_uncorrect_total": "AmdGpuUncorrectableEccErrors",
+}
 
 
 def gpu_alert_group(
@@ -561,21 +675,29 @@ def gpu_alert_group(
             "wrong.",
             runbook_base,
         ),
-        # The deadman of the three alerts above: without exporter series they can never fire.
-        # kube-state-metrics exports extended resources with the name sanitised (`amd.com/gpu` →
-        # `amd_com_gpu`) and needs no label allow-list for it. The `for` covers a GPU node
-        # scaled up from zero, whose exporter pod still has to pull its image and start.
+        # The deadman of the three alerts above, one series per metric they read: each alert is
+        # blind without its own metric (an exporter config that drops gpu_health leaves
+        # AmdGpuUnhealthy silent while the temperature still arrives). kube-state-metrics exports
+        # extended resources with the name sanitised (`amd.com/gpu` → `amd_com_gpu`) and needs no
+        # label allow-list for it; the alert's value is the number of AMD GPU nodes. The `for`
+        # covers a GPU node scaled up from zero, whose exporter pod still has to pull and start.
         _alert(
             "AmdGpuMetricsAbsent",
-            'count(kube_node_status_capacity{resource="amd_com_gpu"} > 0)'
-            f" and on () absent_over_time(gpu_junction_temperature[{thresholds.deadman_window}])"
-            f" and on () absent_over_time(gpu_health[{thresholds.deadman_window}])",
+            "("
+            + "\n or ".join(
+                f'label_replace(absent_over_time({metric}[{thresholds.deadman_window}]), "metric", '
+                f'"{metric}", "", "")'
+                for metric in GPU_ALERT_METRICS
+            )
+            + ')\n* on () group_left () count(kube_node_status_capacity{resource="amd_com_gpu"} > 0)',
             "warning",
             "10m",
-            "No AMD GPU metrics although the cluster has AMD GPU nodes",
-            "{{ $value }} nodes offer amd.com/gpu, but Prometheus has scraped no ROCm device-metrics-exporter "
-            f"series (gpu_junction_temperature, gpu_health) for {thresholds.deadman_window}: the GPU "
-            "temperature, health and ECC alerts are blind.",
+            "No {{ $labels.metric }} from the AMD GPU exporter although the cluster has AMD GPU nodes",
+            "{{ $value }} nodes offer amd.com/gpu, but Prometheus has scraped no {{ $labels.metric }} "
+            f"series from the ROCm device-metrics-exporter for {thresholds.deadman_window}: the alerts "
+            "reading it are blind ("
+            + ", ".join(f"{metric}: {alert}" for metric, alert in GPU_ALERT_METRICS.items())
+            + ").",
             runbook_base,
         ),
     ]

@@ -88,7 +88,9 @@ def vllm_serve_args(layout: Layout, opts: ServeOptions, *, path: str = "") -> li
         # One process per GPU inside the pod; Ray is neither installed nor wanted here.
         args += ["--distributed-executor-backend", "mp"]
     if layout.dp > 1 and layout.ep:
-        # AMD's DP+EP guidance for ROCm; the same all-to-all is vLLM's default on CUDA.
+        # AMD's DP+EP guidance for ROCm. In vLLM 0.33 it is also the default all-to-all
+        # backend on every platform (vllm/config/parallel.py); passing it keeps the choice
+        # explicit should the default change again.
         args += ["--all2all-backend", "allgather_reducescatter"]
     if layout.dp > 1 and opts.vendor == "amd":
         args += ["--disable-nccl-for-dp-synchronization"]

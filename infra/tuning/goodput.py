@@ -5,9 +5,11 @@ SLOs and the first that does not. Real sweeps are noisy (a p90 from a few hundre
 by several percent run to run, a warm-up spike can make a low rate look worse than a higher one),
 so the rules below are explicit and deterministic:
 
-1. Unusable points are set aside, each with a note: no numeric `request_rate` (missing, or
-   "inf" — an unpaced burst has no place on the rate axis), no `completed`, no `p90_ttft_ms` or
-   `p90_tpot_ms` (the run lacked `--metric-percentiles ...90...`).
+1. Unusable points are set aside, each with a note saying why: a field missing (no `completed`,
+   no `p90_ttft_ms` or `p90_tpot_ms` when the run lacked `--metric-percentiles ...90...`), a
+   value present but invalid (named with the value: a string, NaN, a negative number), or
+   `request_rate` "inf" — a saturation run (`--request-rate inf`) measures a closed loop, which
+   has no place on the rate axis.
 2. Repeated runs at the same rate are merged: the median of each p90, summed request counts.
 3. A point *fails on errors* when more than `max_failed_fraction` of its requests failed, or none
    completed. Its latency is not trusted (it covers only the survivors), so it takes no part in
@@ -145,9 +147,9 @@ def layout_goodput(
     notes: list[str] = []
     usable: list[SweepPoint] = []
     for point in points:
-        missing = point.missing()
-        if missing:
-            notes.append(f"{point.source}: skipped, missing {', '.join(missing)}")
+        reasons = point.skip_reasons()
+        if reasons:
+            notes.append(f"{point.source}: skipped, {'; '.join(reasons)}")
         else:
             usable.append(point)
 

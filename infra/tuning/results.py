@@ -14,7 +14,10 @@ PyTorch's benchmark format) — those are not results and are skipped.
 
 Parsing is lenient where a benchmark run can legitimately lack a value (a point without p90 can
 still be listed, just not used for goodput) and strict where the input is unusable (not JSON, no
-layout): those become `UserError`s naming the file, all problems at once.
+layout): those become `UserError`s naming the file, all problems at once. A value goodput needs
+that is present but wrong (`"p90_ttft_ms": "fast"`, NaN, a negative count) is not "missing": the
+point keeps a reason naming the value (`skip_reasons`), and so does a saturation run
+(`--request-rate inf`), which measured a closed loop, not a rate.
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ class SweepPoint:
     model_id: str | None
     source: str  # file path, with "#<n>" for the n-th object of an appended file
     metadata: dict[str, str] = field(default_factory=dict)
+    # Why a field goodput needs has no usable value although the result has one: field → reason
+    # ("invalid value p90_ttft_ms=\"fast\" (expected ...)", "request_rate inf (saturation run) ...").
+    unusable: dict[str, str] = field(default_factory=dict)
 
     @property
     def failed_fraction(self) -> float | None:
@@ -70,7 +76,7 @@ class SweepPoint:
         return (self.failed or 0) / total if total else 1.0
 
     def missing(self) -> list[str]:
-        """Result fields this point lacks that goodput needs."""
+        """Result fields goodput needs that have no usable value here (absent, null or unusable)."""
         names = []
         if self.request_rate_rps is None:
             names.append("request_rate")
@@ -80,7 +86,22 @@ class SweepPoint:
             names.append("p90_ttft_ms")
         if self.tpot_p90_ms is None:
             names.append("p90_tpot_ms")
+        if "failed" in self.unusable:
+            names.append("failed")
         return names
+
+    def skip_reasons(self) -> list[str]:
+        """Why goodput cannot use this point, one phrase per cause; empty when it can.
+
+        Values present but wrong are named with the value; fields that are simply absent are
+        listed together as "missing ...".
+        """
+        missing = self.missing()
+        reasons = [self.unusable[name] for name in missing if name in self.unusable]
+        absent = [name for name in missing if name not in self.unusable]
+        if absent:
+            reasons.append(f"missing {', '.join(absent)}")
+        return reasons
 
     def to_json(self) -> dict:
         return {
@@ -169,13 +190,14 @@ def parse_result(obj: object, *, source: str, layout_override: str | None = None
     except ValueError as err:
         raise UserError([Problem(source, str(err))]) from None
     metadata = {k: v for k, v in obj.items() if isinstance(v, str) and _is_metadata_key(k)}
+    unusable: dict[str, str] = {}
     return SweepPoint(
         layout=layout_name(**parts),
-        request_rate_rps=_rate(obj.get("request_rate")),
-        completed=_int(obj.get("completed")),
-        failed=_int(obj.get("failed")),
-        ttft_p90_ms=_number(obj.get("p90_ttft_ms")),
-        tpot_p90_ms=_number(obj.get("p90_tpot_ms")),
+        request_rate_rps=_checked_rate(obj, unusable),
+        completed=_checked_count(obj, "completed", unusable),
+        failed=_checked_count(obj, "failed", unusable),
+        ttft_p90_ms=_checked_latency(obj, "p90_ttft_ms", unusable),
+        tpot_p90_ms=_checked_latency(obj, "p90_tpot_ms", unusable),
         request_throughput_rps=_number(obj.get("request_throughput")),
         output_throughput_tok_s=_number(obj.get("output_throughput")),
         request_goodput_rps=_number(obj.get("request_goodput")),
@@ -183,6 +205,7 @@ def parse_result(obj: object, *, source: str, layout_override: str | None = None
         model_id=obj.get("model_id") if isinstance(obj.get("model_id"), str) else None,
         source=source,
         metadata=metadata,
+        unusable=unusable,
     )
 
 
@@ -243,27 +266,73 @@ def _json_objects(text: str) -> list:
 
 
 def _number(value: object) -> float | None:
-    """A finite float, or None for missing/null/NaN/non-numeric (vLLM writes NaN for empty sets)."""
+    """A finite float, or None for missing/null/NaN/non-numeric. Lenient: for the values goodput
+    needs, `_checked_*` tell a missing value from an invalid one."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     value = float(value)
     return value if math.isfinite(value) else None
 
 
-def _int(value: object) -> int | None:
-    number = _number(value)
-    return int(number) if number is not None else None
+def _shown(value: object) -> str:
+    """A result value as it reads in the JSON (`"fast"`, `NaN`, `-3`), shortened."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
-def _rate(value: object) -> float | None:
-    """`request_rate` is a number, or "inf" for an unpaced burst (no point on the rate axis)."""
+def _invalid(key: str, value: object, expected: str) -> str:
+    return f"invalid value {key}={_shown(value)} ({expected})"
+
+
+SATURATION_REASON = "request_rate inf (saturation run) has no rate to compare"
+
+
+def _checked_rate(obj: dict, unusable: dict[str, str]) -> float | None:
+    """The offered rate; "inf" (vLLM's `--request-rate inf`) and bad values get a reason."""
+    value = obj.get("request_rate")
+    if value is None:
+        return None
+    number = value
     if isinstance(value, str):
         try:
-            value = float(value)
+            number = float(value)
         except ValueError:
-            return None
+            number = None
+    if isinstance(number, float) and math.isinf(number) and number > 0:
+        unusable["request_rate"] = SATURATION_REASON
+        return None
+    rate = _number(number)
+    if rate is None or rate <= 0:
+        unusable["request_rate"] = _invalid("request_rate", value, "expected requests per second > 0")
+        return None
+    return rate
+
+
+def _checked_count(obj: dict, key: str, unusable: dict[str, str]) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
     number = _number(value)
-    return number if number is not None and number > 0 else None
+    if number is None or number < 0 or not number.is_integer():
+        unusable[key] = _invalid(key, value, "expected a whole number of requests ≥ 0")
+        return None
+    return int(number)
+
+
+def _checked_latency(obj: dict, key: str, unusable: dict[str, str]) -> float | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    number = _number(value)
+    if number is None or number < 0:
+        unusable[key] = _invalid(key, value, "expected a number of milliseconds ≥ 0")
+        return None
+    return number
 
 
 def _date(value: object) -> datetime | None:
