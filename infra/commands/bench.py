@@ -57,7 +57,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M")
+    run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$", run_id) or run_id.endswith(("-", ".", "_")):
         raise UserError([Problem("--run-id", f"{run_id!r} must be a Kubernetes label value (letters, digits, -._)")])
     if args.dataset != "random" and not args.dataset_path:

@@ -262,10 +262,9 @@ def shm_size_gib(spec: ModelServiceSpec) -> int:
     return max(1, min(want, memory_request_gib(spec) // 4))
 
 
-# Rough load-time model for `estimated_load_seconds` when nothing measured is available. Assumed
-# rates, not measurements: weights read from the NFS cache at ~0.5 GB/s per replica, pulled from
-# Hugging Face at ~0.2 GB/s, plus ~3 minutes of engine start (process groups, profiling, graph
-# capture). A 240 GB FP8 model: ~11 min from the cache, ~23 min straight from the Hub.
+# `estimated_load_seconds` comes from infra/planner/loading.py (assumed rates: Hugging Face
+# 150 MB/s, NFS 350 MB/s shared by the pods loading at once, plus engine start): a 236 GB FP8
+# model takes ≈ 25 min from the cache and ≈ 48 min straight from the Hub.
 
 
 def startup_budget_seconds(spec: ModelServiceSpec) -> int:

@@ -96,7 +96,7 @@ class LayoutSweep:
 class BenchOptions:
     """How the sweep runs.
 
-    run_id: names the results directory and labels every object (e.g. 20261202-1830).
+    run_id: names the results directory and labels every object (e.g. 20261202-183012).
     dataset: "random" (synthetic prompts of the workload's lengths) or a vLLM dataset name with
         `dataset_path` (a path inside the cache volume, e.g. /models/datasets/chat.json).
     seconds_per_rate: arrivals last at least this long per rate, so the p90 covers a steady state.
