@@ -273,6 +273,18 @@ def _sizing_notes(m: ModelFacts, stack: str) -> list[str]:
             f"the measurement. Re-fit the {pool.gpu.accelerator.family} factors: "
             f"`infra tune calibrate <results> --stack {stack} --model {name}` (docs/tuning.md §6)"
         )
+    if m.measured:
+        changes = m.measured.changed_conditions(
+            (m.config.slo.ttft_p90_ms, m.config.slo.tpot_p90_ms),
+            (m.config.workload.input_tokens, m.config.workload.output_tokens),
+            pool.gpu.slug,
+        )
+        if changes:
+            notes.append(
+                f"model {name}: the measured goodput of {m.layout.name} ({m.measured.label()}) was measured under "
+                f"other conditions ({'; '.join(changes)}); it still sizes the pool. Re-run infra bench: "
+                f"`infra bench {stack} {name}`, then `infra tune ingest <results> --stack {stack} --model {name} --write`"
+            )
     return notes
 
 

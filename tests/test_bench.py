@@ -437,7 +437,9 @@ def test_run_script_gives_up_after_the_deadline_when_a_job_never_finishes(tmp_pa
     run, seconds, calls, _ = _run_sh(tmp_path, bundle, sweep="", poll="1")
     assert run.returncode == 1
     assert "job qwen3-235b-bench-tp4-ep-r2-sweep neither completed nor failed within 2 s" in run.stdout
-    assert 2 <= seconds < 15 and len([c for c in calls if "get job" in c]) >= 2
+    # Behaviour, not timing: it polled more than once, then gave up (the bound only catches a hang;
+    # bash's whole-second SECONDS makes any lower bound on wall time flaky).
+    assert len([c for c in calls if "get job" in c]) >= 2 and seconds < 60
 
 
 def test_rates_bracket_the_prediction():

@@ -152,6 +152,38 @@ def test_hf_config_with_fp8_quantization_config(tmp_path):
     assert arch.kv_bytes_per_token() == catalog.kv_bytes_per_token()
 
 
+def test_hf_config_qwen2_moe_counts_its_shared_expert(tmp_path):
+    """Qwen2-MoE configs give the shared expert's width (`shared_expert_intermediate_size`) but no
+    `n_shared_experts`; the one shared expert is ~6 B of Qwen2-57B-A14B's 14 B active parameters.
+    Numbers from Qwen/Qwen2-57B-A14B's config.json; the totals are its published 57.4 B / 14.2 B."""
+    arch = load_hf_config(
+        _write(
+            tmp_path,
+            {
+                "architectures": ["Qwen2MoeForCausalLM"],
+                "hidden_size": 3584,
+                "num_hidden_layers": 28,
+                "num_attention_heads": 28,
+                "num_key_value_heads": 4,
+                "intermediate_size": 18944,
+                "moe_intermediate_size": 2560,
+                "shared_expert_intermediate_size": 20480,
+                "num_experts": 64,
+                "num_experts_per_tok": 8,
+                "decoder_sparse_step": 1,
+                "vocab_size": 151936,
+                "max_position_embeddings": 32768,
+                "tie_word_embeddings": False,
+                "torch_dtype": "bfloat16",
+            },
+        ),
+        "Qwen/Qwen2-57B-A14B",
+    )
+    assert arch.num_shared_experts == 1
+    assert arch.params_total / 1e9 == pytest.approx(57.4, rel=0.03)
+    assert arch.params_active / 1e9 == pytest.approx(14.2, rel=0.03)
+
+
 def test_hf_config_mla_and_mxfp4_and_text_config(tmp_path):
     mla = load_hf_config(
         _write(

@@ -423,7 +423,7 @@ def test_plan_out_marker_cannot_reach_outside_or_clobber(tmp_path):
 # --- measured goodput and unmeetable SLOs (planner sizing) -------------------------------------
 
 
-def _measured_staging(tmp_path, *, peak_rps=12, measured=5.086, mutate=None):
+def _measured_staging(tmp_path, *, peak_rps=12, measured=5.086, mutate=None, conditions=None):
     """A copy of staging whose model carries the measured winner exactly as `infra tune ingest --write` records it."""
     from infra.tuning.stackfile import Provenance, write_measured_layout
 
@@ -439,7 +439,7 @@ def _measured_staging(tmp_path, *, peak_rps=12, measured=5.086, mutate=None):
               "max_num_batched_tokens": 16384, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "fp8",
               "max_model_len": 4096}
     provenance = Provenance("2026-12-02T18:16:00", "0.33.0", "vllm/vllm-openai-rocm:v0.33.0", measured, 15.532,
-                            ("results/tp4-ep-r2/rate-1.json",))
+                            ("results/tp4-ep-r2/rate-1.json",), **(conditions or {}))
     write_measured_layout(path, "qwen3-235b", layout, provenance)
     return tmp_path
 
@@ -466,6 +466,24 @@ def test_measured_goodput_sizes_the_pool_and_is_shown_next_to_the_prediction(tmp
     ) in text
     assert "1 node(s) for peak" not in text  # the prediction no longer claims the sizing
     assert build_plan("staging", root).to_json() == plan.to_json()  # still byte-identical
+
+
+def test_a_measurement_under_other_conditions_is_noted(tmp_path):
+    """Recorded under TPOT 40 ms, 1000 prompt tokens, on an MI325X node; the stack now says 50 ms,
+    2000 tokens, MI300X: the figure no longer describes this deployment."""
+    conditions = {"slo": (2000, 40), "workload": (1000, 300), "gpu": "gpu-mi325x8-2048gb"}
+    plan = build_plan("staging", _measured_staging(tmp_path, peak_rps=4, measured=14.0, conditions=conditions))
+    (note,) = [n for n in plan.summary["notes"] if "other conditions" in n]
+    assert "SLO p90 TTFT/TPOT 2000/40 ms → 2000/50 ms" in note
+    assert "tokens in/out 1000/300 → 2000/300" in note
+    assert "GPU gpu-mi325x8-2048gb → gpu-mi300x8-1536gb" in note
+    assert "re-run infra bench" in note.lower()
+
+
+def test_a_measurement_under_the_stacks_conditions_has_no_note(tmp_path):
+    conditions = {"slo": (2000, 50), "workload": (2000, 300), "gpu": "gpu-mi300x8-1536gb"}
+    plan = build_plan("staging", _measured_staging(tmp_path, peak_rps=4, measured=14.0, conditions=conditions))
+    assert not any("other conditions" in n for n in plan.summary["notes"])
 
 
 def test_measured_goodput_near_the_prediction_needs_no_calibration(tmp_path):

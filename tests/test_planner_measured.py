@@ -51,3 +51,23 @@ def test_measured_unquoted_timestamp_and_missing_details_still_label():
     assert measured.measured_at == "2026-12-02T18:16:00" and measured.label() == "bench 2026-12-02"
     undated, _ = measured_goodput({"measured_goodput_rps": 4})
     assert undated.label() == "bench date not recorded"
+
+
+def test_recorded_conditions_are_compared_and_older_provenance_has_none():
+    measured, problems = measured_goodput(
+        {**WRITTEN, "slo": {"ttft_p90_ms": 2000, "tpot_p90_ms": 50},
+         "workload": {"input_tokens": 2000, "output_tokens": 300}, "gpu": "gpu-mi300x8-1536gb"}
+    )
+    assert problems == []
+    assert measured.changed_conditions((2000, 50), (2000, 300), "gpu-mi300x8-1536gb") == []
+    assert measured.changed_conditions((2000, 40), (2000, 300), "gpu-mi300x8-1536gb") == [
+        "SLO p90 TTFT/TPOT 2000/50 ms → 2000/40 ms"
+    ]
+    older, _ = measured_goodput(WRITTEN)  # written before slo/workload/gpu were recorded
+    assert older.changed_conditions((1, 1), (1, 1), "other") == []
+
+
+@pytest.mark.parametrize("key, value", [("slo", {"ttft_p90_ms": 2000}), ("workload", {"input_tokens": 0, "output_tokens": 1}), ("gpu", 3)])
+def test_malformed_recorded_conditions_are_problems(key, value):
+    measured, problems = measured_goodput({**WRITTEN, key: value})
+    assert measured is None and [k for k, _ in problems] == [key]

@@ -12,8 +12,8 @@ from infra.catalog.gpus import gpu_size
 from infra.catalog.models import resolve_model
 from infra.errors import UserError
 from infra.planner import load_efficiency, plan_model
-from infra.planner.layout import Slo, Workload
-from infra.tuning.calibrate import ModelContext, calibrate, predict_goodput_rps, save_factors
+from infra.planner.layout import Layout, Slo, Workload
+from infra.tuning.calibrate import LayoutError, ModelContext, calibrate, predict_goodput_rps, save_factors
 from infra.tuning.goodput import compare_layouts
 from infra.tuning.results import load_results, parse_result
 from tests.fixtures.bench.vllm_results import bench_metadata, vllm_result
@@ -93,3 +93,27 @@ def test_nothing_to_calibrate_is_a_user_error(context):
     points = [parse_result(vllm_result("tp8-ep-r1", 1, 5000, 90), source="x")]
     with pytest.raises(UserError, match="no layout has a measured goodput"):
         calibrate(context, compare_layouts(points, ttft_p90_ms=2000, tpot_p90_ms=50), points)
+
+
+def test_a_layout_the_planner_predicts_at_zero_counts_as_a_full_miss(context):
+    """At p90 TPOT 8 ms the planner says tp8-ep-r1 fits but never meets the SLO (goodput 0); it
+    measured 0.8 req/s. That is the planner's worst miss: it must stay in the fit and count as a
+    100% error before, not be set aside as "does not fit"."""
+    tight = replace(context, slo=Slo(2000, 8))
+    layouts = [
+        Layout(tp=2, replicas_per_node=4, max_num_seqs=64, kv_cache_dtype="fp8"),
+        Layout(tp=4, ep=True, replicas_per_node=2, max_num_seqs=128, kv_cache_dtype="fp8"),
+        Layout(tp=8, ep=True, max_num_seqs=128, kv_cache_dtype="fp8"),
+    ]
+    measured = {"tp2-r4": 1.5, "tp4-ep-r2": 0.6, "tp8-ep-r1": 0.8}
+    points = [p for layout in layouts for p in _measured(layout, measured[layout.name])]
+    report = calibrate(tight, compare_layouts(points, ttft_p90_ms=2000, tpot_p90_ms=50), points)
+    by_name = {e.name: e for e in report.layouts}
+    assert set(by_name) == set(measured) and not report.excluded
+    zero = by_name["tp8-ep-r1"]
+    assert zero.before_rps == 0.0
+    assert zero.to_json()["error_before_pct"] == -100.0
+    others = [abs(LayoutError.pct(e.before_rps, e.measured_rps)) for n, e in by_name.items() if n != "tp8-ep-r1"]
+    assert report.mape_before == pytest.approx((100.0 + sum(others)) / 3)
+    # The fit sees the miss: it raises tp8-ep-r1's prediction above 0.
+    assert zero.after_rps > 0

@@ -116,9 +116,58 @@ def test_user_errors(results, stack_root):
         run(["tune", "ingest", str(results), "--ttft-p90-ms", "1", "--tpot-p90-ms", "1", "--write", "--no-chart"])
     with pytest.raises(UserError, match="not 'llama'"):
         run(["tune", "ingest", str(results), "--model", "llama", "--ttft-p90-ms", "1", "--tpot-p90-ms", "1", "--no-chart"])
+    stack = stack_root / "stacks" / "Pulumi.staging.yaml"
+    stack.write_text(stack.read_text().replace("slo: {ttft_p90_ms: 2000,", "slo: {ttft_p90_ms: 100,"))
     with pytest.raises(UserError, match="nothing written"):
         run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write", "--no-chart",
-             "--ttft-p90-ms", "100", "--stacks-dir", str(stack_root / "stacks")])
+             "--stacks-dir", str(stack_root / "stacks")])
+
+
+def test_write_records_the_conditions_it_was_measured_under(results, stack_root):
+    run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write",
+         "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+    provenance = yaml.safe_load((stack_root / "stacks" / "Pulumi.staging.yaml").read_text())["config"][
+        "inference-platform:models"][0]["layout"]["provenance"]
+    assert provenance["slo"] == {"ttft_p90_ms": 2000, "tpot_p90_ms": 50}
+    assert provenance["workload"] == {"input_tokens": 2000, "output_tokens": 300}
+    assert provenance["gpu"] == "gpu-mi300x8-1536gb"
+
+
+@pytest.mark.parametrize("action", [["ingest", "--write", "--no-chart"], ["calibrate"]])
+def test_an_slo_override_is_refused_for_write_and_calibrate(results, stack_root, capsys, action):
+    """Goodput under a --tpot-p90-ms override must not size the pool or re-fit the factors that
+    the stack's own SLO is planned with."""
+    from infra import cli
+
+    stack = stack_root / "stacks" / "Pulumi.staging.yaml"
+    before = stack.read_text()
+    code = cli.main(["tune", action[0], str(results), *action[1:], "--stack", "staging", "--model", "qwen3-235b",
+                     "--tpot-p90-ms", "30", "--stacks-dir", str(stack_root / "stacks")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert f"error: {'--write' if action[0] == 'ingest' else 'calibrate'} refused" in err
+    assert "--tpot-p90-ms: 30 is not the stack's SLO 50" in err
+    assert stack.read_text() == before
+    # The same override without --write only compares: allowed.
+    assert run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--no-chart",
+                "--tpot-p90-ms", "30", "--stacks-dir", str(stack_root / "stacks")]) == 0
+
+
+def test_results_from_another_workload_or_gpu_are_refused(results, stack_root, capsys):
+    from infra import cli
+
+    for path in results.rglob("*.json"):
+        data = json.loads(path.read_text())
+        if isinstance(data, dict):  # not the .pytorch.json side files
+            data.update(input_tokens="1000", output_tokens="300", gpu="gpu-mi325x8-2048gb")
+            path.write_text(json.dumps(data))
+    code = cli.main(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write",
+                     "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "RESULTS input_tokens: measured with 1000; the stack's workload has 2000" in err
+    assert "RESULTS gpu: measured on gpu-mi325x8-2048gb; the stack's pool is gpu-mi300x8-1536gb" in err
+    assert "output_tokens" not in err  # 300 matches
 
 
 def test_write_records_the_planners_prediction(results, stack_root):

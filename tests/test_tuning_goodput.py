@@ -76,6 +76,25 @@ def test_failed_requests_cap_goodput():
     assert layout_goodput("tp4-r2", points, max_failed_fraction=0.2, **SLO).lower_bound
 
 
+def test_a_few_failures_at_one_low_rate_do_not_zero_goodput():
+    """4 of 300 requests failed at 1 rps (1.3% > 1%), none at 2-5 rps: a blip the higher rates do
+    not repeat. Failures are fitted non-decreasing in rate like latency, so the layout keeps the
+    goodput its TPOT allows (crossing 50 ms halfway between 4 and 5 rps)."""
+    rows = [(2, 500, 25), (3, 600, 30), (4, 700, 40), (5, 900, 60)]
+    points = _points("tp4-r2", [(1, 400, 20)], num_prompts=300, failed=4) + _points("tp4-r2", rows, num_prompts=300)
+    g = layout_goodput("tp4-r2", points, **SLO)
+    assert g.goodput_rps == pytest.approx(4.5)
+    assert g.limited_by == "tpot"
+    assert g.points[0].passes
+
+
+def test_failures_that_persist_at_higher_rates_still_cap_goodput():
+    rows = [(1, 400, 20, 4), (2, 500, 25, 0), (3, 600, 30, 6), (4, 700, 40, 9)]
+    points = [p for rate, ttft, tpot, failed in rows for p in _points("tp4-r2", [(rate, ttft, tpot)], num_prompts=300, failed=failed)]
+    g = layout_goodput("tp4-r2", points, **SLO)
+    assert g.limited_by == "errors" and g.goodput_rps == 2
+
+
 def test_never_meets_the_slo():
     g = layout_goodput("tp2-r4", _points("tp2-r4", [(1, 2600, 44), (2, 3900, 52)]), **SLO)
     assert g.goodput_rps == 0

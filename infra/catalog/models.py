@@ -464,7 +464,7 @@ def arch_from_hf_config(config: dict, model_id: str) -> ModelArch:
         moe_intermediate_size=int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0)
         if experts
         else 0,
-        num_shared_experts=int(cfg.get("n_shared_experts") or 0),
+        num_shared_experts=_shared_experts(cfg) if experts else 0,
         shared_expert_intermediate_size=int(cfg.get("shared_expert_intermediate_size") or 0),
         first_k_dense_layers=int(cfg.get("first_k_dense_replace") or 0) if experts else 0,
         attention="mla" if kv_lora else "gqa",
@@ -477,6 +477,16 @@ def arch_from_hf_config(config: dict, model_id: str) -> ModelArch:
         sliding_window=int(cfg.get("sliding_window") or 0) if sliding_layers else 0,
         sliding_window_layers=sliding_layers,
     )
+
+
+def _shared_experts(cfg: dict) -> int:
+    """Always-on experts per MoE layer. DeepSeek-style configs count them (`n_shared_experts`, each
+    `moe_intermediate_size` wide); Qwen2-MoE-style configs have no count but one shared expert of
+    `shared_expert_intermediate_size` (Qwen2-57B-A14B: 20480 wide, ~6 B of its 14 B active)."""
+    count = int(cfg.get("n_shared_experts") or 0)
+    if count == 0 and int(cfg.get("shared_expert_intermediate_size") or 0) > 0:
+        return 1
+    return count
 
 
 def load_hf_config(path: str | Path, model_id: str | None = None) -> ModelArch:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import Problem, UserError
@@ -18,7 +19,13 @@ from infra.tuning import calibrate as calibration
 from infra.tuning.chart import render_latency_chart
 from infra.tuning.goodput import DEFAULT_MAX_FAILED_FRACTION, Comparison, compare_layouts
 from infra.tuning.results import SweepPoint, layout_fields, load_results
-from infra.tuning.stackfile import Provenance, read_model_entry, stack_file_path, write_measured_layout
+from infra.tuning.stackfile import (
+    Provenance,
+    read_model_entry,
+    read_pool_size,
+    stack_file_path,
+    write_measured_layout,
+)
 
 DEFAULT_CHART_NAME = "latency-vs-rate.svg"
 
@@ -105,7 +112,7 @@ def run_ingest(args) -> int:
 
     written = None
     if args.write:
-        written = _write_winner(args, points, comparison)
+        written = _write_winner(args, points, comparison, _require_stack_conditions(args, points, ttft, tpot, "--write"))
 
     if args.json:
         payload = comparison.to_json()
@@ -155,9 +162,7 @@ def format_comparison(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def _write_winner(args, points: list[SweepPoint], comparison: Comparison) -> dict:
-    if not (args.stack and args.model):
-        raise UserError("--write needs --stack and --model: which stack file and which model to record the winner for")
+def _write_winner(args, points: list[SweepPoint], comparison: Comparison, conditions: StackConditions) -> dict:
     if comparison.winner is None:
         raise UserError("no layout met both SLOs at any measured rate; nothing written")
     winner = comparison.layout(comparison.winner)
@@ -171,6 +176,9 @@ def _write_winner(args, points: list[SweepPoint], comparison: Comparison) -> dic
         measured_goodput_rps=winner.goodput_rps,
         predicted_goodput_rps=_predicted_goodput(args, fields),
         source_results=tuple(sorted({_display_path(p.source.split("#")[0]) for p in mine})),
+        slo=conditions.slo,
+        workload=conditions.workload,
+        gpu=conditions.gpu,
     )
     path = stack_file_path(args.stack, args.stacks_dir)
     write_measured_layout(path, args.model, fields, provenance)
@@ -183,7 +191,8 @@ def _predicted_goodput(args, fields: dict) -> float | None:
         context = calibration.stack_model_context(args.stack, args.model, stacks_dir=args.stacks_dir)
     except calibration.PlannerUnavailable:
         return None
-    return calibration.predict_goodput_rps(context, fields)
+    # 0 (fits, never meets the SLO) is recorded as null: provenance holds only positive rates.
+    return calibration.predict_goodput_rps(context, fields) or None
 
 
 # --- calibrate ---------------------------------------------------------------------------------
@@ -192,9 +201,8 @@ def _predicted_goodput(args, fields: dict) -> float | None:
 def run_calibrate(args) -> int:
     points = load_results(args.results, layout_override=args.layout)
     _check_models(points, args.model)
-    if not (args.stack and args.model):
-        raise UserError("calibrate needs --stack and --model: the model architecture, GPU and workload come from the stack")
     ttft, tpot = _slos(args)
+    _require_stack_conditions(args, points, ttft, tpot, "calibrate")
     comparison = compare_layouts(points, ttft_p90_ms=ttft, tpot_p90_ms=tpot, max_failed_fraction=args.max_failed_fraction)
     require_usable_points(comparison, points)
     context = calibration.stack_model_context(args.stack, args.model, stacks_dir=args.stacks_dir, require=True)
@@ -216,6 +224,65 @@ def run_calibrate(args) -> int:
 
 
 # --- shared ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StackConditions:
+    """What a measured goodput holds for: the stack model's SLO and workload and its pool's GPU."""
+
+    slo: tuple[float, float] | None  # (ttft_p90_ms, tpot_p90_ms)
+    workload: tuple[int, int] | None  # (input_tokens, output_tokens)
+    gpu: str | None  # size slug
+
+
+def _require_stack_conditions(args, points: list[SweepPoint], ttft: float, tpot: float, action: str) -> StackConditions:
+    """Refuse to record or calibrate from a measurement made under other conditions than the stack's.
+
+    Goodput is a rate *within an SLO* for *a prompt/answer length* on *a GPU*: measured under a
+    `--tpot-p90-ms` override, with other token counts (`input_tokens`/`output_tokens` metadata) or
+    on another GPU size (`gpu`), it would size this model's pool — or re-fit its factors — from
+    the wrong figure. All mismatches are reported together. Results without that metadata (runs
+    made by hand) are taken at their word.
+    """
+    if not (args.stack and args.model):
+        what = "which stack file and which model to record the winner for" if action == "--write" else (
+            "the model architecture, GPU and workload come from the stack"
+        )
+        raise UserError(f"{action} needs --stack and --model: {what}")
+    path = stack_file_path(args.stack, args.stacks_dir)
+    entry = read_model_entry(path, args.model)
+    slo, workload = entry.get("slo") or {}, entry.get("workload") or {}
+    stack_ttft, stack_tpot = _positive(slo.get("ttft_p90_ms")), _positive(slo.get("tpot_p90_ms"))
+    tokens = (workload.get("input_tokens"), workload.get("output_tokens"))
+    stack_tokens = tokens if all(isinstance(t, int) and not isinstance(t, bool) for t in tokens) else None
+    stack_gpu = read_pool_size(path, str(entry.get("pool"))) if entry.get("pool") else None
+
+    where = f"stack {args.stack} model {args.model}"
+    problems: list[Problem] = []
+    for flag, used, stacked in (("--ttft-p90-ms", ttft, stack_ttft), ("--tpot-p90-ms", tpot, stack_tpot)):
+        if stacked is not None and used != stacked:
+            problems.append(Problem(flag, f"{used:g} is not the stack's SLO {stacked:g}; omit it or pass {stacked:g}"))
+    for key, index in (("input_tokens", 0), ("output_tokens", 1)):
+        recorded = _meta_values(points, key)
+        if stack_tokens is not None and recorded and recorded != {str(stack_tokens[index])}:
+            problems.append(
+                Problem(f"RESULTS {key}", f"measured with {', '.join(sorted(recorded))}; the stack's workload has {stack_tokens[index]}")
+            )
+    recorded_gpu = _meta_values(points, "gpu")
+    if stack_gpu is not None and recorded_gpu and recorded_gpu != {stack_gpu}:
+        problems.append(Problem("RESULTS gpu", f"measured on {', '.join(sorted(recorded_gpu))}; the stack's pool is {stack_gpu}"))
+    if problems:
+        head = f"{action} refused: results not measured under the conditions of {where} (re-run `infra bench`)"
+        raise UserError(problems, source=head)
+    return StackConditions(
+        slo=(ttft, tpot),
+        workload=stack_tokens,
+        gpu=stack_gpu or (recorded_gpu.pop() if len(recorded_gpu) == 1 else None),
+    )
+
+
+def _meta_values(points: list[SweepPoint], key: str) -> set[str]:
+    return {str(p.metadata[key]).strip() for p in points if key in p.metadata}
 
 
 def _slos(args) -> tuple[float, float]:

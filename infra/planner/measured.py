@@ -5,6 +5,11 @@ per node: the benchmark runs all of the layout's replicas on one node). A measur
 prediction — the performance model is only as good as its efficiency factors — so whenever a
 layout carries one, the pool is sized from it, and a measurement far below the prediction is the
 signal that the factors for this GPU family need re-fitting (`infra tune calibrate`).
+
+A goodput holds only for the conditions it was measured under: the SLO it is a rate within, the
+prompt/answer lengths and the GPU size. Provenance written since these were recorded carries
+`slo`, `workload` and `gpu`; when the stack's current values differ the plan says so (the figure
+still sizes the pool until it is re-measured). Older provenance without them is accepted as is.
 """
 
 from __future__ import annotations
@@ -27,6 +32,21 @@ class MeasuredGoodput:
     vllm_version: str | None
     image: str | None
     predicted_at_measurement_rps: float | None
+    slo: tuple[float, float] | None = None  # (ttft_p90_ms, tpot_p90_ms) it was measured within
+    workload: tuple[int, int] | None = None  # (input_tokens, output_tokens)
+    gpu: str | None = None  # GPU size slug
+
+    def changed_conditions(self, slo: tuple[float, float], workload: tuple[int, int], gpu: str) -> list[str]:
+        """What differs between the measurement's recorded conditions and the stack's current
+        ones, as "what measured → now" phrases; nothing for conditions not recorded."""
+        changes = []
+        if self.slo is not None and tuple(map(float, self.slo)) != tuple(map(float, slo)):
+            changes.append(f"SLO p90 TTFT/TPOT {self.slo[0]:g}/{self.slo[1]:g} ms → {slo[0]:g}/{slo[1]:g} ms")
+        if self.workload is not None and tuple(self.workload) != tuple(workload):
+            changes.append(f"tokens in/out {self.workload[0]}/{self.workload[1]} → {workload[0]}/{workload[1]}")
+        if self.gpu is not None and self.gpu != gpu:
+            changes.append(f"GPU {self.gpu} → {gpu}")
+        return changes
 
     @property
     def date(self) -> str | None:
@@ -62,6 +82,11 @@ def measured_goodput(provenance: dict[str, Any] | None) -> tuple[MeasuredGoodput
         problems.append(
             ("predicted_goodput_rps", f"{predicted!r} is not allowed; give requests/s per node (a number > 0) or null")
         )
+    slo = _pair(provenance.get("slo"), ("ttft_p90_ms", "tpot_p90_ms"), _positive, problems, "slo")
+    workload = _pair(provenance.get("workload"), ("input_tokens", "output_tokens"), _positive_int, problems, "workload")
+    gpu = provenance.get("gpu")
+    if gpu is not None and not isinstance(gpu, str):
+        problems.append(("gpu", f"{gpu!r} is not allowed; give the GPU size slug (a string) or null"))
     if problems:
         return None, problems
     return (
@@ -71,9 +96,26 @@ def measured_goodput(provenance: dict[str, Any] | None) -> tuple[MeasuredGoodput
             vllm_version=_text(provenance.get("vllm_version")),
             image=_text(provenance.get("image")),
             predicted_at_measurement_rps=None if predicted is None else float(predicted),
+            slo=None if slo is None else (float(slo[0]), float(slo[1])),
+            workload=None if workload is None else (int(workload[0]), int(workload[1])),
+            gpu=gpu,
         ),
         [],
     )
+
+
+def _pair(value: Any, keys: tuple[str, str], valid, problems: list[tuple[str, str]], name: str):
+    """The two values of a `{a: x, b: y}` provenance mapping, or None (absent/null: not recorded)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(valid(value.get(k)) for k in keys):
+        problems.append((name, f"{value!r} is not allowed; give {{{keys[0]}: n, {keys[1]}: n}} (numbers > 0) or null"))
+        return None
+    return value[keys[0]], value[keys[1]]
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _positive(value: Any) -> bool:

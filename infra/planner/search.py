@@ -24,8 +24,15 @@ from infra.planner.performance import INF, LoadPoint, ReplicaModel, goodput
 HEADROOM = 1.2  # nodes are sized for peak_rps × 1.2, so the p90 SLO holds through bursts
 BATCHED_TOKEN_OPTIONS = (4096, 8192, 16384)
 MAX_NUM_SEQS_CAP = 1024  # per engine (DP rank): beyond this vLLM's per-step CPU work dominates
+# Goodputs per node within 0.5% count as equal: the planner is not that precise. Cost per million
+# output tokens is the pool's node price / goodput per node, the same price for every candidate,
+# so within a tie it differs by < 0.5% too and counts as equal; the tie goes to fewer GPUs per
+# replica (more, smaller replicas: a failure takes out less), then the smaller token budget.
 GOODPUT_TIE = 0.005
-REFINE_SHAPES = 4  # leading shapes whose token budget is tuned  # goodputs within 0.5% count as equal (then the cheaper, smaller config wins)
+# The chosen layout leads the runner-up by less than this: the reason says the order rests on the
+# efficiency priors, not on a margin the performance model can vouch for.
+NEAR_TIE = 0.05
+REFINE_SHAPES = 4  # leading shapes whose token budget is tuned
 
 _LIMIT_TEXT = {
     "ttft": "p90 TTFT reaches the SLO first (prefill queueing)",
@@ -556,9 +563,22 @@ def plan_model(
         candidates.append(best)
     if not candidates:
         raise_no_shape(arch, gpu, tp, ep, dp, replicas_per_node)
-    candidates.sort(key=_rank_key)
+    candidates = _break_ties(sorted(candidates, key=_rank_key))
     chosen = candidates[0]
-    return ModelPlan(arch.id, gpu.slug, chosen, candidates, _plan_reason(chosen, candidates, slo))
+    return ModelPlan(arch.id, gpu.slug, chosen, candidates, _plan_reason(chosen, candidates, slo, arch.is_moe))
+
+
+def _break_ties(ranked: list[Candidate]) -> list[Candidate]:
+    """Apply GOODPUT_TIE to the top of the exact ranking: of the candidates within 0.5% of the best
+    goodput (and so within 0.5% of its cost per million tokens), the one with fewer GPUs per
+    replica, then the smaller token budget, then the name goes first. Only the first place moves:
+    a tolerance is not transitive, so it cannot define a whole order."""
+    top = ranked[0] if ranked else None
+    if top is None or not top.fits or top.goodput_rps_per_node <= 0:
+        return ranked
+    tied = [c for c in ranked if c.fits and c.goodput_rps_per_node >= top.goodput_rps_per_node * (1 - GOODPUT_TIE)]
+    first = min(tied, key=lambda c: (c.layout.gpus_per_replica, c.layout.max_num_batched_tokens, c.name))
+    return [first, *(c for c in ranked if c is not first)]
 
 
 def _better(a: Candidate, b: Candidate, *, prefer_smaller: bool) -> bool:
@@ -580,7 +600,7 @@ def raise_no_shape(arch, gpu, tp, ep, dp, r):
     )
 
 
-def _plan_reason(chosen: Candidate, candidates: list[Candidate], slo: Slo) -> str:
+def _plan_reason(chosen: Candidate, candidates: list[Candidate], slo: Slo, is_moe: bool = False) -> str:
     if not chosen.fits:
         return f"no layout fits: {chosen.reason}"
     if chosen.goodput_rps_per_node <= 0:
@@ -596,6 +616,13 @@ def _plan_reason(chosen: Candidate, candidates: list[Candidate], slo: Slo) -> st
                 f" ({chosen.goodput_rps_per_node / ru.goodput_rps_per_node:.2f}× the runner-up {ru.name} at "
                 f"{ru.goodput_rps_per_node:.2f} req/s)"
             )
+            if chosen.goodput_rps_per_node < ru.goodput_rps_per_node * (1 + NEAR_TIE):
+                # A lead this small is within what the efficiency priors can be off by.
+                prior = "moe_hbm_efficiency" if is_moe else "hbm_efficiency"
+                vs += (
+                    f"; within {NEAR_TIE:.0%} of {ru.name}: the order rests on efficiency priors ({prior}) — "
+                    "measure both with `infra bench`"
+                )
         else:
             vs = f" (the runner-up {ru.name} cannot meet the SLO)"
         single = [

@@ -4,7 +4,10 @@ What is compared: per layout, the goodput `infra tune ingest` measured (requests
 within both p90 SLOs) against the planner's `goodput_rps_per_node` for the *same* layout (its
 engine limits taken from the benchmark metadata) on the same GPU, model, workload and SLOs.
 Layouts that never met the SLO (goodput 0) or met it at every measured rate (a lower bound)
-carry no exact number and are left out of the fit, and listed.
+carry no exact number and are left out of the fit, and listed; so are layouts the planner says do
+not fit. A layout the planner predicts at goodput 0 (fits, never meets the SLO) but that measured
+> 0 stays in: it is the planner's worst miss, a 100% error in the report and a large fixed penalty
+in the loss.
 
 How: the factors that move goodput (bandwidth efficiencies, collective and per-step/per-sequence
 overheads, compute efficiency) are scaled by multipliers found by coordinate descent in log
@@ -40,6 +43,8 @@ FIT_FACTORS = (
     "seq_overhead_us",
 )
 REGULARISATION = 0.1
+# Log error charged for a layout predicted at goodput 0 that measured > 0 (|log| of a 150× miss).
+ZERO_PREDICTION_LOG_ERROR = 5.0
 _MULTIPLIERS = tuple(2 ** (k / 4) for k in range(-8, 9))  # 0.25× … 4× in quarter-octaves
 _PASSES = 4
 
@@ -101,15 +106,27 @@ def layout_from_fields(layout_fields_: dict):
     return Layout(**{k: v for k, v in layout_fields_.items() if k in known})
 
 
-def predict_goodput_rps(context: ModelContext, layout_fields_: dict, efficiency=None) -> float | None:
-    """The planner's goodput per node for this exact layout (None if it does not fit)."""
+def predict_layout(context: ModelContext, layout_fields_: dict, efficiency=None) -> tuple[bool, float]:
+    """(fits, goodput per node) the planner predicts for this exact layout.
+
+    Kept apart because "fits but goodput 0" (the planner says it never meets the SLO) is a
+    prediction like any other — a 100% miss when the layout measured > 0 — while "does not fit"
+    has nothing to compare. Folding both into None dropped exactly the worst-predicted layouts.
+    """
     from infra.planner import evaluate_layout
 
     cand = evaluate_layout(
         context.arch, context.gpu, context.workload, context.slo, layout_from_fields(layout_fields_),
         usd_per_hour=context.usd_per_hour, efficiency=efficiency,
     )
-    return cand.goodput_rps_per_node if cand.fits and cand.goodput_rps_per_node > 0 else None
+    return cand.fits, (cand.goodput_rps_per_node if cand.fits else 0.0)
+
+
+def predict_goodput_rps(context: ModelContext, layout_fields_: dict, efficiency=None) -> float | None:
+    """The planner's goodput per node for this exact layout: 0.0 when it fits but never meets the
+    SLO, None only when it does not fit."""
+    fits, goodput = predict_layout(context, layout_fields_, efficiency)
+    return goodput if fits else None
 
 
 @dataclass(frozen=True)
@@ -222,7 +239,8 @@ def calibrate(context: ModelContext, comparison: Comparison, points: list[SweepP
             excluded.append(f"{g.name}: met the SLO at every measured rate (goodput {g.goodput_rps:.2f} is only a lower bound)")
             continue
         lf, _missing = layout_fields(points, g.name)
-        if predict_goodput_rps(context, lf, table) is None:
+        fits, _ = predict_layout(context, lf, table)
+        if not fits:
             excluded.append(f"{g.name}: the planner says this layout does not fit")
             continue
         samples.append((g.name, lf, g.goodput_rps))
@@ -274,7 +292,9 @@ def _fit(context: ModelContext, table, base, samples: list[tuple[str, dict, floa
         total = 0.0
         for _, lf, measured in samples:
             predicted = predict_goodput_rps(context, lf, trial)
-            total += (math.log(predicted / measured) if predicted else 5.0) ** 2
+            # A zero prediction (fits, never meets the SLO) stays in the loss at a fixed large
+            # penalty: log(0) has no value, and leaving it out would hide the worst misses.
+            total += (math.log(predicted / measured) if predicted else ZERO_PREDICTION_LOG_ERROR) ** 2
         return total / len(samples) + REGULARISATION * sum(v * v for v in scales.values())
 
     best = loss(log_scale)
@@ -292,7 +312,8 @@ def _fit(context: ModelContext, table, base, samples: list[tuple[str, dict, floa
 
 
 def _mape(pairs: list[tuple[float | None, float]]) -> float:
-    errors = [abs(p - m) / m * 100 if p else 100.0 for p, m in pairs]
+    """Mean absolute % error; a prediction of 0 (or none) for a measured layout is a 100% miss."""
+    errors = [abs(p - m) / m * 100 if p is not None else 100.0 for p, m in pairs]
     return sum(errors) / len(errors) if errors else 0.0
 
 

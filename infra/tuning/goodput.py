@@ -11,10 +11,12 @@ so the rules below are explicit and deterministic:
    `request_rate` "inf" — a saturation run (`--request-rate inf`) measures a closed loop, which
    has no place on the rate axis.
 2. Repeated runs at the same rate are merged: the median of each p90, summed request counts.
-3. A point *fails on errors* when more than `max_failed_fraction` of its requests failed, or none
-   completed. Its latency is not trusted (it covers only the survivors), so it takes no part in
-   the latency fit; instead goodput is capped at the highest measured rate below the lowest such
-   point.
+3. A point *fails on errors* when none of its requests completed, or when the failed fraction,
+   fitted non-decreasing in rate (pool-adjacent-violators weighted by request count, as in rule
+   4), exceeds `max_failed_fraction`: failures that later rates do not repeat (4 of 300 at 1 rps,
+   none at 2-5 rps) are noise, failures that persist are the limit. Its latency is not trusted
+   (it covers only the survivors), so it takes no part in the latency fit; instead goodput is
+   capped at the highest measured rate below the lowest such point.
 4. Latency can only grow with load, so each metric is fitted with the closest non-decreasing
    curve (pool-adjacent-violators, weighted by repeats). A low-rate spike that later rates
    contradict is averaged away rather than ending the sweep early; a point that passes *above*
@@ -167,9 +169,7 @@ def layout_goodput(
     completed = [sum(p.completed or 0 for p in g) for _, g in merged]
     failed = [sum(p.failed or 0 for p in g) for _, g in merged]
     throughput = [_median_or_none([p.output_throughput_tok_s for p in g]) for _, g in merged]
-    errors = [
-        c == 0 or f / (c + f) > max_failed_fraction for c, f in zip(completed, failed, strict=True)
-    ]
+    errors = _error_verdicts(completed, failed, max_failed_fraction)
 
     # Latency fit over the points whose latency we trust.
     fit_index = [i for i, bad in enumerate(errors) if not bad]
@@ -281,6 +281,23 @@ def _merge_repeats(points: list[SweepPoint]) -> list[tuple[float, list[SweepPoin
     for point in points:
         groups.setdefault(round(point.request_rate_rps, 9), []).append(point)
     return sorted(groups.items())
+
+
+def _error_verdicts(completed: list[int], failed: list[int], max_failed_fraction: float) -> list[bool]:
+    """Which rates fail on errors (rule 3): the failed fraction fitted non-decreasing in rate.
+
+    Failures, like latency, only grow with load; a few failed requests at a low rate that the
+    higher rates do not repeat are noise (a warm-up hiccup), not the layout's limit. Weighting by
+    request count, a lone blip is averaged with the clean rates above it; failures that persist
+    at higher rates keep the fitted fraction high. A rate with no completed request fails outright.
+    """
+    counted = [i for i, (c, f) in enumerate(zip(completed, failed, strict=True)) if c + f > 0]
+    fitted = monotone_fit(
+        [failed[i] / (completed[i] + failed[i]) for i in counted],
+        [float(completed[i] + failed[i]) for i in counted],
+    )
+    fraction = dict(zip(counted, fitted, strict=True))
+    return [c == 0 or fraction[i] > max_failed_fraction for i, c in enumerate(completed)]
 
 
 def _crossing(rates: list[float], fitted: list[float], slo: float) -> float | None:

@@ -42,6 +42,9 @@ PROVENANCE_KEYS = (
     "measured_goodput_rps",
     "predicted_goodput_rps",
     "source_results",
+    "slo",
+    "workload",
+    "gpu",
 )
 
 
@@ -55,6 +58,11 @@ class Provenance:
     measured_goodput_rps: float
     predicted_goodput_rps: float | None  # the planner's per-node prediction for this layout
     source_results: tuple[str, ...]
+    # The conditions the goodput holds for: it is a rate within *these* SLOs, for *this* prompt and
+    # answer length, on *this* GPU size. The plan compares them with the stack's current ones.
+    slo: tuple[float, float] | None = None  # (ttft_p90_ms, tpot_p90_ms)
+    workload: tuple[int, int] | None = None  # (input_tokens, output_tokens)
+    gpu: str | None = None  # DO size slug, e.g. gpu-mi300x8-1536gb
 
     def to_yaml(self) -> CommentedMap:
         block = CommentedMap()
@@ -67,7 +75,26 @@ class Provenance:
         )
         sources = CommentedSeq(str(s) for s in self.source_results)
         block["source_results"] = sources
+        block["slo"] = None if self.slo is None else _flow({"ttft_p90_ms": _num(self.slo[0]), "tpot_p90_ms": _num(self.slo[1])})
+        block["workload"] = (
+            None
+            if self.workload is None
+            else _flow({"input_tokens": int(self.workload[0]), "output_tokens": int(self.workload[1])})
+        )
+        block["gpu"] = _quoted(self.gpu)
         return block
+
+
+def _flow(values: dict) -> CommentedMap:
+    """A one-line `{a: 1, b: 2}` mapping, as the stack files write slo and workload."""
+    block = CommentedMap(values)
+    block.fa.set_flow_style()
+    return block
+
+
+def _num(value: float):
+    """2000.0 → 2000: SLOs read back as the stack file writes them."""
+    return int(value) if float(value).is_integer() else float(value)
 
 
 def stack_file_path(stack: str, stacks_dir: Path | None = None) -> Path:
@@ -80,6 +107,17 @@ def read_model_entry(path: Path, model: str) -> dict:
     """The raw `inference-platform:models[]` entry named `model` as plain Python data."""
     _, _, entry = _load_model(path, model)
     return _plain(entry)
+
+
+def read_pool_size(path: Path, pool: str) -> str | None:
+    """The GPU size slug of the stack's `gpu_pools[]` entry named `pool` (None if absent)."""
+    _, data, _ = _load_model_list(path)
+    pools = data["config"].get(f"{PROJECT}:gpu_pools") or []
+    for entry in pools:
+        if isinstance(entry, dict) and entry.get("name") == pool:
+            size = entry.get("size")
+            return str(size) if size is not None else None
+    return None
 
 
 def write_measured_layout(path: Path, model: str, layout: dict, provenance: Provenance) -> str:
@@ -155,7 +193,7 @@ def _dump(yaml: YAML, data) -> str:
     return buffer.getvalue()
 
 
-def _load_model(path: Path, model: str):
+def _load_model_list(path: Path):
     if not path.is_file():
         raise UserError([Problem(str(path), "stack file not found")])
     text = path.read_text(encoding="utf-8")
@@ -174,6 +212,11 @@ def _load_model(path: Path, model: str):
     models = config.get(MODELS_KEY) if isinstance(config, dict) else None
     if not isinstance(models, list):
         raise UserError([Problem(f"{path}: config.{MODELS_KEY}", "no models list in this stack file")])
+    return yaml, data, models
+
+
+def _load_model(path: Path, model: str):
+    yaml, data, models = _load_model_list(path)
     for entry in models:
         if isinstance(entry, dict) and entry.get("name") == model:
             return yaml, data, entry
