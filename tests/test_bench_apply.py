@@ -110,7 +110,7 @@ def cluster(httpserver, tmp_path):
 def test_apply_runs_each_layout_collects_results_and_cleans_up(cluster, tmp_path, capsys):
     fake, kubeconfig = cluster()
     bundle = _bundle()
-    bench_cmd.apply_bundle(bundle, tmp_path / "out", kubeconfig=kubeconfig, poll_seconds=0)
+    assert bench_cmd.apply_bundle(bundle, tmp_path / "out", kubeconfig=kubeconfig, poll_seconds=0) == []
 
     assert fake.auth == {"Bearer k8s-token"}
     prefetch = f"Job/{bundle.prefetch['metadata']['name']}"
@@ -135,7 +135,8 @@ def test_apply_runs_each_layout_collects_results_and_cleans_up(cluster, tmp_path
 def test_a_failed_sweep_still_collects_and_deletes(cluster, tmp_path, capsys):
     fake, kubeconfig = cluster(job_outcome="Failed")
     bundle = _bundle()
-    bench_cmd.apply_bundle(bundle, tmp_path / "out", kubeconfig=kubeconfig, poll_seconds=0)
+    incomplete = bench_cmd.apply_bundle(bundle, tmp_path / "out", kubeconfig=kubeconfig, poll_seconds=0)
+    assert incomplete == [(s.layout.name, "failed") for s in bundle.sweeps]
     assert "failed (collecting what it measured)" in capsys.readouterr().out
     assert (tmp_path / "out" / "results" / bundle.sweeps[0].layout.name / "rate-2.json").exists()
     assert len(fake.deleted) == sum(len(objs) for _, objs in bundle.layouts)
@@ -185,3 +186,13 @@ def test_the_kubeconfig_path_is_what_the_cli_passes(monkeypatch, tmp_path):
 
     _run(["bench", "staging", "qwen3-235b", "--layouts", "tp8-ep-r1", "--out", str(tmp_path / "o"), "--apply", "--kubeconfig", str(tmp_path / "kc")])
     assert seen == {"out": tmp_path / "o", "kubeconfig": Path(tmp_path / "kc")}
+
+
+def test_an_incomplete_sweep_makes_the_command_fail(monkeypatch, tmp_path, capsys):
+    # The other layouts ran and their points were collected, but scripts and CI must see it.
+    monkeypatch.setattr(bench_cmd, "apply_bundle", lambda bundle, out, kubeconfig: [("tp8-ep-r1", "timed out")])
+    from tests.test_bench import _run
+
+    code = _run(["bench", "staging", "qwen3-235b", "--layouts", "tp8-ep-r1", "--out", str(tmp_path / "o"), "--apply"])
+    assert code == 1
+    assert "1 of 1 layout sweeps did not complete: tp8-ep-r1 (timed out)" in capsys.readouterr().err

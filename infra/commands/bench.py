@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -88,7 +89,16 @@ def run(args) -> int:
         rates = ",".join(f"{r:g}" for r in sweep.rates_rps)
         print(f"  {sweep.layout.name}: rates {rates} req/s{predicted}")
     if args.apply:
-        apply_bundle(bundle, out, kubeconfig=args.kubeconfig)
+        incomplete = apply_bundle(bundle, out, kubeconfig=args.kubeconfig)
+        if incomplete:
+            # Like run.sh: the other layouts ran and every point measured was collected, but a
+            # sweep that did not finish must not look like a clean run to a script or CI job.
+            print(
+                f"{len(incomplete)} of {len(bundle.sweeps)} layout sweeps did not complete: "
+                + ", ".join(f"{name} ({state})" for name, state in incomplete),
+                file=sys.stderr,
+            )
+            return 1
     else:
         print(f"run it with: {out}/run.sh   (or: infra bench {args.stack} {args.model} --apply)")
     return 0
@@ -197,8 +207,12 @@ def choose_sweeps(
 # --- --apply -------------------------------------------------------------------------------------
 
 
-def apply_bundle(bundle, out: Path, *, kubeconfig: Path | None, poll_seconds: int = 30) -> None:
-    """Run the sweep through the Kubernetes API, one layout at a time, as run.sh does with kubectl."""
+def apply_bundle(bundle, out: Path, *, kubeconfig: Path | None, poll_seconds: int = 30) -> list[tuple[str, str]]:
+    """Run the sweep through the Kubernetes API, one layout at a time, as run.sh does with kubectl.
+
+    Returns the layouts whose sweep Job did not complete, with its state: their points so far are
+    collected and the next layout still runs, but the caller must not report a clean run.
+    """
     try:
         from kubernetes import client, config, utils
     except ImportError:
@@ -223,6 +237,7 @@ def apply_bundle(bundle, out: Path, *, kubeconfig: Path | None, poll_seconds: in
                 f"weight prefetch job {name} {state}; nothing was benchmarked "
                 f"(see `kubectl -n {namespace} logs job/{name}`)"
             )
+    incomplete: list[tuple[str, str]] = []
     for (directory, objects), sweep in zip(bundle.layouts, bundle.sweeps, strict=True):
         job = objects[-1]["metadata"]["name"]
         print(f"=== {sweep.layout.name}: applying {directory}")
@@ -230,9 +245,10 @@ def apply_bundle(bundle, out: Path, *, kubeconfig: Path | None, poll_seconds: in
             _create(utils, api, obj)
         try:
             state = _wait_job(batch, namespace, job, objects[-1]["spec"]["activeDeadlineSeconds"], poll_seconds)
-            if state == "failed":
-                state = "failed (collecting what it measured)"
-            print(f"    job {job}: {state}")
+            if state != "complete":
+                incomplete.append((sweep.layout.name, state))
+            shown = "failed (collecting what it measured)" if state == "failed" else state
+            print(f"    job {job}: {shown}")
             pods = core.list_namespaced_pod(namespace, label_selector=f"job-name={job}").items
             written = 0
             for pod in pods:
@@ -246,6 +262,7 @@ def apply_bundle(bundle, out: Path, *, kubeconfig: Path | None, poll_seconds: in
         finally:
             _delete(api, objects)
     print(f"next: infra tune ingest {out}/results --stack {bundle.target.stack} --model {bundle.target.model}")
+    return incomplete
 
 
 def collect_results(log: str, directory: Path) -> int:
