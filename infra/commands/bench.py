@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import re
-import time
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
