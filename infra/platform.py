@@ -508,11 +508,21 @@ def observed_models(facts: PlatformFacts) -> list:
 
 
 def observed_models_of(models: list[ModelFacts]) -> list:
+    """The models as the monitoring sees them. A model's share of its pool's billed cost is its
+    GPUs per node over those of every model in `models` on the same pool (layouts are fixed, so
+    the share is a constant; a pool with one model → 1.0)."""
     from infra.render.slo_rules import ObservedModel
 
+    def gpus_per_node(m: ModelFacts) -> int:
+        return m.layout.replicas_per_node * m.layout.gpus_per_replica
+
+    pool_gpus: dict[str, int] = {}
+    for m in models:
+        pool_gpus[m.pool.name] = pool_gpus.get(m.pool.name, 0) + gpus_per_node(m)
     out = []
     for m in models:
         price = m.pool.node_usd_per_hour
+        total = pool_gpus[m.pool.name]
         out.append(
             ObservedModel(
                 name=m.config.name,
@@ -523,6 +533,9 @@ def observed_models_of(models: list[ModelFacts]) -> list:
                 gpus_per_replica=m.layout.gpus_per_replica,
                 replicas=m.layout.replicas_per_node * m.pool.min_node_count,
                 usd_per_gpu_hour=(price / m.pool.gpu.gpus) if price is not None else None,
+                pool=m.pool.name,
+                usd_per_node_hour=price,
+                pool_gpu_share=(gpus_per_node(m) / total) if total > 0 else 1.0,
             )
         )
     return out

@@ -42,7 +42,7 @@ SPEC = ScalingSpec(
     min_replicas=4,
     max_replicas=12,
     replicas_per_node=2,
-    running_per_replica=114,
+    running_per_replica=117,  # prod qwen3-235b: floor(0.8 × 146.5 running per replica)
     waiting_per_replica=4.0,
     scale_down_delay_seconds=1800,
     prometheus_url=prometheus_url(),
@@ -142,7 +142,7 @@ def test_scaled_object_spans_the_pool_and_scales_on_in_flight_load_then_the_queu
         assert all(isinstance(v, str) for v in meta.values())  # KEDA trigger metadata is map[string]string
         assert 'model_name="qwen3-235b"' in meta["query"] and 'namespace="inference"' in meta["query"]
     assert in_flight["metadata"]["query"] == in_flight_query(MODEL)
-    assert in_flight["metadata"]["threshold"] == "114"
+    assert in_flight["metadata"]["threshold"] == "117"
     assert queue["metadata"]["query"] == queue_query(MODEL)
     assert queue["metadata"]["threshold"] == "4"
 
@@ -361,7 +361,7 @@ def test_prod_in_flight_target_is_the_headroom_share_of_the_planned_running_requ
     assert RUNNING_HEADROOM == 0.8
     expected = math.floor(0.8 * running)
     assert running_target(facts_model) == (expected, "plan")
-    # the figure the plan's reason prints ("143 running per replica")
+    # the figure the plan's reason prints ("146 running per replica")
     printed = float(re.search(r"\((\d+) running per replica\)", model["reason"]).group(1))
     assert abs(expected - 0.8 * printed) <= 1
     assert model["replicas"]["autoscaling"] == {

@@ -113,10 +113,11 @@ def test_values_schedule_on_the_system_pool_and_size_the_volume():
     # our monitors and rules carry no `release` label: the selectors must take everything
     assert spec["podMonitorSelectorNilUsesHelmValues"] is False
     assert spec["ruleSelectorNilUsesHelmValues"] is False
-    assert (
-        "pods=[app.kubernetes.io/name,inference-platform/model]"
-        in values["kube-state-metrics"]["metricLabelsAllowlist"]
-    )
+    # the chart joins the list with "," into --metric-labels-allowlist=<resource>=[<label>,...],...
+    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == [
+        "pods=[app.kubernetes.io/name,inference-platform/model]",
+        "nodes=[doks.digitalocean.com/node-pool]",
+    ]
 
 
 def test_values_hold_no_secret_and_point_to_secret_files():

@@ -26,9 +26,23 @@ pytestmark = pytest.mark.skipif(
 
 # "chat" has SLO limits on bucket boundaries (2.5 s, 50 ms); "interp" has a TTFT limit between
 # buckets (2.0 s between 1.0 and 2.5) to exercise the interpolation.
-CHAT = ObservedModel("chat", "chat-served", "inference", 2500, 50, 8, 2, 2.0)
-INTERP = ObservedModel("interp", "interp-served", "inference", 2000, 50, 1, 1, None)
-MODELS = [CHAT, INTERP]
+# Billed cost: "chat" has a pool of its own ($16/node-h); "shared-a" and "shared-b" share a pool,
+# 4 of its 8 GPUs per node each (0 replicas expected, so the readiness scenarios leave them out);
+# "interp" is on a pool scaled to zero.
+CHAT = ObservedModel(
+    "chat", "chat-served", "inference", 2500, 50, 8, 2, 2.0, pool="mi300x", usd_per_node_hour=16.0
+)
+INTERP = ObservedModel(
+    "interp", "interp-served", "inference", 2000, 50, 1, 1, None, pool="parked", usd_per_node_hour=10.0
+)
+SHARED = [
+    ObservedModel(
+        f"shared-{x}", f"shared-{x}", "inference", 2500, 50, 4, 0, 2.0,
+        pool="shared", usd_per_node_hour=16.0, pool_gpu_share=0.5,
+    )
+    for x in "ab"
+]  # fmt: skip
+MODELS = [CHAT, INTERP, *SHARED]
 MINUTES = 120
 REQUESTS_PER_MIN = 60
 
@@ -168,7 +182,7 @@ def run_scenario(rules_dir: Path, name: str, test: dict, rule_file: str = "all-b
 
 def test_promtool_checks_every_rendered_rule_group(rules_dir):
     objs = rule_objects()
-    assert len(objs) == 3
+    assert len(objs) == len(MODELS) + 2  # one per model, the pools' cost, the alerts
     for obj in objs:
         result = run_promtool("check", "rules", str(rules_dir / f"{obj['metadata']['name']}.yml"))
         assert result.returncode == 0, result.stdout + result.stderr
@@ -776,6 +790,106 @@ def test_cost_per_million_output_tokens(rules_dir):
                     "eval_time": "80m",
                     "exp_samples": [{"labels": '{model="chat"}', "value": 62.5}],
                 },
+            ],
+        },
+    )
+
+
+def node_labels(node: str, pool: str, instance: str = "ksm-0") -> dict:
+    # kube-state-metrics' per-node series; the DOKS pool label only with the nodes allow-list
+    return gauge(
+        "kube_node_labels",
+        f'node="{node}", label_doks_digitalocean_com_node_pool="{pool}", instance="{instance}"',
+        "1x90",
+    )
+
+
+def sample(expr: str, labels: str, value: float | None, eval_time: str = "80m") -> dict:
+    return {
+        "expr": expr,
+        "eval_time": eval_time,
+        "exp_samples": [] if value is None else [{"labels": labels, "value": value}],
+    }
+
+
+def test_billed_cost_prices_every_node_of_the_pool_and_splits_shared_pools(rules_dir):
+    # 3 nodes × $16 = $48/h per pool, whatever runs on them (one replica of chat is not even up).
+    # chat has the pool alone → $48/h; shared-a/-b hold 4 of 8 GPUs per node each → $24/h each.
+    # chat: 1000 output tokens/s = 3.6 M/h → $48 / 3.6 = $13.333 per million; shared-a: no tokens.
+    nodes = [node_labels(f"{pool}-{i}", pool) for pool in ("mi300x", "shared") for i in range(3)]
+    run_scenario(
+        rules_dir,
+        "billed-cost",
+        {
+            "input_series": [
+                *nodes,
+                node_labels("mi300x-0", "mi300x", instance="ksm-1"),  # kube-state-metrics rollover
+                node_labels("system-0", "stack-system"),
+                gauge("up", 'component="vllm", model="chat", pod="chat-0"', "1x90"),
+                gauge("up", 'component="vllm", model="chat", pod="chat-1"', "0x90"),
+                gauge("vllm:generation_tokens_total", vllm_labels(CHAT, "0"), "0+60000x90"),
+            ],
+            "promql_expr_test": [
+                sample(
+                    'pool:node_cost_usd_per_hour:sum{pool="mi300x"}',
+                    'pool:node_cost_usd_per_hour:sum{pool="mi300x"}',
+                    48,
+                ),
+                sample(
+                    'pool:node_cost_usd_per_hour:sum{pool="shared"}',
+                    'pool:node_cost_usd_per_hour:sum{pool="shared"}',
+                    48,
+                ),
+                # scaled to zero: 0, not absent, since other nodes carry the pool label
+                sample(
+                    'pool:node_cost_usd_per_hour:sum{pool="parked"}',
+                    'pool:node_cost_usd_per_hour:sum{pool="parked"}',
+                    0,
+                ),
+                sample(
+                    'model:billed_cost_usd_per_hour:sum{model="chat"}',
+                    'model:billed_cost_usd_per_hour:sum{model="chat"}',
+                    48,
+                ),
+                *(
+                    sample(
+                        f'model:billed_cost_usd_per_hour:sum{{model="{m.name}"}}',
+                        f'model:billed_cost_usd_per_hour:sum{{model="{m.name}"}}',
+                        24,
+                    )
+                    for m in SHARED
+                ),
+                sample(
+                    'round(model:vllm_billed_cost_usd_per_million_output_tokens:rate1h{model="chat"}, 0.001)',
+                    '{model="chat"}',
+                    13.333,
+                ),
+                # the serving-replica figure stays the lower bound: 1 scraped replica × 8 GPUs × $2
+                sample(
+                    'model:gpu_cost_usd_per_hour:sum{model="chat"}',
+                    'model:gpu_cost_usd_per_hour:sum{model="chat"}',
+                    16,
+                ),
+                # no output tokens: no series rather than +Inf or NaN
+                sample(
+                    'model:vllm_billed_cost_usd_per_million_output_tokens:rate1h{model="shared-a"}', "", None
+                ),
+            ],
+        },
+    )
+
+
+def test_billed_cost_absent_without_the_node_pool_label(rules_dir):
+    # kube-state-metrics without the nodes allow-list: kube_node_labels has no label_* columns.
+    # The pool cost is absent (not a misleading 0), and so is every model's billed cost.
+    run_scenario(
+        rules_dir,
+        "billed-cost-no-allow-list",
+        {
+            "input_series": [gauge("kube_node_labels", f'node="mi300x-{i}"', "1x90") for i in range(3)],
+            "promql_expr_test": [
+                sample("pool:node_cost_usd_per_hour:sum", "", None),
+                sample("model:billed_cost_usd_per_hour:sum", "", None),
             ],
         },
     )

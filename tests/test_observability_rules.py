@@ -36,7 +36,18 @@ from infra.render.slo_rules import (
 REPO = Path(__file__).resolve().parents[1]
 
 MODELS = [
-    ObservedModel("qwen3-235b", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "inference", 2000, 50, 4, 4, 3.5),
+    ObservedModel(
+        "qwen3-235b",
+        "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
+        "inference",
+        2000,
+        50,
+        4,
+        4,
+        3.5,
+        pool="mi325x",
+        usd_per_node_hour=28.0,
+    ),
     ObservedModel("llama-8b", "llama-8b", "small-models", 1000, 25, 1, 2, None),
 ]
 AMD = GpuRuntimeFacts(vendor="amd", mode="doks-managed")
@@ -76,6 +87,8 @@ EXTERNAL_METRICS: dict[str, str] = {
     "kube_pod_labels": KSM + " (labels allow-listed by kube-state-metrics.metricLabelsAllowlist)",
     "kube_pod_container_status_restarts_total": KSM,
     "kube_node_status_capacity": KSM_NODE,
+    "kube_node_labels": "kube-state-metrics docs/metrics/cluster/node-metrics.md (labels allow-listed by "
+    "kube-state-metrics.metricLabelsAllowlist: nodes=[doks.digitalocean.com/node-pool])",
     "kube_deployment_status_replicas_ready": KSM_DEPLOYMENT,
     "kube_deployment_spec_replicas": KSM_DEPLOYMENT,
     "kube_deployment_created": KSM_DEPLOYMENT,
@@ -244,6 +257,54 @@ def test_cost_rules_only_with_a_price():
     )
 
 
+def test_billed_cost_rules_only_with_a_pool_and_its_node_price():
+    groups = render_rule_groups(MODELS, AMD)
+    billed = {
+        "model:pool_gpu_share:ratio",
+        "model:billed_cost_usd_per_hour:sum",
+        "model:vllm_billed_cost_usd_per_million_output_tokens:rate1h",
+    }
+    assert billed <= recorded_names(groups["model-qwen3-235b"])
+    assert not billed & recorded_names(groups["model-llama-8b"])
+    (pool_rule,) = groups["pools"][0]["rules"]
+    assert pool_rule["record"] == "pool:node_cost_usd_per_hour:sum"
+    assert pool_rule["labels"] == {"pool": "mi325x"}
+    assert 'label_doks_digitalocean_com_node_pool="mi325x"' in pool_rule["expr"]
+    assert pool_rule["expr"].endswith("* 28")
+    # no priced pool, no pool group (and no PrometheusRule for it)
+    assert "pools" not in render_rule_groups(MODELS[1:], AMD)
+
+
+def test_billed_cost_is_the_pool_cost_times_the_models_share():
+    shared = [
+        ObservedModel(
+            n, n, "inference", 2500, 50, 2, 4, 2.0, pool="p", usd_per_node_hour=16.0, pool_gpu_share=0.25
+        )
+        for n in ("a", "b")
+    ]
+    rules = {
+        r["record"]: r["expr"]
+        for r in render_rule_groups(shared, AMD)["model-a"][0]["rules"]
+        if "record" in r
+    }
+    assert (
+        rules["model:billed_cost_usd_per_hour:sum"] == 'sum(pool:node_cost_usd_per_hour:sum{pool="p"}) * 0.25'
+    )
+    # one rule per pool, however many models share it
+    assert len(render_rule_groups(shared, AMD)["pools"][0]["rules"]) == 1
+    # the per-million figure divides by the same token rate as the serving-replica one, guarded by > 0
+    assert rules["model:vllm_billed_cost_usd_per_million_output_tokens:rate1h"].endswith(
+        rules["model:vllm_cost_usd_per_million_output_tokens:rate1h"].split(" / ", 1)[1]
+    )
+
+
+def test_models_on_one_pool_must_agree_on_its_price():
+    a = ObservedModel("a", "a", "ns", 2500, 50, 1, 1, pool="p", usd_per_node_hour=16.0)
+    b = ObservedModel("b", "b", "ns", 2500, 50, 1, 1, pool="p", usd_per_node_hour=20.0)
+    with pytest.raises(ValueError, match="pool p"):
+        render_rule_groups([a, b], AMD)
+
+
 def test_gpu_alerts_follow_the_exporter():
     with_exporter = alert_names(render_rule_groups(MODELS, AMD)["alerts"])
     nvidia = alert_names(render_rule_groups(MODELS, GpuRuntimeFacts(vendor="nvidia"))["alerts"])
@@ -379,7 +440,7 @@ DURATION = re.compile(
 def test_prometheus_rule_objects_match_the_crd():
     objs = render_prometheus_rules(MODELS, AMD, MonitoringSettings(namespace="monitoring"))
     names = [o["metadata"]["name"] for o in objs]
-    assert len(names) == len(set(names)) == 3
+    assert len(names) == len(set(names)) == 4  # two models, the pools' cost, the alerts
     group_names = [g["name"] for o in objs for g in o["spec"]["groups"]]
     assert len(group_names) == len(set(group_names))
     for o in objs:
@@ -405,3 +466,38 @@ def test_label_values_are_escaped():
     assert (
         'model_name="Org/Model \\"v2\\""' in render_rule_groups([odd], AMD)["model-m"][0]["rules"][0]["expr"]
     )
+
+
+def test_observed_models_carry_the_pool_price_and_gpu_share():
+    from types import SimpleNamespace as NS
+
+    from infra.platform import ModelFacts, observed_models_of
+
+    def facts(name: str, pool, tp: int, dp: int, rpn: int) -> ModelFacts:
+        layout = NS(replicas_per_node=rpn, gpus_per_replica=tp * dp)
+        config = NS(name=name, api_model_name=name, slo=NS(ttft_p90_ms=2500, tpot_p90_ms=50))
+        return ModelFacts(config=config, pool=pool, arch=None, plan=NS(chosen=NS(layout=layout)))
+
+    def pool(name: str, price: float | None) -> NS:
+        return NS(name=name, node_usd_per_hour=price, gpu=NS(gpus=8), min_node_count=1)
+
+    shared, alone, contract = pool("shared", 16.0), pool("alone", 16.0), pool("contract", None)
+    observed = {
+        m.name: m
+        for m in observed_models_of(
+            [
+                facts("a", shared, tp=2, dp=1, rpn=2),  # 4 GPUs per node
+                facts("b", shared, tp=1, dp=2, rpn=2),  # 4 GPUs per node
+                facts("c", alone, tp=8, dp=1, rpn=1),
+                facts("d", contract, tp=4, dp=1, rpn=2),
+            ]
+        )
+    }
+    assert (observed["a"].pool, observed["a"].usd_per_node_hour, observed["a"].pool_gpu_share) == (
+        "shared",
+        16.0,
+        0.5,
+    )
+    assert observed["b"].pool_gpu_share == 0.5
+    assert observed["c"].pool_gpu_share == 1.0 and observed["c"].usd_per_gpu_hour == 2.0
+    assert observed["d"].usd_per_node_hour is None and not observed["d"].billed

@@ -18,7 +18,8 @@ class Accelerator:
     vendor: str  # "amd" | "nvidia"
     model: str  # DOKS label value of doks.digitalocean.com/gpu-model, e.g. "mi300x"
     family: str  # calibration family for the planner's efficiency factors
-    hbm_gb: float
+    hbm_gb: float  # marketing capacity (decimal GB, as sold and named in the slugs); display only
+    hbm_bytes: int  # capacity the device reports, in bytes: what vLLM's budget is a fraction of
     hbm_bandwidth_tb_s: float
     bf16_tflops: float
     fp8_tflops: float
@@ -47,7 +48,13 @@ class GpuSize:
 
     @property
     def hbm_gb_total(self) -> float:
+        """Marketing HBM of the node (decimal GB, as in the slug)."""
         return self.accelerator.hbm_gb * self.gpus
+
+    @property
+    def hbm_bytes_total(self) -> int:
+        """HBM the node's devices report, in bytes."""
+        return self.accelerator.hbm_bytes * self.gpus
 
     @property
     def gpu_resource_name(self) -> str:
@@ -60,14 +67,28 @@ class GpuSize:
         return self.gpu_resource_name
 
 
-MI300X = Accelerator("amd", "mi300x", "cdna3", 192, 5.3, 1307, 2615, 448)
-MI325X = Accelerator("amd", "mi325x", "cdna3", 256, 6.0, 1307, 2615, 448)
-MI350X = Accelerator("amd", "mi350x", "cdna4", 288, 8.0, 2300, 4600, 1075)
-H100 = Accelerator("nvidia", "h100", "hopper", 80, 3.35, 989, 1979, 450)
-H200 = Accelerator("nvidia", "h200", "hopper", 141, 4.8, 989, 1979, 450)
-L40S = Accelerator("nvidia", "l40s", "ada", 48, 0.864, 362, 733, 32)
-RTX4000ADA = Accelerator("nvidia", "rtx4000ada", "ada", 20, 0.36, 82, 164, 32)
-RTX6000ADA = Accelerator("nvidia", "rtx6000ada", "ada", 48, 0.96, 364, 728, 32)
+GIB = 1 << 30
+
+# HBM per GPU is sold in "GB" but the device's capacity is binary, and vLLM's budget is
+# `gpu_memory_utilization × the total the device reports` (torch total_memory). `hbm_bytes` is that
+# total; where no exact device report is at hand it is the marketing figure read as GiB (× 2^30):
+# the marketing "GB" of these parts is GiB of DRAM (the MI300X's 192 "GB" reports 191.7 GiB).
+#  - MI300X: rocm-smi `VRAM Total Memory (B): 205822885888` (≈ 191.7 GiB, 205.8e9 bytes).
+#  - MI325X: 256 GiB (marketing 256 GB × 2^30; no device report at hand).
+#  - MI350X: 288 GiB (marketing 288 GB × 2^30; no device report at hand).
+#  - H100 SXM: 79.2 GiB (≈ 85.0e9 bytes), the `total_gpu_memory` vLLM logs on an 80 GB H100
+#    (79.1–79.3 GiB across drivers and log samples; nvidia-smi shows 81559 MiB).
+#  - H200 SXM: 139.8 GiB, vLLM's `total_gpu_memory (139.81GiB)` on an H200 (nvidia-smi 143771 MiB).
+#  - L40S: 46068 MiB (≈ 45.0 GiB), nvidia-smi's total with ECC on, as DO ships it.
+#  - RTX 4000 Ada / RTX 6000 Ada: 20 GiB / 48 GiB (marketing × 2^30; no device report at hand).
+MI300X = Accelerator("amd", "mi300x", "cdna3", 192, 205_822_885_888, 5.3, 1307, 2615, 448)
+MI325X = Accelerator("amd", "mi325x", "cdna3", 256, 256 * GIB, 6.0, 1307, 2615, 448)
+MI350X = Accelerator("amd", "mi350x", "cdna4", 288, 288 * GIB, 8.0, 2300, 4600, 1075)
+H100 = Accelerator("nvidia", "h100", "hopper", 80, int(79.2 * GIB), 3.35, 989, 1979, 450)
+H200 = Accelerator("nvidia", "h200", "hopper", 141, int(139.8 * GIB), 4.8, 989, 1979, 450)
+L40S = Accelerator("nvidia", "l40s", "ada", 48, 46068 << 20, 0.864, 362, 733, 32)
+RTX4000ADA = Accelerator("nvidia", "rtx4000ada", "ada", 20, 20 * GIB, 0.36, 82, 164, 32)
+RTX6000ADA = Accelerator("nvidia", "rtx6000ada", "ada", 48, 48 * GIB, 0.96, 364, 728, 32)
 
 _SIZES = [
     GpuSize("gpu-mi300x1-192gb", MI300X, 1, 20, 240, 720, 5120, 1.99),

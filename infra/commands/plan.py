@@ -179,7 +179,7 @@ def render_summary(plan: Plan) -> str:
 
 
 def _measured_line(measured: dict, pred: dict) -> str:
-    """`5.09 req/s/node (bench 2026-12-02, vLLM 0.33.0); planner predicted 15.53; 3 node(s) for peak`:
+    """`5.09 req/s/node (bench 2026-12-02, vLLM 0.33.0); planner predicted 15.49; 3 node(s) for peak`:
     the measurement sizes the pool, the prediction stays next to it so a gap is visible."""
     when = f"bench {measured['measured_at'][:10]}" if measured.get("measured_at") else "bench date not recorded"
     if measured.get("vllm_version"):
@@ -216,7 +216,7 @@ def render_tree(resources: list[dict]) -> list[str]:
 
 
 def _replicas(replicas: dict) -> str:
-    """`8`; `4–12, autoscaled above 114 requests in flight (from the plan) or 4 queued per replica`;
+    """`8`; `4–12, autoscaled above 117 requests in flight (from the plan) or 4 queued per replica`;
     or `4 (pool allows 12; ...)`."""
     low, high, auto = replicas["min"], replicas["max"], replicas.get("autoscaling")
     if low == high:

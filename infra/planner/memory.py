@@ -1,6 +1,7 @@
 """Memory per GPU for one layout: weights, activations, runtime overhead, and what is left for KV cache.
 
-vLLM takes `gpu_memory_utilization × HBM` as its budget, loads its weight shard, profiles one
+vLLM takes `gpu_memory_utilization × HBM` as its budget (HBM: the total the device reports, in
+bytes — binary capacity, ~7 % above the marketing "GB" read as 10^9 bytes), loads its weight shard, profiles one
 forward pass of `max_num_batched_tokens` tokens to measure peak activations, and hands the rest to
 the KV cache. This module reproduces that arithmetic:
 
@@ -34,7 +35,7 @@ KV_BLOCK_TOKENS = 16  # vLLM allocates KV in blocks of 16 tokens
 class MemoryBreakdown:
     """Per-GPU memory of one replica (GB = 1e9 bytes) and what it allows."""
 
-    hbm_gb: float
+    hbm_gb: float  # the device's reported capacity in 1e9 bytes (MI300X: 205.8, not its marketing 192)
     budget_gb: float  # gpu_memory_utilization × HBM
     weights_gb: float
     activations_gb: float
@@ -107,8 +108,8 @@ def default_max_model_len(arch: ModelArch, context_tokens: int) -> int:
 
 def memory_per_gpu(arch: ModelArch, gpu: GpuSize, layout: Layout, context_tokens: int) -> MemoryBreakdown:
     """The memory breakdown of one GPU of one replica, and the KV capacity it leaves."""
-    hbm_gb = gpu.accelerator.hbm_gb
-    budget = hbm_gb * GB * layout.gpu_memory_utilization
+    hbm_bytes = gpu.accelerator.hbm_bytes
+    budget = hbm_bytes * layout.gpu_memory_utilization
     weights = weight_bytes_per_gpu(arch, layout.tp, layout.dp)
     activations = activation_bytes_per_gpu(arch, layout)
     overhead = (RUNTIME_OVERHEAD_GB + (COLLECTIVE_BUFFERS_GB if layout.gpus_per_replica > 1 else 0.0)) * GB
@@ -127,7 +128,9 @@ def memory_per_gpu(arch: ModelArch, gpu: GpuSize, layout: Layout, context_tokens
         problem = (
             f"weights {weights / GB:.1f} GB + activations {activations / GB:.1f} GB + runtime "
             f"{overhead / GB:.1f} GB per GPU exceed the {budget / GB:.1f} GB budget "
-            f"({layout.gpu_memory_utilization:.2f} × {hbm_gb:g} GB) by {short:.1f} GB"
+            f"({layout.gpu_memory_utilization:.2f} × {hbm_bytes / GB:.1f} GB, the "
+            f"{hbm_bytes / 2**30:.1f} GiB a {gpu.accelerator.hbm_gb:g} GB {gpu.accelerator.model} reports) "
+            f"by {short:.1f} GB"
         )
     elif tokens_per_rank < max_model_len:
         problem = (
@@ -135,7 +138,7 @@ def memory_per_gpu(arch: ModelArch, gpu: GpuSize, layout: Layout, context_tokens
             f"max_model_len {max_model_len}; vLLM refuses to start"
         )
     return MemoryBreakdown(
-        hbm_gb=hbm_gb,
+        hbm_gb=hbm_bytes / GB,
         budget_gb=budget / GB,
         weights_gb=weights / GB,
         activations_gb=activations / GB,

@@ -32,6 +32,7 @@ from infra.render.slo_rules import (
     ObservedModel,
     gpu_alert_group,
     model_recording_group,
+    pool_cost_group,
     serving_alert_group,
     slo_alert_group,
     slo_recording_group,
@@ -278,9 +279,15 @@ def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
         },
         "kube-state-metrics": {
             "nodeSelector": node_selector,
-            # kube_pod_labels only carries allow-listed pod labels; the readiness and restart
-            # rules join on these two (as label_app_kubernetes_io_name, label_inference_platform_model).
-            "metricLabelsAllowlist": ["pods=[app.kubernetes.io/name,inference-platform/model]"],
+            # kube_pod_labels / kube_node_labels only carry allow-listed labels. The readiness and
+            # restart rules join on the two pod labels (as label_app_kubernetes_io_name,
+            # label_inference_platform_model); the billed-cost rules count a GPU pool's nodes by
+            # their DOKS pool label (label_doks_digitalocean_com_node_pool). The chart joins the
+            # list with "," into --metric-labels-allowlist.
+            "metricLabelsAllowlist": [
+                "pods=[app.kubernetes.io/name,inference-platform/model]",
+                "nodes=[doks.digitalocean.com/node-pool]",
+            ],
         },
     }
 
@@ -392,6 +399,9 @@ def render_rule_groups(
     out: dict[str, list[dict]] = {}
     for m in models:
         out[f"model-{m.name}"] = [model_recording_group(m), slo_recording_group(m)]
+    pools = pool_cost_group(models)
+    if pools is not None:
+        out["pools"] = [pools]
     alerts = [slo_alert_group(runbook_url), serving_alert_group(models, thresholds, runbook_url)]
     if gpu.scrape_amd_exporter:
         alerts.append(gpu_alert_group(thresholds, runbook_url))
@@ -405,7 +415,8 @@ def render_prometheus_rules(
     settings: MonitoringSettings,
     thresholds: AlertThresholds = DEFAULT_THRESHOLDS,
 ) -> list[dict]:
-    """PrometheusRule objects: one per model (its recording rules) and one with all alerts."""
+    """PrometheusRule objects: one per model (its recording rules), one with the GPU pools' cost
+    (when a model's pool is priced) and one with all alerts."""
     return [
         {
             "apiVersion": MONITORING_API,

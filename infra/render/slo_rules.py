@@ -81,8 +81,16 @@ class ObservedModel:
     gpus_per_replica: GPUs one vLLM pod holds (tp × dp); turns replicas into GPU-hours.
     replicas: pods the deployment should keep ready (for the not-ready alert).
     usd_per_gpu_hour: the pool's hourly node price divided by its GPUs; None when the contract
-        price is unknown, which drops the cost rules for this model. The cost rules price only the
-        GPUs of scraped replicas (see model_recording_group), not every GPU the pool bills.
+        price is unknown, which drops the cost rules for this model. The serving-replica cost
+        rules price only the GPUs of scraped replicas (see model_recording_group), not every GPU
+        the pool bills.
+    pool: the GPU pool's name, which is also its DOKS node-pool name (the nodes' label
+        `doks.digitalocean.com/node-pool`); None drops the billed-cost rules.
+    usd_per_node_hour: the pool's hourly node price (catalog or `gpu_pools[].usd_per_hour`,
+        the price the plan uses); None when unknown, which drops the billed-cost rules.
+    pool_gpu_share: the model's share of the pool's billed cost: its GPUs per node (replicas per
+        node × tp × dp) ÷ the sum of that over every model on the pool. A render-time constant
+        (shared pools have fixed layouts); 1.0 for a pool with one model.
     """
 
     name: str
@@ -93,6 +101,14 @@ class ObservedModel:
     gpus_per_replica: int
     replicas: int
     usd_per_gpu_hour: float | None = None
+    pool: str | None = None
+    usd_per_node_hour: float | None = None
+    pool_gpu_share: float = 1.0
+
+    @property
+    def billed(self) -> bool:
+        """Whether the billed-cost rules (pool nodes × node price × share) apply to this model."""
+        return self.pool is not None and self.usd_per_node_hour is not None
 
     @property
     def deployment(self) -> str:
@@ -382,10 +398,10 @@ def model_recording_group(model: ObservedModel) -> dict:
     # Cost of the serving replicas: GPUs behind a successfully scraped vLLM pod × the pool's
     # price per GPU. It leaves out GPUs DigitalOcean bills all the same — nodes whose replica is
     # still loading (no /metrics yet) or fails its scrape, GPUs a node's replicas do not use, and
-    # pool nodes without a replica — so it is a lower bound of the pool's cost. Pricing the pool's
-    # nodes needs the node-pool label on kube_node_labels (kube-state-metrics allow-list); see
-    # docs/runbook.md, "Cost figures".
-    if model.usd_per_gpu_hour is not None:
+    # pool nodes without a replica — so it is a lower bound of the pool's cost. The billed cost
+    # below prices the pool's nodes instead; see docs/runbook.md, "Cost figures".
+    priced = model.usd_per_gpu_hour is not None
+    if priced:
         rules += [
             _rule("model:gpu_price_usd_per_gpu_hour", f"vector({_num(model.usd_per_gpu_hour)})", model),
             _rule(
@@ -393,20 +409,84 @@ def model_recording_group(model: ObservedModel) -> dict:
                 f"{_by_model('model:vllm_gpus_serving:sum', model)} * {_num(model.usd_per_gpu_hour)}",
                 model,
             ),
+        ]
+    if priced or model.billed:
+        rules.append(
             _rule(
                 "model:vllm_output_tokens_per_second:rate1h",
                 f"sum(rate(vllm:generation_tokens_total{sel}[1h]))",
                 model,
-            ),
-            # $/h ÷ (million output tokens per hour); the `> 0` drops idle hours instead of +Inf.
+            )
+        )
+    million_tokens_per_hour = (
+        f"({_by_model('model:vllm_output_tokens_per_second:rate1h', model)} * 3600 / 1e6 > 0)"
+    )
+    if priced:
+        # $/h ÷ (million output tokens per hour); the `> 0` drops idle hours instead of +Inf.
+        rules.append(
             _rule(
                 "model:vllm_cost_usd_per_million_output_tokens:rate1h",
-                f"{_by_model('model:gpu_cost_usd_per_hour:sum', model)}"
-                f" / ({_by_model('model:vllm_output_tokens_per_second:rate1h', model)} * 3600 / 1e6 > 0)",
+                f"{_by_model('model:gpu_cost_usd_per_hour:sum', model)} / {million_tokens_per_hour}",
+                model,
+            )
+        )
+    if model.billed:
+        # Billed cost: the model's configured GPU share of what its pool's nodes cost (pool rules
+        # in pool_cost_group), idle and loading GPUs included. `sum` drops the `pool` label so
+        # the series carries `model` only, like every other per-model series.
+        rules += [
+            _rule("model:pool_gpu_share:ratio", f"vector({_num(model.pool_gpu_share)})", model),
+            _rule(
+                "model:billed_cost_usd_per_hour:sum",
+                f"sum(pool:node_cost_usd_per_hour:sum{{pool={quoted(model.pool)}}})"
+                f" * {_num(model.pool_gpu_share)}",
+                model,
+            ),
+            _rule(
+                "model:vllm_billed_cost_usd_per_million_output_tokens:rate1h",
+                f"{_by_model('model:billed_cost_usd_per_hour:sum', model)} / {million_tokens_per_hour}",
                 model,
             ),
         ]
     return {"name": f"inference-platform.model.{model.name}", "rules": rules}
+
+
+# kube-state-metrics' name for the DOKS node-pool label on kube_node_labels; exported only
+# because kube-state-metrics.metricLabelsAllowlist lists it for nodes (infra/render/observability.py).
+DOKS_NODE_POOL_LABEL = "label_doks_digitalocean_com_node_pool"
+
+
+def pool_cost_group(models: Iterable[ObservedModel]) -> dict | None:
+    """What each GPU pool that serves a priced model costs: its nodes × the node price.
+
+    DigitalOcean bills every node of the pool whatever runs on it, so this counts the pool's nodes
+    (kube_node_labels, one series per node) rather than replicas. A pool scaled to zero costs 0 —
+    as long as some node carries the pool label at all, which proves the label allow-list works
+    (otherwise the series is absent rather than a misleading 0). None when no model is billed.
+    """
+    prices: dict[str, float] = {}
+    for m in models:
+        if not m.billed:
+            continue
+        known = prices.setdefault(m.pool, m.usd_per_node_hour)
+        if abs(known - m.usd_per_node_hour) > 1e-9:
+            raise ValueError(
+                f"pool {m.pool}: models disagree on the node price ({known:g} vs {m.usd_per_node_hour:g} $/h)"
+            )
+    if not prices:
+        return None
+    rules = []
+    for pool, price in prices.items():
+        nodes = f"count(count by (node) (kube_node_labels{{{DOKS_NODE_POOL_LABEL}={quoted(pool)}}}))"
+        labelled = f'group(kube_node_labels{{{DOKS_NODE_POOL_LABEL}!=""}})'
+        rules.append(
+            {
+                "record": "pool:node_cost_usd_per_hour:sum",
+                "expr": f"({nodes} or {labelled} * 0) * {_num(price)}",
+                "labels": {"pool": pool},
+            }
+        )
+    return {"name": "inference-platform.pools", "rules": rules}
 
 
 def slo_recording_group(model: ObservedModel) -> dict:
