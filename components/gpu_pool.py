@@ -29,6 +29,23 @@ GPU_TAINT_EFFECT = "NoSchedule"
 
 # Engine (camelCase) name of the node count, for ignore_changes on autoscaled pools.
 NODE_COUNT_PROPERTY = "nodeCount"
+# ... and of the partition mode, ignored on AMD pools that leave it to DOKS.
+PARTITION_MODE_PROPERTY = "gpuPartitionMode"
+
+
+def pool_ignore_changes(autoscaled: bool, vendor: str, partition_mode: str | None) -> list[str]:
+    """What `pulumi up` must not reset on a GPU pool.
+
+    - The node count of an autoscaled pool belongs to the cluster autoscaler.
+    - An AMD pool without a configured partition mode gets DOKS's default. Should the API report
+      that default back, an unset input would read as a change of a create-time field, i.e. a
+      replacement of every node, on every run; ignoring the unmanaged field rules that out.
+      Configuring a mode later removes the ignore, so that change still shows as a replacement.
+    """
+    ignored = [NODE_COUNT_PROPERTY] if autoscaled else []
+    if vendor == "amd" and partition_mode is None:
+        ignored.append(PARTITION_MODE_PROPERTY)
+    return ignored
 
 
 @dataclass(frozen=True)
@@ -88,9 +105,7 @@ class GpuNodePool(pulumi.ComponentResource):
             tags=list(args.tags),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                # The cluster autoscaler owns the count of an autoscaled pool; without this every
-                # `pulumi up` would try to reset it.
-                ignore_changes=[NODE_COUNT_PROPERTY] if autoscaled else None,
+                ignore_changes=pool_ignore_changes(autoscaled, args.gpu.vendor, args.partition_mode) or None,
                 # Creating 8-GPU nodes can take longer than the provider's 30-minute default.
                 custom_timeouts=pulumi.CustomTimeouts(create="60m"),
             ),

@@ -52,7 +52,8 @@ def test_autoscaled_pool_ignores_the_node_count():
     assert pool.inputs["autoScale"] is True
     assert pool.inputs["minNodes"] == 0 and pool.inputs["maxNodes"] == 6
     assert "nodeCount" not in pool.inputs
-    assert pool.ignore_changes == ["nodeCount"]
+    # the count belongs to the autoscaler; the partition mode, left unset, to DOKS
+    assert pool.ignore_changes == ["nodeCount", "gpuPartitionMode"]
     assert "gpuPartitionMode" not in pool.inputs
 
 
@@ -61,8 +62,19 @@ def test_nvidia_pool_gets_the_nvidia_taint_and_labels():
     assert pool.inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}]
     assert pool.inputs["labels"]["inference-platform/gpu-vendor"] == "nvidia"
     assert pool.inputs["labels"]["inference-platform/gpu-model"] == "h100"
+    assert pool.ignore_changes == []  # NVIDIA pools have no partition mode to leave to DOKS
 
 
 def test_user_labels_cannot_override_the_platform_labels():
     labels = gpu_pool_labels("a", MI325X8, {"inference-platform/pool": "spoofed", "x": "y"})
     assert labels["inference-platform/pool"] == "a" and labels["x"] == "y"
+
+
+def test_an_unset_partition_mode_is_left_to_doks_and_a_set_one_is_managed():
+    from components.gpu_pool import pool_ignore_changes
+
+    # Unset on AMD: whatever default the API reports back must never read as a replacement.
+    assert pool_ignore_changes(False, "amd", None) == ["gpuPartitionMode"]
+    # Configured: managed, so a later change is a (flagged) replacement.
+    assert pool_ignore_changes(False, "amd", "AMD_PARTITION_MODE_DPX_NPS2") == []
+    assert pool_ignore_changes(True, "amd", "AMD_PARTITION_MODE_SPX_NPS1") == ["nodeCount"]

@@ -47,7 +47,7 @@ def test_plan_records_options():
     assert cluster["options"]["protect"] is True
     autoscaled = _res(plan, POOL, "prod-pool-mi325x")[0]
     assert autoscaled["inputs"]["autoScale"] is True
-    assert autoscaled["options"]["ignoreChanges"] == ["nodeCount"]
+    assert autoscaled["options"]["ignoreChanges"] == ["gpuPartitionMode", "nodeCount"]
     provider = _res(plan, "pulumi:providers:kubernetes")[0]
     assert provider["inputs"]["clusterIdentifier"] == "prod-doks-id"
     assert "deleteUnreachable" not in provider["inputs"] or provider["inputs"]["deleteUnreachable"] in (False, "false")
