@@ -187,3 +187,23 @@ def test_out_of_range_numbers_are_refused_by_the_parser(flag, value, capsys):
 def test_top_n_shows_exactly_n(capsys):
     assert run(BASE + ["--top", "1", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["bench", "staging", "qwen3-235b", "--seconds-per-rate", "0"], "--seconds-per-rate"),
+        (["bench", "staging", "qwen3-235b", "--min-prompts", "-1"], "--min-prompts"),
+        (["tune", "ingest", "r.json", "--ttft-p90-ms", "-5", "--tpot-p90-ms", "50"], "--ttft-p90-ms"),
+        (["tune", "ingest", "r.json", "--ttft-p90-ms", "2000", "--tpot-p90-ms", "nan"], "--tpot-p90-ms"),
+        (["tune", "ingest", "r.json", "--max-failed-fraction", "1.5"], "--max-failed-fraction"),
+        (["doctor", "prod", "--retries", "x"], "--retries"),
+    ],
+)
+def test_every_command_refuses_out_of_range_numbers_the_same_way(argv, flag, capsys):
+    """The shared argument types (infra/cli_args.py): argparse names the flag, exit 2, no work done."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}:" in err and "Traceback" not in err

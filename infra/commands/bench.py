@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.cli import check_output_dir, write_failed
+from infra.cli_args import positive_int
 from infra.errors import Problem, UserError
 from infra.planner.layout import Layout, parse_layout_name
 from infra.tuning.bench import (
@@ -49,8 +50,8 @@ def register(subparsers) -> None:
     parser.add_argument("--run-id", help="names the results directory and labels objects (default: UTC time)")
     parser.add_argument("--dataset", default="random", help="vLLM dataset name (default: random, with the workload's lengths)")
     parser.add_argument("--dataset-path", help="dataset file path inside the cache volume, for --dataset other than random")
-    parser.add_argument("--seconds-per-rate", type=int, default=180, help="arrivals per rate last at least this long")
-    parser.add_argument("--min-prompts", type=int, default=300, help="at least this many requests per rate")
+    parser.add_argument("--seconds-per-rate", type=positive_int, default=180, help="arrivals per rate last at least this long")
+    parser.add_argument("--min-prompts", type=positive_int, default=300, help="at least this many requests per rate")
     parser.add_argument("--apply", action="store_true", help="run the sweep on the cluster (needs the `kubernetes` package)")
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig for --apply (default: $KUBECONFIG or ~/.kube/config)")
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)

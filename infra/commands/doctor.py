@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import preflight
+from infra.cli_args import non_negative_int
 from infra.errors import Problem, UserError
 from infra.preflight import DoctorTarget, PoolTarget
 
@@ -56,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--root", type=Path, default=None, help="project root (default: the current checkout)"
     )
-    parser.add_argument("--retries", type=int, default=0, help="retries for 429/5xx answers (default 0)")
+    parser.add_argument("--retries", type=non_negative_int, default=0, help="retries for 429/5xx answers (default 0)")
     parser.set_defaults(func=run)
 
 
@@ -74,8 +75,6 @@ def stack_declares_token(stack: str, root: Path | None) -> bool:
 def run(args: argparse.Namespace) -> int:
     from infra.config import repo_root
 
-    if args.retries < 0:
-        raise UserError([Problem(f"--retries {args.retries}", "must be 0 or more (retries for 429/5xx answers)")])
     cfg = load_stack_file(args.stack, args.root)  # ConfigError → exit 2 via infra.cli
     target = target_from_config(cfg)
     env = os.environ

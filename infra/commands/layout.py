@@ -16,6 +16,7 @@ import sys
 
 from infra.catalog.gpus import GPU_SIZES, gpu_size
 from infra.catalog.models import resolve_model
+from infra.cli_args import fraction, positive_float, positive_int
 from infra.errors import UserError
 from infra.planner import Slo, Workload, load_efficiency, plan_model
 
@@ -60,41 +61,6 @@ def register(subparsers) -> None:
         "--reasons", action="store_true", help="print every candidate's full reason under the table"
     )
     p.set_defaults(func=run)
-
-
-# Argument types: argparse names the flag in its error ("argument --top: must be at least 1, got
-# 0") and exits 2. A value out of range is refused rather than read loosely, as `--top 0` once
-# showed everything and `--top -1` silently dropped the last row.
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number at least 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number greater than 0, got {text!r}") from None
-    if not value > 0 or value == float("inf"):  # `not >` also refuses nan
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
-    return value
 
 
 def run(args) -> int:

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.cli_args import fraction, positive_float
 from infra.errors import Problem, UserError
 from infra.tuning import calibrate as calibration
 from infra.tuning.chart import render_latency_chart
@@ -79,14 +80,14 @@ def _add_results_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", nargs="+", metavar="RESULTS", help="result JSON files or directories of them")
     parser.add_argument("--stack", help="stack name (stacks/Pulumi.<stack>.yaml): SLOs and model default from it")
     parser.add_argument("--model", help="model name in the stack")
-    parser.add_argument("--ttft-p90-ms", type=float, help="p90 time-to-first-token SLO (default: the stack model's)")
-    parser.add_argument("--tpot-p90-ms", type=float, help="p90 time-per-output-token SLO (default: the stack model's)")
+    parser.add_argument("--ttft-p90-ms", type=positive_float, help="p90 time-to-first-token SLO (default: the stack model's)")
+    parser.add_argument("--tpot-p90-ms", type=positive_float, help="p90 time-per-output-token SLO (default: the stack model's)")
     parser.add_argument(
         "--layout", help="layout name for results that carry no `layout` metadata (runs made by hand)"
     )
     parser.add_argument(
         "--max-failed-fraction",
-        type=float,
+        type=fraction,
         default=DEFAULT_MAX_FAILED_FRACTION,
         help="a rate fails when more than this share of its requests failed (default: %(default)s)",
     )
