@@ -267,8 +267,7 @@ def images_pinned(resource_type: str, props: Mapping[str, Any], config: Mapping[
     then shows exactly when anything upgrades."""
     if resource_type in HELM_TYPES:
         if not str(props.get("version") or "").strip() and not _chart_pinned_by_reference(props.get("chart")):
-            what = "Helm release" if resource_type == HELM_RELEASE else "Helm chart"
-            return [f"{what} {props.get('chart')!r} must pin a chart version"]
+            return [f"{_helm_kind(resource_type)} {props.get('chart')!r} must pin a chart version"]
         return []
     template = _pod_template(resource_type, props)
     if template is None:
@@ -342,15 +341,23 @@ _API_KEY_FLAG = re.compile(r"(?<![\w-])--api[-_]key(?![\w-])")
 _ENV_VALUE_PATH = re.compile(r"(^|\.)(initContainers|containers)\[\d+\]\.env\[\d+\]\.value$")
 
 
+def _snake(name: Any) -> str:
+    """`adminPassword` → `admin_password`, so camelCase and snake_case names match alike."""
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(name)).lower().replace("-", "_")
+
+
+def _helm_kind(resource_type: str) -> str:
+    return "Helm release" if resource_type == HELM_RELEASE else "Helm chart"
+
+
 def _credential_name(name: Any) -> bool:
     """True if an env variable or ConfigMap key is named like a credential."""
-    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(name)).upper()
-    return bool(_SECRET_NAME.search(words))
+    return bool(_SECRET_NAME.search(_snake(name).upper()))
 
 
 def _credential_values_key(key: Any) -> bool:
     """True if a Helm values key holds a credential itself (not the name of a Secret holding it)."""
-    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", str(key)).lower().replace("-", "_")
+    snake = _snake(key)
     if snake.startswith("existing"):
         return False
     return str(key).lower().endswith("api_url") or bool(_SECRET_VALUES_KEY.search(snake))
@@ -428,7 +435,7 @@ def secrets_not_in_plain_config(
                 )
 
     if resource_type in HELM_TYPES:
-        what = "Helm release" if resource_type == HELM_RELEASE else "Helm chart"
+        what = _helm_kind(resource_type)
         label = props.get("name") or props.get("chart") or resource_type
         for path in _credential_values_paths(props.get("values") or {}, "values"):
             reported.add(path)
