@@ -64,7 +64,7 @@ def test_budget_is_a_fraction_of_the_capacity_the_device_reports(slug, hbm_bytes
 
 def test_marketing_capacity_stays_in_names_and_display():
     assert MI300X_1.accelerator.hbm_gb == 192 and MI300X_1.hbm_gb_total == 192
-    assert MI325X_8.hbm_gb_total == 2048 and MI325X_8.hbm_bytes_total == 2048 * 2**30
+    assert MI325X_8.hbm_gb_total == 2048 and MI325X_8.accelerator.hbm_bytes * MI325X_8.gpus == 2048 * 2**30
     assert H100_8.hbm_gb_total == 640
 
 

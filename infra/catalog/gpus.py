@@ -52,11 +52,6 @@ class GpuSize:
         return self.accelerator.hbm_gb * self.gpus
 
     @property
-    def hbm_bytes_total(self) -> int:
-        """HBM the node's devices report, in bytes."""
-        return self.accelerator.hbm_bytes * self.gpus
-
-    @property
     def gpu_resource_name(self) -> str:
         """The extended resource the device plugin advertises."""
         return "amd.com/gpu" if self.vendor == "amd" else "nvidia.com/gpu"
