@@ -242,3 +242,28 @@ def test_calibrate_with_no_usable_point_exits_two(tmp_path, stack_root, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no usable sweep point in RESULTS") and "invalid value p90_ttft_ms" in err
+
+
+@pytest.mark.parametrize("action", [["ingest", "--no-chart"], ["ingest", "--write", "--no-chart"], ["calibrate"]])
+@pytest.mark.parametrize(
+    ("stack", "model", "expected"),
+    [
+        ("nope", "qwen3-235b", "error: no stack file "),
+        ("staging", "llama", "error: --model: stack staging has no model 'llama'; models: ['qwen3-235b']"),
+    ],
+)
+def test_unknown_stack_or_model_is_one_line(results, stack_root, capsys, action, stack, model, expected):
+    """The stack's conditions come from its validated config: an unknown stack or model is one
+    clear line, not a traceback."""
+    from infra import cli
+
+    for path in results.rglob("*.json"):
+        data = json.loads(path.read_text())
+        if isinstance(data, dict):  # results made by hand carry no model: only the stack can say
+            data.pop("model", None)
+            path.write_text(json.dumps(data))
+    code = cli.main(["tune", action[0], str(results), *action[1:], "--stack", stack, "--model", model,
+                     "--stacks-dir", str(stack_root / "stacks")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(expected) and err.count("\n") == 1

@@ -20,13 +20,7 @@ from infra.tuning import calibrate as calibration
 from infra.tuning.chart import render_latency_chart
 from infra.tuning.goodput import DEFAULT_MAX_FAILED_FRACTION, Comparison, compare_layouts
 from infra.tuning.results import SweepPoint, layout_fields, load_results
-from infra.tuning.stackfile import (
-    Provenance,
-    read_model_entry,
-    read_pool_size,
-    stack_file_path,
-    write_measured_layout,
-)
+from infra.tuning.stackfile import Provenance, stack_file_path, write_measured_layout
 
 DEFAULT_CHART_NAME = "latency-vs-rate.svg"
 
@@ -100,7 +94,7 @@ def _add_results_args(parser: argparse.ArgumentParser) -> None:
 def run_ingest(args) -> int:
     points = load_results(args.results, layout_override=args.layout)
     _check_models(points, args.model)
-    ttft, tpot = _slos(args)
+    ttft, tpot, stack_model = _slos(args)
     comparison = compare_layouts(points, ttft_p90_ms=ttft, tpot_p90_ms=tpot, max_failed_fraction=args.max_failed_fraction)
     require_usable_points(comparison, points)
 
@@ -113,7 +107,9 @@ def run_ingest(args) -> int:
 
     written = None
     if args.write:
-        written = _write_winner(args, points, comparison, _require_stack_conditions(args, points, ttft, tpot, "--write"))
+        stack_model = stack_model or _stack_model(args, "--write")
+        conditions = _require_stack_conditions(stack_model, points, ttft, tpot, "--write")
+        written = _write_winner(args, points, comparison, stack_model, conditions)
 
     if args.json:
         payload = comparison.to_json()
@@ -163,7 +159,9 @@ def format_comparison(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def _write_winner(args, points: list[SweepPoint], comparison: Comparison, conditions: StackConditions) -> dict:
+def _write_winner(
+    args, points: list[SweepPoint], comparison: Comparison, stack_model: calibration.StackModel, conditions: StackConditions
+) -> dict:
     if comparison.winner is None:
         raise UserError("no layout met both SLOs at any measured rate; nothing written")
     winner = comparison.layout(comparison.winner)
@@ -175,7 +173,7 @@ def _write_winner(args, points: list[SweepPoint], comparison: Comparison, condit
         vllm_version=_single_meta(mine, "vllm_version"),
         image=_single_meta(mine, "image"),
         measured_goodput_rps=winner.goodput_rps,
-        predicted_goodput_rps=_predicted_goodput(args, fields),
+        predicted_goodput_rps=_predicted_goodput(stack_model, fields),
         source_results=tuple(sorted({_display_path(p.source.split("#")[0]) for p in mine})),
         slo=conditions.slo,
         workload=conditions.workload,
@@ -186,10 +184,10 @@ def _write_winner(args, points: list[SweepPoint], comparison: Comparison, condit
     return {"stack_file": str(path), "model": args.model, "layout": winner.name, "fields": fields}
 
 
-def _predicted_goodput(args, fields: dict) -> float | None:
+def _predicted_goodput(stack_model: calibration.StackModel, fields: dict) -> float | None:
     """The planner's per-node goodput for this exact layout, or None when it cannot be asked."""
     try:
-        context = calibration.stack_model_context(args.stack, args.model, stacks_dir=args.stacks_dir)
+        context = calibration.model_context(stack_model)
     except calibration.PlannerUnavailable:
         return None
     # 0 (fits, never meets the SLO) is recorded as null: provenance holds only positive rates.
@@ -202,11 +200,12 @@ def _predicted_goodput(args, fields: dict) -> float | None:
 def run_calibrate(args) -> int:
     points = load_results(args.results, layout_override=args.layout)
     _check_models(points, args.model)
-    ttft, tpot = _slos(args)
-    _require_stack_conditions(args, points, ttft, tpot, "calibrate")
+    ttft, tpot, stack_model = _slos(args)
+    stack_model = stack_model or _stack_model(args, "calibrate")
+    _require_stack_conditions(stack_model, points, ttft, tpot, "calibrate")
     comparison = compare_layouts(points, ttft_p90_ms=ttft, tpot_p90_ms=tpot, max_failed_fraction=args.max_failed_fraction)
     require_usable_points(comparison, points)
-    context = calibration.stack_model_context(args.stack, args.model, stacks_dir=args.stacks_dir, require=True)
+    context = calibration.model_context(stack_model)
     from infra.planner import load_efficiency
 
     table = load_efficiency(args.efficiency_file) if args.efficiency_file else None
@@ -231,12 +230,24 @@ def run_calibrate(args) -> int:
 class StackConditions:
     """What a measured goodput holds for: the stack model's SLO and workload and its pool's GPU."""
 
-    slo: tuple[float, float] | None  # (ttft_p90_ms, tpot_p90_ms)
-    workload: tuple[int, int] | None  # (input_tokens, output_tokens)
-    gpu: str | None  # size slug
+    slo: tuple[float, float]  # (ttft_p90_ms, tpot_p90_ms)
+    workload: tuple[int, int]  # (input_tokens, output_tokens)
+    gpu: str  # size slug
 
 
-def _require_stack_conditions(args, points: list[SweepPoint], ttft: float, tpot: float, action: str) -> StackConditions:
+def _stack_model(args, action: str) -> calibration.StackModel:
+    """The validated config of `--model` in `--stack`, which `action` cannot do without."""
+    if not (args.stack and args.model):
+        what = "which stack file and which model to record the winner for" if action == "--write" else (
+            "the model architecture, GPU and workload come from the stack"
+        )
+        raise UserError(f"{action} needs --stack and --model: {what}")
+    return calibration.load_stack_model(args.stack, args.model, stacks_dir=args.stacks_dir)
+
+
+def _require_stack_conditions(
+    stack_model: calibration.StackModel, points: list[SweepPoint], ttft: float, tpot: float, action: str
+) -> StackConditions:
     """Refuse to record or calibrate from a measurement made under other conditions than the stack's.
 
     Goodput is a rate *within an SLO* for *a prompt/answer length* on *a GPU*: measured under a
@@ -245,65 +256,47 @@ def _require_stack_conditions(args, points: list[SweepPoint], ttft: float, tpot:
     the wrong figure. All mismatches are reported together. Results without that metadata (runs
     made by hand) are taken at their word.
     """
-    if not (args.stack and args.model):
-        what = "which stack file and which model to record the winner for" if action == "--write" else (
-            "the model architecture, GPU and workload come from the stack"
-        )
-        raise UserError(f"{action} needs --stack and --model: {what}")
-    path = stack_file_path(args.stack, args.stacks_dir)
-    entry = read_model_entry(path, args.model)
-    slo, workload = entry.get("slo") or {}, entry.get("workload") or {}
-    stack_ttft, stack_tpot = _positive(slo.get("ttft_p90_ms")), _positive(slo.get("tpot_p90_ms"))
-    tokens = (workload.get("input_tokens"), workload.get("output_tokens"))
-    stack_tokens = tokens if all(isinstance(t, int) and not isinstance(t, bool) for t in tokens) else None
-    stack_gpu = read_pool_size(path, str(entry.get("pool"))) if entry.get("pool") else None
-
-    where = f"stack {args.stack} model {args.model}"
+    stack_slo, stack_tokens, stack_gpu = stack_model.slo, stack_model.workload, stack_model.gpu
     problems: list[Problem] = []
-    for flag, used, stacked in (("--ttft-p90-ms", ttft, stack_ttft), ("--tpot-p90-ms", tpot, stack_tpot)):
-        if stacked is not None and used != stacked:
+    for flag, used, stacked in zip(("--ttft-p90-ms", "--tpot-p90-ms"), (ttft, tpot), stack_slo, strict=True):
+        if used != stacked:
             problems.append(Problem(flag, f"{used:g} is not the stack's SLO {stacked:g}; omit it or pass {stacked:g}"))
-    for key, index in (("input_tokens", 0), ("output_tokens", 1)):
+    for index, key in enumerate(("input_tokens", "output_tokens")):
         recorded = _meta_values(points, key)
-        if stack_tokens is not None and recorded and recorded != {str(stack_tokens[index])}:
+        if recorded and recorded != {str(stack_tokens[index])}:
             problems.append(
                 Problem(f"RESULTS {key}", f"measured with {', '.join(sorted(recorded))}; the stack's workload has {stack_tokens[index]}")
             )
     recorded_gpu = _meta_values(points, "gpu")
-    if stack_gpu is not None and recorded_gpu and recorded_gpu != {stack_gpu}:
+    if recorded_gpu and recorded_gpu != {stack_gpu}:
         problems.append(Problem("RESULTS gpu", f"measured on {', '.join(sorted(recorded_gpu))}; the stack's pool is {stack_gpu}"))
     if problems:
+        where = f"stack {stack_model.stack} model {stack_model.entry.name}"
         head = f"{action} refused: results not measured under the conditions of {where} (re-run `infra bench`)"
         raise UserError(problems, source=head)
-    return StackConditions(
-        slo=(ttft, tpot),
-        workload=stack_tokens,
-        gpu=stack_gpu or (recorded_gpu.pop() if len(recorded_gpu) == 1 else None),
-    )
+    return StackConditions(slo=(ttft, tpot), workload=stack_tokens, gpu=stack_gpu)
 
 
 def _meta_values(points: list[SweepPoint], key: str) -> set[str]:
     return {str(p.metadata[key]).strip() for p in points if key in p.metadata}
 
 
-def _slos(args) -> tuple[float, float]:
-    ttft, tpot = args.ttft_p90_ms, args.tpot_p90_ms
+def _slos(args) -> tuple[float, float, calibration.StackModel | None]:
+    """The p90 SLOs to judge goodput by: the flags, else the stack model's (then loaded and
+    returned too, so callers need not load it again)."""
+    ttft, tpot, stack_model = args.ttft_p90_ms, args.tpot_p90_ms, None
     if (ttft is None or tpot is None) and args.stack and args.model:
-        entry = read_model_entry(stack_file_path(args.stack, args.stacks_dir), args.model)
-        slo = entry.get("slo") or {}
-        ttft = ttft if ttft is not None else _positive(slo.get("ttft_p90_ms"))
-        tpot = tpot if tpot is not None else _positive(slo.get("tpot_p90_ms"))
+        stack_model = calibration.load_stack_model(args.stack, args.model, stacks_dir=args.stacks_dir)
+        ttft = ttft if ttft is not None else stack_model.slo[0]
+        tpot = tpot if tpot is not None else stack_model.slo[1]
     problems = []
     if ttft is None:
         problems.append(Problem("--ttft-p90-ms", "needed (or --stack and --model whose slo.ttft_p90_ms is set)"))
     if tpot is None:
         problems.append(Problem("--tpot-p90-ms", "needed (or --stack and --model whose slo.tpot_p90_ms is set)"))
-    for name, value in (("--ttft-p90-ms", ttft), ("--tpot-p90-ms", tpot)):
-        if value is not None and value <= 0:
-            problems.append(Problem(name, f"must be > 0, got {value:g}"))
     if problems:
         raise UserError(problems)
-    return float(ttft), float(tpot)
+    return float(ttft), float(tpot), stack_model
 
 
 _MAX_LISTED = 10
@@ -342,10 +335,6 @@ def _single_meta(points: list[SweepPoint], key: str) -> str | None:
     if len(values) > 1:
         raise UserError([Problem(key, f"the winner's results disagree on {key}: {sorted(values)}")])
     return values.pop() if values else None
-
-
-def _positive(value) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
 
 
 def _default_chart_path(results: list[str]) -> Path:

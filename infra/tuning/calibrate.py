@@ -70,16 +70,37 @@ class ModelContext:
         return self.gpu.accelerator.family
 
 
-def stack_model_context(stack: str | None, model: str | None, *, stacks_dir: Path | None = None, require: bool = False) -> ModelContext:
-    """Load the stack's validated config and resolve the model's architecture.
+@dataclass(frozen=True)
+class StackModel:
+    """One model of a stack's validated config and the GPU pool that serves it."""
 
-    Raises PlannerUnavailable (a UserError) when the planner or config cannot be used; callers
-    that can do without a prediction (ingest's provenance) catch it.
-    """
+    stack: str
+    entry: object  # infra.config.ModelConfig
+    pool: object  # infra.config.GpuPoolConfig
+    root: Path | None  # repository root the stack file was loaded from (None: this checkout)
+
+    @property
+    def slo(self) -> tuple[float, float]:
+        """(ttft_p90_ms, tpot_p90_ms)"""
+        return self.entry.slo.ttft_p90_ms, self.entry.slo.tpot_p90_ms
+
+    @property
+    def workload(self) -> tuple[int, int]:
+        """(input_tokens, output_tokens)"""
+        return self.entry.workload.input_tokens, self.entry.workload.output_tokens
+
+    @property
+    def gpu(self) -> str:
+        """The pool's GPU Droplet size slug."""
+        return self.pool.size
+
+
+def load_stack_model(stack: str | None, model: str | None, *, stacks_dir: Path | None = None) -> StackModel:
+    """Load the stack's validated config and pick out `model` and its pool (a UserError if either
+    is unknown)."""
     if not (stack and model):
         raise PlannerUnavailable("needs --stack and --model")
     try:
-        from infra.catalog.models import resolve_model
         from infra.config import load_stack_file
     except ImportError as err:  # pragma: no cover - only while the toolkit is half-built
         raise PlannerUnavailable(f"the planner is not available: {err}") from None
@@ -88,15 +109,35 @@ def stack_model_context(stack: str | None, model: str | None, *, stacks_dir: Pat
     entry = next((m for m in cfg.models if m.name == model), None)
     if entry is None:
         raise UserError([Problem("--model", f"stack {stack} has no model {model!r}; models: {[m.name for m in cfg.models]}")])
-    pool = cfg.pool(entry.pool)
+    return StackModel(stack, entry, cfg.pool(entry.pool), root)
+
+
+def model_context(stack_model: StackModel) -> ModelContext:
+    """Resolve the model's architecture: what the planner needs to predict its layouts.
+
+    Raises PlannerUnavailable (a UserError) when the planner cannot be used; callers that can do
+    without a prediction (ingest's provenance) catch it.
+    """
+    try:
+        from infra.catalog.models import resolve_model
+    except ImportError as err:  # pragma: no cover - only while the toolkit is half-built
+        raise PlannerUnavailable(f"the planner is not available: {err}") from None
+    entry, pool = stack_model.entry, stack_model.pool
     hf_path = None
     if entry.hf_config:
-        base = root or Path(__file__).resolve().parents[2]
+        base = stack_model.root or Path(__file__).resolve().parents[2]
         hf_path = Path(entry.hf_config) if Path(entry.hf_config).is_absolute() else base / entry.hf_config
     arch = resolve_model(entry.source, str(hf_path) if hf_path else None)
     if arch is None:
-        raise PlannerUnavailable(f"model {model}: architecture unknown to the planner (set hf_config)")
-    return ModelContext(stack, model, arch, pool.gpu, entry.workload.to_workload(), entry.slo.to_slo(), pool.node_usd_per_hour)
+        raise PlannerUnavailable(f"model {entry.name}: architecture unknown to the planner (set hf_config)")
+    return ModelContext(
+        stack_model.stack, entry.name, arch, pool.gpu, entry.workload.to_workload(), entry.slo.to_slo(), pool.node_usd_per_hour
+    )
+
+
+def stack_model_context(stack: str | None, model: str | None, *, stacks_dir: Path | None = None) -> ModelContext:
+    """`load_stack_model` then `model_context`."""
+    return model_context(load_stack_model(stack, model, stacks_dir=stacks_dir))
 
 
 def layout_from_fields(layout_fields_: dict):
