@@ -55,10 +55,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def os_error_line(err: OSError) -> str:
-    """`PATH: REASON` from an OSError, without Python's `[Errno N]` noise."""
+def os_error_line(err: OSError, named: Path | str | None = None) -> str:
+    """`PATH: REASON` from an OSError, without Python's `[Errno N]` noise; just `REASON` when the
+    path is `named`, which the caller's message already names."""
     reason = err.strerror or str(err)
-    return f"{err.filename}: {reason}" if err.filename else reason
+    if err.filename and (named is None or str(err.filename) != str(named)):
+        return f"{err.filename}: {reason}"
+    return reason
 
 
 def _unwritable(path: Path, *, directory: bool) -> str | None:
@@ -104,10 +107,7 @@ def check_output_dir(path: Path, flag: str) -> None:
 def write_failed(err: OSError, flag: str, path: Path | str) -> UserError:
     """The error for an OSError while writing an output the user named with `flag`: the pre-flight
     check cannot foresee everything (a full disk, a directory made read-only meanwhile)."""
-    reason = err.strerror or str(err)
-    if err.filename and str(err.filename) != str(path):
-        reason = f"{err.filename}: {reason}"
-    return UserError([Problem(f"{flag} {path}", f"cannot write: {reason}")])
+    return UserError([Problem(f"{flag} {path}", f"cannot write: {os_error_line(err, path)}")])
 
 
 if __name__ == "__main__":

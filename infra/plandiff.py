@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.errors import json_kind
+from infra.errors import expect_kind, json_kind
 from infra.offline import mock_id, money
 
 # Resource types whose loss costs data, capacity or a long rebuild.
@@ -321,11 +321,10 @@ def plan_shape_problems(data: Any) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
 
     def expect(where: str, value: Any, kind: type, what: str) -> bool:
-        if isinstance(value, kind) and not isinstance(value, bool) and (kind is not str or value.strip()):
-            return True
-        got = "an empty string" if value == "" else ("missing" if value is None else json_kind(value))
-        problems.append((where, f"is {got}, expected {what}" if got != "missing" else f"is missing, expected {what}"))
-        return False
+        problem = f"is missing, expected {what}" if value is None else expect_kind(value, kind, what)
+        if problem:
+            problems.append((where, problem))
+        return problem is None
 
     for key in ("stack", "project"):
         expect(key, data.get(key), str, "a name")

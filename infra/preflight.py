@@ -27,7 +27,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from infra.catalog.gpus import gpu_size
-from infra.errors import json_kind
+from infra.errors import expect_kind, json_kind
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -264,11 +264,6 @@ def redact(text: str, secrets: Sequence[str | None] = ()) -> str:
     return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
 
 
-def redact_url(url: str) -> str:
-    """An API URL fit to print: credentials in its userinfo part (`https://user:pw@host`) masked."""
-    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", url)
-
-
 def make_client(token: str, api_url: str = DEFAULT_API_URL, *, retries: int = 0, timeout_s: int = 30):
     """A pydo client for `api_url`.
 
@@ -498,9 +493,9 @@ def _guarded(name: str, path: str, make: Callable[[], list[Check]]) -> list[Chec
 
 
 def _expect(value: Any, kind: type, where: str) -> Any:
-    if not isinstance(value, kind) or isinstance(value, bool):
-        expected = {dict: "an object", list: "a list", int: "an integer"}[kind]
-        raise MalformedAnswer(f"{where} is {json_kind(value)}, expected {expected}")
+    problem = expect_kind(value, kind)
+    if problem:
+        raise MalformedAnswer(f"{where} {problem}")
     return value
 
 

@@ -694,7 +694,7 @@ def test_redact_masks_bearer_do_tokens_secrets_and_url_credentials():
     got = preflight.redact(text, ["my-secret-123"])
     assert got == "Bearer [redacted] x [redacted] https://[redacted]@api.example.com/v2 [redacted]"
     assert preflight.redact(got, ["my-secret-123"]) == got  # idempotent
-    assert preflight.redact_url("https://api.digitalocean.com") == "https://api.digitalocean.com"
+    assert preflight.redact("https://api.digitalocean.com") == "https://api.digitalocean.com"
 
 
 def test_credentials_in_the_api_url_are_not_echoed(cli, httpserver, monkeypatch, capsys):

@@ -107,6 +107,14 @@ def test_unknown_model_and_missing_file_are_user_errors(tmp_path):
         write_measured_layout(path, "qwen3-235b", {"tensor_parallel": 4}, PROVENANCE)
 
 
+def test_invalid_yaml_is_one_line_naming_file_line_and_column(tmp_path):
+    path = tmp_path / "Pulumi.staging.yaml"
+    path.write_text("config:\n  a: [1\n  b: 2\n")
+    with pytest.raises(UserError) as info:
+        read_model_entry(path, "x")
+    assert info.value.render() == f"{path}: not valid YAML at line 3, column 4: expected ',' or ']', but got ':' (while parsing a flow sequence)"
+
+
 def test_measured_provenance_as_written_is_what_the_plan_sizes_from(tmp_path):
     """The writer and the plan agree on the block: same keys, goodput per node, null prediction allowed."""
     from infra.planner.measured import measured_goodput

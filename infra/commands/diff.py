@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from infra.cli import os_error_line
 from infra.config import repo_root
 from infra.errors import UserError
 from infra.offline import build_plan
@@ -40,7 +41,7 @@ def _load(path: str) -> dict:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
-        raise UserError(f"{path}: cannot read: {err.strerror or err}") from None
+        raise UserError(f"{path}: cannot read: {os_error_line(err, path)}") from None
     except UnicodeDecodeError as err:
         raise UserError(f"{path}: not a plan JSON file: not UTF-8 text ({err.reason} at byte {err.start})") from None
     try:

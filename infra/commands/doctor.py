@@ -83,14 +83,14 @@ def run(args: argparse.Namespace) -> int:
     api_url = preflight.api_url_from_env(env)
     problem = preflight.api_url_problem(api_url)
     if problem:
-        shown = preflight.redact(preflight.redact_url(api_url), [found.token])
+        shown = preflight.redact(api_url, [found.token])
         raise UserError([Problem(f"{preflight.API_URL_ENV_VAR} {shown!r}", problem)])
     client = preflight.make_client(found.token, api_url, retries=args.retries) if found.token else None
     checks = preflight.run_checks(
         target, client, missing_token=found.detail, missing_fix=found.fix, secrets=[found.token]
     )
     source = f", {found.detail}" if found.token else ""
-    header = f"infra doctor {args.stack}: region {target.region}, API {preflight.redact_url(api_url)}{source}"
+    header = f"infra doctor {args.stack}: region {target.region}, API {api_url}{source}"
     print(preflight.redact(header, [found.token]))
     print(preflight.render_table(checks))
     return preflight.exit_code(checks)

@@ -26,7 +26,7 @@ from infra.config import (
     read_stack_file,
     repo_root,
 )
-from infra.errors import UserError
+from infra.errors import UserError, yaml_error_line
 
 _STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
@@ -110,15 +110,6 @@ def choose_vpc(requested: str | None, target: Path, stacks_dir: Path) -> str:
     if own is not None and not any(own.overlaps(u) for u, _ in used):
         return str(own)
     return next_free_vpc(used)
-
-
-def yaml_error_line(path: Path, err: Exception) -> str:
-    """`FILE: not valid YAML at line L, column C: PROBLEM (CONTEXT)` — one line, from a ruamel error."""
-    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    problem = getattr(err, "problem", None) or str(err).strip().splitlines()[0]
-    context = getattr(err, "context", None)
-    return f"{path}: not valid YAML{where}: {problem}" + (f" ({context})" if context else "")
 
 
 def load_round_trip(yaml: YAML, path: Path):

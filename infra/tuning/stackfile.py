@@ -15,9 +15,10 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-from infra.errors import Problem, UserError
+from infra.errors import Problem, UserError, yaml_error_line
 
 PROJECT = "inference-platform"
 MODELS_KEY = f"{PROJECT}:models"
@@ -109,17 +110,6 @@ def read_model_entry(path: Path, model: str) -> dict:
     return _plain(entry)
 
 
-def read_pool_size(path: Path, pool: str) -> str | None:
-    """The GPU size slug of the stack's `gpu_pools[]` entry named `pool` (None if absent)."""
-    _, data, _ = _load_model_list(path)
-    pools = data["config"].get(f"{PROJECT}:gpu_pools") or []
-    for entry in pools:
-        if isinstance(entry, dict) and entry.get("name") == pool:
-            size = entry.get("size")
-            return str(size) if size is not None else None
-    return None
-
-
 def write_measured_layout(path: Path, model: str, layout: dict, provenance: Provenance) -> str:
     """Set models[<model>].layout to `layout` plus `provenance`; write the file; return its new text.
 
@@ -206,8 +196,8 @@ def _load_model_list(path: Path):
     yaml.indent(mapping=mapping_indent, sequence=mapping_indent + dash_offset, offset=dash_offset)
     try:
         data = yaml.load(text)
-    except Exception as err:  # ruamel raises several unrelated types for bad YAML
-        raise UserError([Problem(str(path), f"not valid YAML: {err}")]) from None
+    except YAMLError as err:
+        raise UserError(yaml_error_line(path, err)) from None
     config = data.get("config") if isinstance(data, dict) else None
     models = config.get(MODELS_KEY) if isinstance(config, dict) else None
     if not isinstance(models, list):
