@@ -32,7 +32,6 @@ Safety choices (each explained in docs/architecture.md):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -40,7 +39,7 @@ import pulumi
 import pulumi_digitalocean as digitalocean
 import pulumi_kubernetes as k8s
 
-from infra.config import NS
+from infra.config import NS, is_exact_version
 from infra.errors import ConfigError, Problem
 
 SYSTEM_POOL_LABEL = "inference-platform/pool"
@@ -77,31 +76,22 @@ def gpu_addon_flags(pool_vendors: set[str], runtime_mode: str, observability_ena
     )
 
 
-_EXACT_VERSION = re.compile(r"^1\.[0-9]+\.[0-9]+-do\.[0-9]+$")
-
-
-def is_exact_version(version: str) -> bool:
-    """An exact DOKS slug (`1.33.1-do.5`) is used verbatim; anything else is a lookup prefix."""
-    return bool(_EXACT_VERSION.match(version))
-
-
 def version_prefix_for_lookup(version_prefix: str) -> str:
     """`1.33` → `1.33.` so the lookup cannot match a hypothetical `1.330`; `1.33.1` → `1.33.1-`
-    (DOKS slugs continue a patch with `-do.N`, never with a dot)."""
-    if version_prefix.endswith((".", "-")):
-        return version_prefix
+    (DOKS slugs continue a patch with `-do.N`, never with a dot). The config validates the prefix."""
     return f"{version_prefix}-" if version_prefix.count(".") == 2 else f"{version_prefix}."
 
 
-class KubernetesVersionError(ConfigError, pulumi.RunError):
-    """A config error found only once DO answered; printed as one line by the CLI and by Pulumi."""
+class ConfigRunError(ConfigError, pulumi.RunError):
+    """A config error found while the Pulumi program runs (e.g. once DO answered, or by the planner):
+    printed as one line by the CLI (a UserError) and by the Pulumi language host (a RunError)."""
 
 
 def looked_up_version(version_prefix: str, latest: str) -> str:
     """The lookup's latest version, or an error naming the key: an empty version would reach DO."""
     if latest:
         return latest
-    raise KubernetesVersionError(
+    raise ConfigRunError(
         [
             Problem(
                 f"{NS}cluster.version",

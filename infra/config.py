@@ -38,7 +38,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH
 from infra.catalog.gpus import GPU_SIZES, GpuSize
 from infra.catalog.regions import REGIONS
-from infra.errors import ConfigError, Problem, UserError
+from infra.errors import ConfigError, Problem, UserError, yaml_error_line
 from infra.planner.layout import Layout, Slo, Workload
 from infra.render.model_service import clashes_with_service_env
 from infra.render.observability import retention_days
@@ -69,12 +69,17 @@ _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
 _DURATION = re.compile(r"^[1-9][0-9]*(h|d|w|y)$")
 _HHMM = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
 _K8S_VERSION_PREFIX = re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$")
-_K8S_VERSION_SLUG = re.compile(r"^1\.[0-9]+\.[0-9]+-do\.[0-9]+$")  # kept in sync with components.cluster
+_K8S_VERSION_SLUG = re.compile(r"^1\.[0-9]+\.[0-9]+-do\.[0-9]+$")
 # DigitalOcean's CPU Droplet slugs: `c-<vcpus>` (CPU-optimized), else `<family>-<n>vcpu-<ram>`
 # with an optional disk size (`s-2vcpu-8gb-160gb-intel`), then an optional CPU-vendor suffix.
 _CPU_SLUG = re.compile(
     r"^(c-[0-9]+|(s|g|gd|m|m3|m6|so|so1_5|c2)-[0-9]+vcpu-[0-9]+(mb|gb)(-[0-9]+gb)?)(-amd|-intel)?$"
 )
+
+
+def is_exact_version(version: str) -> bool:
+    """An exact DOKS slug (`1.33.1-do.5`) is used verbatim; anything else is a lookup prefix."""
+    return bool(_K8S_VERSION_SLUG.match(version))
 
 
 # --------------------------------------------------------------------------- field validators
@@ -767,7 +772,7 @@ def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
         if model.image is not None and (":" not in model.image.rsplit("/", 1)[-1] or model.image.endswith(":latest")):
             problems.append(Problem(f"{at}.image", f"{model.image!r} is not pinned; give an explicit tag other than latest"))
         for j, arg in enumerate(model.extra_args):
-            flag = arg.split("=", 1)[0]
+            flag = canonical_flag(arg)  # as vLLM reads it: `--tensor_parallel_size=2` and `-tp 2` included
             if flag in _LAYOUT_FLAGS:
                 problems.append(
                     Problem(f"{at}.extra_args[{j}]", f"{arg!r} is set by the layout; change models[{i}].layout instead")
@@ -841,13 +846,12 @@ def _resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
     return out
 
 
-# Flags the layout owns; setting them through extra_args would silently fight the layout.
+# Flags the layout owns; setting them through extra_args would silently fight the layout. Canonical
+# spellings only: `canonical_flag` maps underscores, `=VALUE` and short aliases (`-tp`, `-dp`) to them.
 _LAYOUT_FLAGS = {
     "--tensor-parallel-size",
-    "-tp",
     "--enable-expert-parallel",
     "--data-parallel-size",
-    "-dp",
     "--max-num-seqs",
     "--max-num-batched-tokens",
     "--gpu-memory-utilization",
@@ -1010,7 +1014,7 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], set[str]]:
     try:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        raise ConfigError(yaml_error_line(path, err)) from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: expected a mapping with a `config:` key")
     config = doc.get("config") or {}

@@ -19,7 +19,7 @@ from infra.catalog.gpus import HOURS_PER_MONTH
 from infra.config import NS, GpuPoolConfig, ModelConfig, StackConfig, zero_replica_notes
 from infra.errors import ConfigError, Problem
 from infra.planner.measured import CALIBRATE_BELOW, MeasuredGoodput, measured_goodput
-from infra.planner.search import nodes_for_peak
+from infra.planner.search import nodes_for_peak, usd_per_million_output_tokens
 
 # Set by `build_platform`; the offline runner reads it after the program ran.
 LAST_FACTS: PlatformFacts | None = None
@@ -56,8 +56,9 @@ class ModelFacts:
             return None
         mg = self.measured
         predicted = self.plan.chosen.goodput_rps_per_node
-        price = self.pool.node_usd_per_hour
-        out_tokens = self.config.workload.output_tokens
+        usd_per_m = usd_per_million_output_tokens(
+            self.pool.node_usd_per_hour, mg.goodput_rps_per_node, self.config.workload.output_tokens
+        )
         return {
             "goodput_rps_per_node": round(mg.goodput_rps_per_node, 3),
             "measured_at": mg.measured_at,
@@ -66,9 +67,7 @@ class ModelFacts:
             "predicted_at_measurement_rps": mg.predicted_at_measurement_rps,
             "vs_predicted": round(mg.goodput_rps_per_node / predicted, 3) if predicted > 0 else None,
             "nodes_needed": self.nodes_needed,
-            "usd_per_million_output_tokens": (
-                round(price / (mg.goodput_rps_per_node * out_tokens * 3600.0) * 1e6, 3) if price is not None else None
-            ),
+            "usd_per_million_output_tokens": None if usd_per_m is None else round(usd_per_m, 3),
         }
 
 
@@ -79,6 +78,14 @@ class PlatformFacts:
     config: StackConfig
     models: list[ModelFacts] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Config problems found while planning (an SLO no layout meets, ...): deploying would be wrong,
+    # but `infra bench` still measures such models; `check` raises them where the program is built.
+    problems: list[Problem] = field(default_factory=list)
+
+    def check(self) -> None:
+        """Raise the planning problems of every model together, as one ConfigError."""
+        if self.problems:
+            raise ConfigError(self.problems, source=f"stacks/Pulumi.{self.config.stack}.yaml")
 
     def models_json(self) -> list[dict[str, Any]]:
         out = []
@@ -200,13 +207,14 @@ def plan_models(cfg: StackConfig, base_dir: Path | None = None) -> PlatformFacts
     """Resolve every model's layout (pure: no Pulumi). `layout: auto` runs the planner's search.
 
     An SLO no layout can meet is a config error, not a plan with goodput 0: deploying it would
-    serve every request late. Such problems of all models are raised together, as ConfigError.
+    serve every request late. Such problems of all models are collected in `facts.problems`
+    (raised by `facts.check()` where the program is built), so `infra bench` can still measure.
     """
     from infra.catalog.models import resolve_model
     from infra.planner import plan_model, slo_shortfall
 
     facts = PlatformFacts(config=cfg)
-    problems: list[Problem] = []
+    problems = facts.problems
     for model in cfg.models:
         pool = cfg.pool(model.pool)
         hf_path = None
@@ -239,8 +247,6 @@ def plan_models(cfg: StackConfig, base_dir: Path | None = None) -> PlatformFacts
             # The user chose this layout (perhaps measured): say what it costs, do not overrule it.
             facts.notes.append(f"model {model.name}: {shortfall}; as configured it serves no load within the SLO")
         facts.notes += _sizing_notes(facts.models[-1], cfg.stack)
-    if problems:
-        raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")
     facts.notes += zero_replica_notes(cfg)
     if cfg.observability.enabled and facts.models:
         from infra.render.slo_rules import slo_bucket_warnings
@@ -324,6 +330,7 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
     global LAST_FACTS
     try:
         facts = plan_models(cfg, base_dir)
+        facts.check()
     except ConfigError as err:
         raise _run_error(err) from None
     LAST_FACTS = facts
@@ -494,12 +501,9 @@ def build_platform(cfg: StackConfig, secrets: Secrets, base_dir: Path | None = N
 def _run_error(err: ConfigError) -> ConfigError:
     """The same problems as an error both callers print as lines, without a traceback: the Pulumi
     language host does so for a RunError, `infra plan` (mock runtime) for a UserError."""
-    import pulumi
+    from components.cluster import ConfigRunError
 
-    class PlanningConfigError(ConfigError, pulumi.RunError):
-        pass
-
-    return PlanningConfigError(err.problems, source=err.source)
+    return ConfigRunError(err.problems, source=err.source)
 
 
 def observed_models(facts: PlatformFacts) -> list:
@@ -511,18 +515,15 @@ def observed_models_of(models: list[ModelFacts]) -> list:
     """The models as the monitoring sees them. A model's share of its pool's billed cost is its
     GPUs per node over those of every model in `models` on the same pool (layouts are fixed, so
     the share is a constant; a pool with one model → 1.0)."""
+    from infra.render.model_service import deployment_name
     from infra.render.slo_rules import ObservedModel
-
-    def gpus_per_node(m: ModelFacts) -> int:
-        return m.layout.replicas_per_node * m.layout.gpus_per_replica
 
     pool_gpus: dict[str, int] = {}
     for m in models:
-        pool_gpus[m.pool.name] = pool_gpus.get(m.pool.name, 0) + gpus_per_node(m)
+        pool_gpus[m.pool.name] = pool_gpus.get(m.pool.name, 0) + m.layout.gpus_per_node_used
     out = []
     for m in models:
         price = m.pool.node_usd_per_hour
-        total = pool_gpus[m.pool.name]
         out.append(
             ObservedModel(
                 name=m.config.name,
@@ -535,7 +536,8 @@ def observed_models_of(models: list[ModelFacts]) -> list:
                 usd_per_gpu_hour=(price / m.pool.gpu.gpus) if price is not None else None,
                 pool=m.pool.name,
                 usd_per_node_hour=price,
-                pool_gpu_share=(gpus_per_node(m) / total) if total > 0 else 1.0,
+                pool_gpu_share=m.layout.gpus_per_node_used / pool_gpus[m.pool.name],
+                deployment=deployment_name(model_service_spec(m, None)),
             )
         )
     return out
@@ -576,7 +578,6 @@ def _running_target_problems(model: ModelFacts) -> list[Problem]:
 def scaling_spec(cfg: StackConfig, model: ModelFacts):
     """A model's autoscaling on in-flight load and the queue between its pool's node bounds (pure)."""
     from infra.render.autoscaling import ScalingSpec
-    from infra.render.model_service import deployment_name
     from infra.render.observability import prometheus_url
 
     (observed,) = observed_models_of([model])
@@ -584,7 +585,7 @@ def scaling_spec(cfg: StackConfig, model: ModelFacts):
     auto = model.config.autoscaling
     return ScalingSpec(
         model=observed,
-        deployment=deployment_name(model_service_spec(model, None)),
+        deployment=observed.deployment,
         min_replicas=rpn * model.pool.min_node_count,
         max_replicas=rpn * model.pool.max_node_count,
         replicas_per_node=rpn,

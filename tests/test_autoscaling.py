@@ -35,7 +35,9 @@ from tests.test_model_service import make_spec
 from tests.test_observability_rules import EXTERNAL_METRICS, metric_names
 
 K8S = "1.33.0"
-MODEL = ObservedModel("qwen3-235b", "qwen3-235b", "inference", 2000, 50, 4, 4, 2.0)
+MODEL = ObservedModel(
+    "qwen3-235b", "qwen3-235b", "inference", 2000, 50, 4, 4, 2.0, deployment="qwen3-235b-engine"
+)
 SPEC = ScalingSpec(
     model=MODEL,
     deployment="qwen3-235b-engine",
@@ -349,7 +351,9 @@ def _prod_facts(autoscaling: dict | None = None):
     if autoscaling is not None:
         _model(values)["autoscaling"] = autoscaling
     cfg = load_config(values, stack="prod", secret_keys=secrets, base_dir=ROOT)
-    return cfg, plan_models(cfg, ROOT)
+    facts = plan_models(cfg, ROOT)
+    facts.check()
+    return cfg, facts
 
 
 def test_prod_in_flight_target_is_the_headroom_share_of_the_planned_running_requests():

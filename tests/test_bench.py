@@ -194,7 +194,9 @@ def _production(target: bench.BenchTarget):
     kube-state-metrics joins of the rules) as (what, predicate(namespace, labels))."""
     service = target.service
     namespace = service.namespace
-    observed = observability.ObservedModel(target.model, service.served_model_name, namespace, 2000, 50, 4, 2)
+    observed = observability.ObservedModel(
+        target.model, service.served_model_name, namespace, 2000, 50, 4, 2, deployment=f"{target.model}-engine"
+    )
     objects = list(ms.render_model_service(service))
     for kind in ("session", "service"):
         spec = router.RouterSpec(model=target.model, kind=kind, namespace=namespace, public=True, api_key_secret="k")
@@ -470,6 +472,20 @@ def test_infra_bench_staging_writes_valid_manifests_for_the_top_layouts(tmp_path
         kubernetes_validate.validate(yaml.safe_load(path.read_text()), "1.33", strict=True)
     assert os.access(out / "run.sh", os.X_OK)
     assert "run it with" in capsys.readouterr().out
+
+
+def test_infra_bench_measures_a_model_whose_slo_no_layout_meets(tmp_path):
+    """An unmeetable SLO refuses `pulumi up` and `infra plan`, not the benchmark that measures it."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    doc = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())
+    (model,) = [m for m in doc["config"]["inference-platform:models"] if m["name"] == "qwen3-8b"]
+    model["slo"]["ttft_p90_ms"] = 1
+    (stacks / "Pulumi.dev.yaml").write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    argv = ["bench", "dev", "qwen3-8b", "--root", str(tmp_path), "--out", str(out), "--run-id", "r1"]
+    assert _run(argv) == 0
+    assert sorted(out.glob("0*-*/*.yaml"))
 
 
 def test_infra_bench_named_layouts_and_rates(tmp_path):

@@ -142,6 +142,9 @@ INVALID = [
     ("removed dra_driver key", "prod", _set("gpu_runtime", {"mode": "doks-managed", "dra_driver": False}), "gpu_runtime.dra_driver", "unknown key"),
     ("unpinned image", "prod", _set("models[0].image", "vllm/vllm-openai-rocm:latest"), "models[0].image", "not pinned"),
     ("layout flag in extra_args", "prod", _set("models[0].extra_args", ["--tensor-parallel-size=8"]), "models[0].extra_args[0]", "set by the layout"),
+    ("layout flag with underscores", "prod", _set("models[0].extra_args", ["--tensor_parallel_size=1"]), "models[0].extra_args[0]", "set by the layout"),
+    ("layout flag as short alias", "prod", _set("models[0].extra_args", ["-tp", "8"]), "models[0].extra_args[0]", "set by the layout"),
+    ("histogram buckets with underscores", "prod", _set("models[0].extra_args", ["--custom_histogram_buckets=1"]), "models[0].extra_args[0]", "silence the burn-rate alerts"),
     ("shared pool with auto layout", "prod", _add_model(name="second", served_model_name="second"), "models[2].pool", "shared"),
     ("NFS too small", "prod", _set("model_cache.size_gib", 10), "model_cache.size_gib", "greater than or equal to 50"),
     ("public router without router", "prod", _both(_set("router.kind", "service"), _set("router.public", True)), "router.public", "router"),
@@ -343,7 +346,8 @@ def test_invalid_yaml_is_a_config_error(tmp_path):
     (tmp_path / "stacks" / "Pulumi.bad.yaml").write_text("config: [unclosed\n")
     with pytest.raises(ConfigError) as info:
         load_stack_file("bad", tmp_path)
-    assert "not valid YAML" in info.value.render()
+    rendered = info.value.render()
+    assert "Pulumi.bad.yaml: not valid YAML at line 2, column 1:" in rendered and "\n" not in rendered
 
 
 def test_malformed_hf_config_is_a_config_error(tmp_path):

@@ -20,7 +20,9 @@ CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 PODMONITOR = "kubernetes:monitoring.coreos.com/v1:PodMonitor"
 RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
 
-MODELS = [ObservedModel("qwen3-235b", "qwen3-235b", "inference", 2000, 50, 4, 4, 3.2)]
+MODELS = [
+    ObservedModel("qwen3-235b", "qwen3-235b", "inference", 2000, 50, 4, 4, 3.2, deployment="qwen3-235b-engine")
+]
 
 
 def program(receiver: str = "webhook", gpu: GpuRuntimeFacts | None = None):

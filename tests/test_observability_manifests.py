@@ -24,8 +24,8 @@ from infra.render.observability import (
 
 K8S_VERSION = "1.33"
 MODELS = [
-    ObservedModel("qwen3-235b", "qwen3", "inference", 2000, 50, 4, 4, 3.2),
-    ObservedModel("llama-8b", "llama", "small", 1000, 25, 1, 2),
+    ObservedModel("qwen3-235b", "qwen3", "inference", 2000, 50, 4, 4, 3.2, deployment="qwen3-235b-engine"),
+    ObservedModel("llama-8b", "llama", "small", 1000, 25, 1, 2, deployment="llama-8b-engine"),
 ]
 SYSTEM = {"doks.digitalocean.com/node-pool": "system"}
 

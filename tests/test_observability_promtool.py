@@ -30,15 +30,18 @@ pytestmark = pytest.mark.skipif(
 # 4 of its 8 GPUs per node each (0 replicas expected, so the readiness scenarios leave them out);
 # "interp" is on a pool scaled to zero.
 CHAT = ObservedModel(
-    "chat", "chat-served", "inference", 2500, 50, 8, 2, 2.0, pool="mi300x", usd_per_node_hour=16.0
+    "chat", "chat-served", "inference", 2500, 50, 8, 2, 2.0, pool="mi300x", usd_per_node_hour=16.0,
+    deployment="chat-engine",
 )
 INTERP = ObservedModel(
-    "interp", "interp-served", "inference", 2000, 50, 1, 1, None, pool="parked", usd_per_node_hour=10.0
+    "interp", "interp-served", "inference", 2000, 50, 1, 1, None, pool="parked", usd_per_node_hour=10.0,
+    deployment="interp-engine",
 )
 SHARED = [
     ObservedModel(
         f"shared-{x}", f"shared-{x}", "inference", 2500, 50, 4, 0, 2.0,
         pool="shared", usd_per_node_hour=16.0, pool_gpu_share=0.5,
+        deployment=f"shared-{x}-engine",
     )
     for x in "ab"
 ]  # fmt: skip

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from infra.cli import check_output_dir, check_output_file, write_failed
+from infra.config import is_exact_version
 from infra.errors import Problem, UserError
 from infra.offline import Plan, build_plan, kubernetes_objects, money
 
@@ -116,7 +117,7 @@ def write_manifests(plan: Plan, out: Path) -> int:
 
 def _version_label(version: str) -> str:
     """`1.33` → `1.33.x`; an exact DOKS slug (`1.33.1-do.5`) as given."""
-    return version if "-do." in version else f"{version}.x"
+    return version if is_exact_version(version) else f"{version}.x"
 
 
 def render_summary(plan: Plan) -> str:

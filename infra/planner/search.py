@@ -11,7 +11,7 @@ inputs give identical plans.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infra.catalog.gpus import GpuSize
 from infra.catalog.models import ModelArch
@@ -204,6 +204,16 @@ def nodes_for_peak(peak_rps: float | None, goodput_rps_per_node: float) -> int |
     return max(1, math.ceil(peak_rps * HEADROOM / goodput_rps_per_node - 1e-9))
 
 
+def usd_per_million_output_tokens(
+    usd_per_node_hour: float | None, goodput_rps_per_node: float, output_tokens: int
+) -> float | None:
+    """What a node costs per million output tokens at this goodput; None without a price or a goodput.
+    One formula for predicted and measured goodput, like `nodes_for_peak`."""
+    if usd_per_node_hour is None or goodput_rps_per_node <= 0:
+        return None
+    return usd_per_node_hour / (goodput_rps_per_node * output_tokens * 3600.0) * 1e6
+
+
 def _bottleneck(model: ReplicaModel, n: float) -> str:
     b = model.breakdown(n)
     parts = {
@@ -277,9 +287,7 @@ def _evaluate(
     r = layout.replicas_per_node
     per_node = rate * r
     out_tok_gpu = per_node * workload.output_tokens / gpus_used if gpus_used else 0.0
-    usd_per_m = None
-    if ctx.price is not None and per_node > 0:
-        usd_per_m = ctx.price / (per_node * workload.output_tokens * 3600.0) * 1e6
+    usd_per_m = usd_per_million_output_tokens(ctx.price, per_node, workload.output_tokens)
     nodes = nodes_for_peak(workload.peak_rps, per_node)
     running = point.running if point.stable else 0.0
     bottleneck = _bottleneck(model, max(1.0, running))
@@ -564,8 +572,8 @@ def plan_model(
     if not candidates:
         raise_no_shape(arch, gpu, tp, ep, dp, replicas_per_node)
     candidates = _break_ties(sorted(candidates, key=_rank_key))
-    chosen = candidates[0]
-    return ModelPlan(arch.id, gpu.slug, chosen, candidates, _plan_reason(chosen, candidates, slo, arch.is_moe))
+    plan = ModelPlan(arch.id, gpu.slug, candidates[0], candidates)
+    return replace(plan, reason=_plan_reason(plan, slo, arch.is_moe))
 
 
 def _break_ties(ranked: list[Candidate]) -> list[Candidate]:
@@ -600,13 +608,13 @@ def raise_no_shape(arch, gpu, tp, ep, dp, r):
     )
 
 
-def _plan_reason(chosen: Candidate, candidates: list[Candidate], slo: Slo, is_moe: bool = False) -> str:
+def _plan_reason(plan: ModelPlan, slo: Slo, is_moe: bool = False) -> str:
+    chosen, candidates = plan.chosen, plan.candidates
     if not chosen.fits:
         return f"no layout fits: {chosen.reason}"
-    if chosen.goodput_rps_per_node <= 0:
-        return (
-            f"no layout meets p90 TTFT {slo.ttft_p90_ms:g} ms / TPOT {slo.tpot_p90_ms:g} ms: {chosen.reason}"
-        )
+    shortfall = slo_shortfall(plan, slo)  # the chosen (best) candidate serves no load within the SLO
+    if shortfall:
+        return shortfall
     others = [c for c in candidates[1:] if c.fits]
     vs = ""
     if others:

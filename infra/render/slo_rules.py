@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # vLLM V1 default histogram bucket upper bounds in seconds. In 0.33 they are defined in
 # vllm/v1/metrics/buckets.py (earlier releases had them inline in vllm/v1/metrics/loggers.py) and
@@ -91,6 +91,8 @@ class ObservedModel:
     pool_gpu_share: the model's share of the pool's billed cost: its GPUs per node (replicas per
         node × tp × dp) ÷ the sum of that over every model on the pool. A render-time constant
         (shared pools have fixed layouts); 1.0 for a pool with one model.
+    deployment: the vLLM Deployment's name (infra.render.model_service.deployment_name), for the
+        not-ready and metrics-absent alerts and the autoscaler's target.
     """
 
     name: str
@@ -104,17 +106,12 @@ class ObservedModel:
     pool: str | None = None
     usd_per_node_hour: float | None = None
     pool_gpu_share: float = 1.0
+    deployment: str = field(kw_only=True)
 
     @property
     def billed(self) -> bool:
         """Whether the billed-cost rules (pool nodes × node price × share) apply to this model."""
         return self.pool is not None and self.usd_per_node_hour is not None
-
-    @property
-    def deployment(self) -> str:
-        """The vLLM Deployment's name; the same as infra.render.model_service.deployment_name
-        (a test keeps the two in step)."""
-        return f"{self.name}-engine"
 
 
 @dataclass(frozen=True)
@@ -468,11 +465,8 @@ def pool_cost_group(models: Iterable[ObservedModel]) -> dict | None:
     for m in models:
         if not m.billed:
             continue
-        known = prices.setdefault(m.pool, m.usd_per_node_hour)
-        if abs(known - m.usd_per_node_hour) > 1e-9:
-            raise ValueError(
-                f"pool {m.pool}: models disagree on the node price ({known:g} vs {m.usd_per_node_hour:g} $/h)"
-            )
+        # Every model of a pool has the pool's price (platform.observed_models_of).
+        prices.setdefault(m.pool, m.usd_per_node_hour)
     if not prices:
         return None
     rules = []
