@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from infra.catalog.gpus import gpu_size  # noqa: E402
 from infra.catalog.models import resolve_model  # noqa: E402
+from infra.domain import Layout, Workload  # noqa: E402
 from infra.planner.efficiency import (  # noqa: E402
     DEFAULT_PATH,
     EfficiencyFactors,
@@ -40,7 +41,6 @@ from infra.planner.efficiency import (  # noqa: E402
     load_efficiency,
     save_efficiency,
 )
-from infra.planner.layout import Layout, Workload  # noqa: E402
 from infra.planner.search import predict_closed_loop  # noqa: E402
 
 DEFAULT_CSV = ROOT / "benchmarks" / "data" / "published_serving_benchmarks.csv"

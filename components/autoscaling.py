@@ -7,32 +7,30 @@ it never targets a Deployment that does not exist yet.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.catalog import versions
-from infra.render.autoscaling import KEDA_NAMESPACE, KEDA_RELEASE_NAME, render_keda_values
+from infra.render.autoscaling import KEDA_NAMESPACE, KEDA_RELEASE_NAME, AutoscalingSpec, render_keda_values
 
 HELM_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
 class ReplicaAutoscalingArgs:
-    """Inputs of the autoscaling component.
+    """KEDA and the ScaledObjects as planned, and what each must wait for.
 
-    scaled_objects: rendered ScaledObjects, with the resources each must wait for (its model service).
-    system_node_selector: where KEDA's pods run (the system pool).
+    waits_for: model name → the resources its ScaledObject waits for (its model service).
     provider: the cluster's Kubernetes provider.
     depends_on: what the whole component waits for (the monitoring stack that answers its queries).
     """
 
-    scaled_objects: Sequence[tuple[dict, Sequence[pulumi.Resource]]]
-    system_node_selector: dict[str, str]
+    spec: AutoscalingSpec
+    waits_for: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
     provider: k8s.Provider | None = None
-    chart_version: str = versions.KEDA_CHART_VERSION
     depends_on: Sequence[pulumi.Resource] = ()
     deleted_with: pulumi.Resource | None = None
 
@@ -50,11 +48,11 @@ class ReplicaAutoscaling(pulumi.ComponentResource):
             k8s.helm.v3.ReleaseArgs(
                 name=KEDA_RELEASE_NAME,
                 chart=versions.KEDA_CHART,
-                version=args.chart_version,
+                version=args.spec.chart_version,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.KEDA_CHART_REPO),
                 namespace=KEDA_NAMESPACE,
                 create_namespace=True,
-                values=render_keda_values(args.system_node_selector),
+                values=render_keda_values(dict(args.spec.system_node_selector)),
                 timeout=HELM_TIMEOUT_S,
             ),
             opts=child,
@@ -67,9 +65,9 @@ class ReplicaAutoscaling(pulumi.ComponentResource):
                 metadata=obj["metadata"],
                 spec=obj["spec"],
                 opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(depends_on=[self.release, *waits_for])
+                    child, pulumi.ResourceOptions(depends_on=[self.release, *args.waits_for.get(model, ())])
                 ),
             )
-            for obj, waits_for in args.scaled_objects
+            for model, obj in args.spec.scaled_objects
         ]
         self.register_outputs({"scaled_objects": [o.metadata["name"] for o in self.scaled_objects]})

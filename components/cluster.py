@@ -32,48 +32,17 @@ Safety choices (each explained in docs/architecture.md):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_digitalocean as digitalocean
 import pulumi_kubernetes as k8s
 
-from infra.config import NS, is_exact_version
+from infra.catalog.doks import is_exact_version
 from infra.errors import ConfigError, Problem
+from infra.specs import ClusterSpec
 
 SYSTEM_POOL_LABEL = "inference-platform/pool"
-
-
-@dataclass(frozen=True)
-class GpuAddonFlags:
-    """Which DOKS-managed GPU components the cluster enables (each sent explicitly)."""
-
-    amd_device_plugin: bool
-    amd_metrics_exporter: bool
-    nvidia_device_plugin: bool
-
-
-def gpu_addon_flags(pool_vendors: set[str], runtime_mode: str, observability_enabled: bool) -> GpuAddonFlags:
-    """Derive the cluster's GPU add-on flags from the pools and the ROCm runtime mode.
-
-    - AMD pools + `doks-managed`: DOKS runs ROCm/k8s-device-plugin.
-    - `device-plugin` / `gpu-operator`: we run our own plugin, so the DOKS one is explicitly off
-      (left unset, DOKS enables it by default on clusters with AMD nodes, and two plugins would
-      both advertise `amd.com/gpu`).
-    - Metrics exporter: on when observability is on and there is an AMD pool to measure, in
-      `doks-managed` and `device-plugin` mode (DOKS's exporter does not need DOKS's plugin); off in
-      `gpu-operator` mode, where the DeviceConfig deploys the operator's own exporter.
-    - NVIDIA pools: the DOKS NVIDIA device plugin.
-    - DOKS's AMD DRA driver is never enabled: model pods request the `amd.com/gpu` extended
-      resource, which only a device plugin advertises, and DOKS refuses the driver next to one.
-    """
-    has_amd = "amd" in pool_vendors
-    return GpuAddonFlags(
-        amd_device_plugin=has_amd and runtime_mode == "doks-managed",
-        amd_metrics_exporter=has_amd and runtime_mode in ("doks-managed", "device-plugin") and observability_enabled,
-        nvidia_device_plugin="nvidia" in pool_vendors,
-    )
 
 
 def version_prefix_for_lookup(version_prefix: str) -> str:
@@ -82,21 +51,16 @@ def version_prefix_for_lookup(version_prefix: str) -> str:
     return f"{version_prefix}-" if version_prefix.count(".") == 2 else f"{version_prefix}."
 
 
-class ConfigRunError(ConfigError, pulumi.RunError):
-    """A config error found while the Pulumi program runs (e.g. once DO answered, or by the planner):
-    printed as one line by the CLI (a UserError) and by the Pulumi language host (a RunError)."""
-
-
-def looked_up_version(version_prefix: str, latest: str) -> str:
+def looked_up_version(spec: ClusterSpec, latest: str) -> str:
     """The lookup's latest version, or an error naming the key: an empty version would reach DO."""
     if latest:
         return latest
-    raise ConfigRunError(
+    raise ConfigError(
         [
             Problem(
-                f"{NS}cluster.version",
-                f"{version_prefix!r}: DigitalOcean offers no Kubernetes release starting with "
-                f"{version_prefix_for_lookup(version_prefix)!r} (retired or not yet released); use a minor "
+                spec.version_key,
+                f"{spec.version!r}: DigitalOcean offers no Kubernetes release starting with "
+                f"{version_prefix_for_lookup(spec.version)!r} (retired or not yet released); use a minor "
                 "that `doctl kubernetes options versions` lists, e.g. \"1.33\", or an exact DOKS slug "
                 "such as \"1.33.1-do.5\" (a prefix only picks the version of a new cluster: an existing one "
                 "keeps what it runs)",
@@ -107,31 +71,10 @@ def looked_up_version(version_prefix: str, latest: str) -> str:
 
 @dataclass(frozen=True)
 class DoksClusterArgs:
-    """Inputs of the DOKS cluster and its system pool."""
+    """The cluster as planned, and the VPC it joins."""
 
-    environment: str
-    region: str
-    version: str  # "1.33": latest 1.33.x-do.y at creation, then ignored; "1.33.1-do.5": verbatim
+    spec: ClusterSpec
     vpc_id: pulumi.Input[str]
-    system_pool_size: str = "s-4vcpu-8gb"  # create-time: a change replaces the cluster
-    system_pool_nodes: int = 2
-    ha: bool = False
-    auto_upgrade: bool = True
-    surge_upgrade: bool = True
-    maintenance_day: str = "sunday"  # monday..sunday | any
-    maintenance_start_time: str = "04:00"  # UTC, HH:MM
-    control_plane_allowed_cidrs: Sequence[str] = ()  # empty: control-plane firewall off
-    cluster_subnet: str | None = None  # VPC-native pod range
-    service_subnet: str | None = None  # VPC-native service range
-    kubeconfig_expire_seconds: int | None = None  # None: DOKS default (7 days)
-    destroy_all_associated_resources: bool = False  # on destroy, also delete LBs/volumes Kubernetes made
-    gpu_flags: GpuAddonFlags = field(
-        default_factory=lambda: GpuAddonFlags(
-            amd_device_plugin=False, amd_metrics_exporter=False, nvidia_device_plugin=False
-        )
-    )
-    protect: bool = False
-    tags: Sequence[str] = ()
 
 
 class DoksCluster(pulumi.ComponentResource):
@@ -146,73 +89,74 @@ class DoksCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: DoksClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:cluster:DoksCluster", name, None, opts)
 
-        exact = is_exact_version(args.version)
+        spec = args.spec
+        exact = is_exact_version(spec.version)
         if exact:
-            version: pulumi.Input[str] = args.version
+            version: pulumi.Input[str] = spec.version
         else:
             # A plain (blocking) invoke: a retired prefix stops the program here, before the
             # cluster is declared, with one line instead of a failed apply deep in the engine.
             versions = digitalocean.get_kubernetes_versions(
-                version_prefix=version_prefix_for_lookup(args.version),
+                version_prefix=version_prefix_for_lookup(spec.version),
                 opts=pulumi.InvokeOptions(parent=self),
             )
-            version = looked_up_version(args.version, versions.latest_version)
+            version = looked_up_version(spec, versions.latest_version)
 
         self.cluster = digitalocean.KubernetesCluster(
             name,
             name=name,
-            region=args.region,
+            region=spec.region,
             version=version,
             vpc_uuid=args.vpc_id,
-            cluster_subnet=args.cluster_subnet,
-            service_subnet=args.service_subnet,
-            ha=args.ha,
-            auto_upgrade=args.auto_upgrade,
-            surge_upgrade=args.surge_upgrade,
+            cluster_subnet=spec.cluster_subnet,
+            service_subnet=spec.service_subnet,
+            ha=spec.ha,
+            auto_upgrade=spec.auto_upgrade,
+            surge_upgrade=spec.surge_upgrade,
             maintenance_policy=digitalocean.KubernetesClusterMaintenancePolicyArgs(
-                day=args.maintenance_day, start_time=args.maintenance_start_time
+                day=spec.maintenance_day, start_time=spec.maintenance_start_time
             ),
             # Always sent: None would leave an existing firewall on with its old list.
             control_plane_firewall=digitalocean.KubernetesClusterControlPlaneFirewallArgs(
-                enabled=bool(args.control_plane_allowed_cidrs),
-                allowed_addresses=list(args.control_plane_allowed_cidrs),
+                enabled=bool(spec.control_plane_allowed_cidrs),
+                allowed_addresses=list(spec.control_plane_allowed_cidrs),
             ),
-            kubeconfig_expire_seconds=args.kubeconfig_expire_seconds,
-            destroy_all_associated_resources=args.destroy_all_associated_resources,
+            kubeconfig_expire_seconds=spec.kubeconfig_expire_seconds,
+            destroy_all_associated_resources=spec.destroy_all_associated_resources,
             node_pool=digitalocean.KubernetesClusterNodePoolArgs(
-                name=f"{name}-system",  # keep in sync with system_pool_name below
-                size=args.system_pool_size,
-                node_count=args.system_pool_nodes,
+                name=spec.system_pool_name,
+                size=spec.system_pool_size,
+                node_count=spec.system_pool_nodes,
                 auto_scale=False,
                 labels={SYSTEM_POOL_LABEL: "system"},
-                tags=list(args.tags),
+                tags=list(spec.tags),
             ),
             amd_gpu_device_plugin=digitalocean.KubernetesClusterAmdGpuDevicePluginArgs(
-                enabled=args.gpu_flags.amd_device_plugin
+                enabled=spec.gpu_flags.amd_device_plugin
             ),
             amd_gpu_device_metrics_exporter_plugin=(
                 digitalocean.KubernetesClusterAmdGpuDeviceMetricsExporterPluginArgs(
-                    enabled=args.gpu_flags.amd_metrics_exporter
+                    enabled=spec.gpu_flags.amd_metrics_exporter
                 )
             ),
             nvidia_gpu_device_plugin=digitalocean.KubernetesClusterNvidiaGpuDevicePluginArgs(
-                enabled=args.gpu_flags.nvidia_device_plugin
+                enabled=spec.gpu_flags.nvidia_device_plugin
             ),
-            tags=list(args.tags),
+            tags=list(spec.tags),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                protect=args.protect,
+                protect=spec.protect,
                 # A prefix only chooses the version at creation (see module docstring).
                 ignore_changes=None if exact else ["version"],
             ),
         )
-        self.system_pool_name = f"{name}-system"  # DOKS labels its nodes doks.digitalocean.com/node-pool=<this>
+        self.system_pool_name = spec.system_pool_name
         self.cluster_id = self.cluster.id
         self.version = self.cluster.version  # what runs, not what the lookup says
         # Fresh credentials on every run (see module docstring); waits for the cluster to exist.
         live = digitalocean.get_kubernetes_cluster_output(
             name=self.cluster.name,
-            kubeconfig_expire_seconds=args.kubeconfig_expire_seconds,
+            kubeconfig_expire_seconds=spec.kubeconfig_expire_seconds,
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[self.cluster]),
         )
         self.kubeconfig = pulumi.Output.secret(live.kube_configs.apply(lambda configs: configs[0].raw_config))

@@ -8,13 +8,14 @@ resizing, adding or removing GPU capacity never touches the cluster itself. `siz
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_digitalocean as digitalocean
 
 from infra.catalog.gpus import GpuSize
+from infra.specs import GpuPoolSpec
 
 POOL_LABEL = "inference-platform/pool"
 GPU_VENDOR_LABEL = "inference-platform/gpu-vendor"
@@ -50,21 +51,10 @@ def pool_ignore_changes(autoscaled: bool, vendor: str, partition_mode: str | Non
 
 @dataclass(frozen=True)
 class GpuNodePoolArgs:
-    """Inputs of one GPU node pool. Either `node_count`, or `min_nodes` and `max_nodes`."""
+    """The pool as planned, and the cluster it joins."""
 
+    spec: GpuPoolSpec
     cluster_id: pulumi.Input[str]
-    pool_name: str  # config name; becomes the DO pool name and the `inference-platform/pool` label
-    gpu: GpuSize
-    node_count: int | None = None
-    min_nodes: int | None = None  # autoscaling; GPU pools may scale to zero
-    max_nodes: int | None = None
-    partition_mode: str | None = None  # AMD only: AMD_PARTITION_MODE_SPX_NPS1 | _DPX_NPS2
-    labels: Mapping[str, str] = field(default_factory=dict)
-    tags: Sequence[str] = ()
-
-    @property
-    def autoscaled(self) -> bool:
-        return self.node_count is None
 
 
 def gpu_pool_labels(pool_name: str, gpu: GpuSize, extra: Mapping[str, str]) -> dict[str, str]:
@@ -89,23 +79,24 @@ class GpuNodePool(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:gpu_pool:GpuNodePool", name, None, opts)
-        autoscaled = args.autoscaled
+        spec = args.spec
+        autoscaled = spec.autoscaled
         self.node_pool = digitalocean.KubernetesNodePool(
             name,
             cluster_id=args.cluster_id,
-            name=args.pool_name,
-            size=args.gpu.slug,
-            node_count=args.node_count,
+            name=spec.pool_name,
+            size=spec.gpu.slug,
+            node_count=spec.node_count,
             auto_scale=autoscaled,
-            min_nodes=args.min_nodes if autoscaled else None,
-            max_nodes=args.max_nodes if autoscaled else None,
-            gpu_partition_mode=args.partition_mode,
-            labels=gpu_pool_labels(args.pool_name, args.gpu, args.labels),
-            taints=[digitalocean.KubernetesNodePoolTaintArgs(**t) for t in gpu_pool_taints(args.gpu)],
-            tags=list(args.tags),
+            min_nodes=spec.min_nodes if autoscaled else None,
+            max_nodes=spec.max_nodes if autoscaled else None,
+            gpu_partition_mode=spec.partition_mode,
+            labels=gpu_pool_labels(spec.pool_name, spec.gpu, spec.labels),
+            taints=[digitalocean.KubernetesNodePoolTaintArgs(**t) for t in gpu_pool_taints(spec.gpu)],
+            tags=list(spec.tags),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                ignore_changes=pool_ignore_changes(autoscaled, args.gpu.vendor, args.partition_mode) or None,
+                ignore_changes=pool_ignore_changes(autoscaled, spec.gpu.vendor, spec.partition_mode) or None,
                 # Creating 8-GPU nodes can take longer than the provider's 30-minute default.
                 custom_timeouts=pulumi.CustomTimeouts(create="60m"),
             ),

@@ -22,25 +22,17 @@ import pulumi_kubernetes as k8s
 
 from infra.catalog import versions
 from infra.render import gpu_runtime as render
+from infra.specs import GpuRuntimeSpec
 
 RUNTIME_MODES = ("doks-managed", "device-plugin", "gpu-operator")
 
 
 @dataclass(frozen=True)
 class GpuRuntimeArgs:
-    """Inputs of the GPU runtime. Images and chart versions default to infra/catalog/versions.py."""
+    """The runtime as planned, and where it goes."""
 
-    mode: str  # doks-managed | device-plugin | gpu-operator
+    spec: GpuRuntimeSpec
     provider: k8s.Provider
-    amd_pools: Sequence[str]  # names of the AMD GPU pools; empty → nothing to run
-    disable_numa_balancing: bool = True  # AMD's vLLM recommendation
-    metrics_exporter: bool = False  # gpu-operator mode: exporter via the DeviceConfig
-    device_plugin_image: str = versions.ROCM_DEVICE_PLUGIN_IMAGE
-    node_labeller_image: str = versions.ROCM_NODE_LABELLER_IMAGE
-    metrics_exporter_image: str = versions.ROCM_DEVICE_METRICS_EXPORTER_IMAGE
-    node_tuning_image: str = versions.BUSYBOX_IMAGE
-    gpu_operator_chart_version: str = versions.AMD_GPU_OPERATOR_CHART_VERSION
-    cert_manager_chart_version: str = versions.CERT_MANAGER_CHART_VERSION
     depends_on: Sequence[pulumi.Resource] = ()  # e.g. the GPU node pools
     deleted_with: pulumi.Resource | None = None  # the cluster: skip per-object deletes on teardown
 
@@ -72,21 +64,21 @@ class GpuRuntime(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuRuntimeArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:gpu_runtime:GpuRuntime", name, None, opts)
-        if args.mode not in RUNTIME_MODES:
-            raise ValueError(f"unknown gpu runtime mode {args.mode!r}; expected one of {RUNTIME_MODES}")
+        if args.spec.mode not in RUNTIME_MODES:
+            raise ValueError(f"unknown gpu runtime mode {args.spec.mode!r}; expected one of {RUNTIME_MODES}")
         self.objects = []
         self.cert_manager = self.gpu_operator = self.device_config = None
 
-        if args.amd_pools:
-            if args.disable_numa_balancing:
-                tuning = render.render_node_tuning_daemonset(args.node_tuning_image)
+        if args.spec.amd_pools:
+            if args.spec.disable_numa_balancing:
+                tuning = render.render_node_tuning_daemonset(args.spec.node_tuning_image)
                 self.objects.append(declare_object(f"{name}-node-tuning", tuning, self._opts(args)))
-            if args.mode == "device-plugin":
+            if args.spec.mode == "device-plugin":
                 self._declare_device_plugin(name, args)
-            elif args.mode == "gpu-operator":
+            elif args.spec.mode == "gpu-operator":
                 self._declare_gpu_operator(name, args)
 
-        self.register_outputs({"mode": args.mode, "objects": len(self.objects)})
+        self.register_outputs({"mode": args.spec.mode, "objects": len(self.objects)})
 
     def _opts(
         self, args: GpuRuntimeArgs, depends_on: Sequence[pulumi.Resource] = ()
@@ -100,8 +92,8 @@ class GpuRuntime(pulumi.ComponentResource):
 
     def _declare_device_plugin(self, name: str, args: GpuRuntimeArgs) -> None:
         rendered = [
-            *render.render_device_plugin(args.device_plugin_image),
-            *render.render_node_labeller(args.node_labeller_image),
+            *render.render_device_plugin(args.spec.device_plugin_image),
+            *render.render_node_labeller(args.spec.node_labeller_image),
         ]
         for obj in rendered:
             suffix = f"{obj['kind'].lower()}-{obj['metadata']['name']}"
@@ -112,7 +104,7 @@ class GpuRuntime(pulumi.ComponentResource):
             f"{name}-cert-manager",
             name="cert-manager",
             chart=versions.CERT_MANAGER_CHART,
-            version=args.cert_manager_chart_version,
+            version=args.spec.cert_manager_chart_version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.CERT_MANAGER_CHART_REPO),
             namespace=render.CERT_MANAGER_NAMESPACE,
             create_namespace=True,
@@ -123,7 +115,7 @@ class GpuRuntime(pulumi.ComponentResource):
             f"{name}-amd-gpu-operator",
             name="amd-gpu-operator",
             chart=versions.AMD_GPU_OPERATOR_CHART,
-            version=args.gpu_operator_chart_version,
+            version=args.spec.gpu_operator_chart_version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.AMD_GPU_OPERATOR_CHART_REPO),
             namespace=render.GPU_OPERATOR_NAMESPACE,
             create_namespace=True,
@@ -131,10 +123,10 @@ class GpuRuntime(pulumi.ComponentResource):
             opts=self._opts(args, depends_on=[self.cert_manager]),
         )
         device_config = render.render_device_config(
-            device_plugin_image=args.device_plugin_image,
-            node_labeller_image=args.node_labeller_image,
-            metrics_exporter_image=args.metrics_exporter_image,
-            metrics_exporter_enabled=args.metrics_exporter,
+            device_plugin_image=args.spec.device_plugin_image,
+            node_labeller_image=args.spec.node_labeller_image,
+            metrics_exporter_image=args.spec.metrics_exporter_image,
+            metrics_exporter_enabled=args.spec.metrics_exporter,
         )
         # The DeviceConfig CRD arrives with the operator release: create the CR after it.
         self.device_config = k8s.apiextensions.CustomResource(

@@ -29,23 +29,18 @@ from infra.render.model_cache import (
     render_model_cache_pv,
     render_model_cache_pvc,
 )
+from infra.specs import ModelCacheSpec
 
 NFS_MIN_SIZE_GIB = 50  # DO NFS minimum; shares grow but never shrink
 
 
 @dataclass(frozen=True)
 class ModelCacheArgs:
-    """Inputs of the weight cache."""
+    """The cache as planned, and the Pulumi handles it needs."""
 
-    region: str  # must be the cluster's region
+    spec: ModelCacheSpec
     vpc_id: pulumi.Input[str]  # must be the cluster's VPC
-    size_gib: int
-    tier: str  # standard | high (DO NFS performance tier; high cannot be downgraded)
-    namespace: str  # where the PVC lives (the `inference` namespace, created elsewhere)
     provider: k8s.Provider
-    protect: bool = False
-    retain_on_delete: bool | None = None  # None: same as protect
-    tags: Sequence[str] = ()
     depends_on: Sequence[pulumi.Resource] = ()  # e.g. the namespace object
 
 
@@ -60,28 +55,28 @@ class ModelCache(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ModelCacheArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:model_cache:ModelCache", name, None, opts)
-        if args.size_gib < NFS_MIN_SIZE_GIB:
+        if args.spec.size_gib < NFS_MIN_SIZE_GIB:
             raise ValueError(
-                f"NFS share size {args.size_gib} GiB is below the {NFS_MIN_SIZE_GIB} GiB minimum"
+                f"NFS share size {args.spec.size_gib} GiB is below the {NFS_MIN_SIZE_GIB} GiB minimum"
             )
-        retain = args.protect if args.retain_on_delete is None else args.retain_on_delete
+        retain = args.spec.protect if args.spec.retain_on_delete is None else args.spec.retain_on_delete
 
         self.share = digitalocean.Nfs(
             f"{name}-nfs",
             name=f"{name}-nfs",
-            region=args.region,
+            region=args.spec.region,
             vpc_id=args.vpc_id,
-            size=args.size_gib,
-            performance_tier=args.tier,
-            tags=list(args.tags),
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=retain),
+            size=args.spec.size_gib,
+            performance_tier=args.spec.tier,
+            tags=list(args.spec.tags),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.spec.protect, retain_on_delete=retain),
         )
 
         pv = render_model_cache_pv(
             server=self.share.host,
             path=self.share.mount_path,
-            size_gib=args.size_gib,
-            namespace=args.namespace,
+            size_gib=args.spec.size_gib,
+            namespace=args.spec.namespace,
         )
         self.volume = k8s.core.v1.PersistentVolume(
             f"{name}-pv",
@@ -91,7 +86,7 @@ class ModelCache(pulumi.ComponentResource):
                 parent=self, provider=args.provider, depends_on=list(args.depends_on)
             ),
         )
-        pvc = render_model_cache_pvc(size_gib=args.size_gib, namespace=args.namespace)
+        pvc = render_model_cache_pvc(size_gib=args.spec.size_gib, namespace=args.spec.namespace)
         self.claim = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-pvc",
             metadata=pvc["metadata"],

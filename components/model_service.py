@@ -14,7 +14,6 @@ only Pulumi can express:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,10 +44,10 @@ class ModelServiceArgs:
 
     spec: the rendered shape (layout, pool, image, cache, Secret names...).
     provider: the cluster's Kubernetes provider.
-    hf_token: Hugging Face token as a Pulumi secret; creates Secret `spec.hf_token_secret`
-        (default `<model>-hf-token`). None: no token, or `spec.hf_token_secret` already exists.
-    api_key: client API key as a Pulumi secret; creates Secret `spec.api_key_secret`
-        (default `<model>-api-key`). The router of this model must reference the same Secret.
+    hf_token: Hugging Face token as a Pulumi secret; stored as Secret `spec.hf_token_secret`.
+        None: no token, or `spec.hf_token_secret` exists already.
+    api_key: client API key as a Pulumi secret; stored as Secret `spec.api_key_secret`, which
+        the router of this model reads too. None: no key, or the Secret exists already.
     protect: protect the children (they are stateless; usually False).
     depends_on: e.g. the namespace and the weight-cache claim.
     """
@@ -59,17 +58,6 @@ class ModelServiceArgs:
     api_key: pulumi.Input[str] | None = None
     protect: bool = False
     depends_on: Sequence[pulumi.Resource] = ()
-
-
-def resolve_secret_names(args: ModelServiceArgs) -> ModelServiceSpec:
-    """The spec with Secret names filled in for every secret value the component will store."""
-    spec = args.spec
-    changes = {}
-    if args.hf_token is not None and not spec.hf_token_secret:
-        changes["hf_token_secret"] = f"{spec.name}-hf-token"
-    if args.api_key is not None and not spec.api_key_secret:
-        changes["api_key_secret"] = f"{spec.name}-api-key"
-    return dataclasses.replace(spec, **changes) if changes else spec
 
 
 class ModelService(pulumi.ComponentResource):
@@ -86,7 +74,7 @@ class ModelService(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ModelServiceArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:model_service:ModelService", name, None, opts)
-        self.spec = spec = resolve_secret_names(args)
+        self.spec = spec = args.spec
         # Pulumi hands a component's protect and providers down to its children, not deleted_with:
         # passed on here, so that tearing down the cluster skips deleting every object one by one.
         deleted_with = opts.deleted_with if opts else None

@@ -14,32 +14,10 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_digitalocean as digitalocean
 
-APP_TAG = "app:inference-platform"
+from infra.specs import NetworkSpec, ProjectSpec
 
 # DigitalOcean project environments accept exactly these three values.
 _PROJECT_ENVIRONMENT = {"dev": "Development", "staging": "Staging", "prod": "Production"}
-
-
-def standard_tags(environment: str) -> list[str]:
-    """Tags every taggable DO resource carries, for cost attribution.
-
-    DO tag names may contain letters, numbers, colons, dashes and underscores (max 255 chars), so
-    `env:prod` and `app:inference-platform` are valid as written.
-    Source: DO API reference, Tags → create ("Tags may contain letters, numbers, colons, dashes,
-    and underscores").
-    """
-    return [f"env:{environment}", APP_TAG]
-
-
-@dataclass(frozen=True)
-class NetworkArgs:
-    """Inputs of the environment's VPC."""
-
-    environment: str  # dev | staging | prod
-    region: str  # DO region slug, e.g. "atl1"
-    vpc_cidr: str  # RFC 1918 range between /16 and /24; create-time only
-    description: str = "inference-platform private network"
-    protect: bool = False  # prod: a VPC replacement would orphan the cluster and the NFS share
 
 
 class Network(pulumi.ComponentResource):
@@ -48,7 +26,7 @@ class Network(pulumi.ComponentResource):
     vpc: digitalocean.Vpc
     vpc_id: pulumi.Output[str]
 
-    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: NetworkSpec, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:network:Network", name, None, opts)
         self.vpc = digitalocean.Vpc(
             f"{name}-vpc",
@@ -64,7 +42,7 @@ class Network(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class EnvironmentProjectArgs:
-    """A DO project grouping the environment's resources in the control panel and on the bill.
+    """The project to create and the resources to assign to it.
 
     `resources` are DigitalOcean URNs (`do:kubernetes:<id>`, `do:droplet:<id>`, ...), not Pulumi
     URNs: use `KubernetesCluster.cluster_urn`. Assignable types are apps, database clusters,
@@ -72,13 +50,12 @@ class EnvironmentProjectArgs:
     volumes; VPCs and NFS shares cannot be assigned (the provider exposes no URN for them).
     """
 
-    environment: str
+    spec: ProjectSpec
     resources: Sequence[pulumi.Input[str]] = field(default_factory=list)
-    description: str = "LLM inference platform (managed by Pulumi)"
 
 
 class EnvironmentProject(pulumi.ComponentResource):
-    """One DO project per environment, named `inference-platform-<env>`."""
+    """One DO project per stack (DO project names are unique per account)."""
 
     project: digitalocean.Project
 
@@ -86,10 +63,10 @@ class EnvironmentProject(pulumi.ComponentResource):
         super().__init__("inference-platform:network:EnvironmentProject", name, None, opts)
         self.project = digitalocean.Project(
             f"{name}-project",
-            name=f"inference-platform-{args.environment}",
-            description=args.description,
+            name=args.spec.project_name,
+            description=args.spec.description,
             purpose="Machine learning / AI / Data processing",
-            environment=_PROJECT_ENVIRONMENT[args.environment],
+            environment=_PROJECT_ENVIRONMENT[args.spec.environment],
             resources=list(args.resources),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -8,7 +8,7 @@ PrometheusRules and dashboards depend on the Helm release because the release in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -18,66 +18,31 @@ from infra.render.observability import (
     ALERT_WEBHOOK_SECRET,
     GRAFANA_ADMIN_SECRET,
     HELM_RELEASE_NAME,
-    AlertThresholds,
-    GpuRuntimeFacts,
-    MonitoringSettings,
-    ObservedModel,
+    ObservabilitySpec,
     render_dashboard_configmaps,
     render_kube_prometheus_stack_values,
     render_namespace,
     render_pod_monitors,
     render_prometheus_rules,
 )
-from infra.render.slo_rules import DEFAULT_THRESHOLDS, RUNBOOK_DEFAULT, slo_bucket_warnings
 
 HELM_TIMEOUT_S = 900  # CRDs + admission-webhook hook jobs + a PVC on a fresh cluster
 
 
-@dataclass
+@dataclass(frozen=True)
 class ObservabilityArgs:
-    """Inputs of the monitoring stack.
+    """The monitoring stack as planned, and its secrets.
 
     provider: the cluster's Kubernetes provider.
-    namespace: namespace for the stack, its monitors, rules and dashboards.
-    retention / storage_gib: Prometheus TSDB retention (≥ 3d for the SLO windows) and volume size.
     grafana_admin_password: a Pulumi secret; lands only in a Kubernetes Secret.
-    alert_receiver: "none" | "webhook" | "slack" (Slack incoming-webhook URL); with "none" alerts
-        stay visible in Alertmanager and Grafana only.
-    alert_webhook_url: a Pulumi secret, required unless alert_receiver is "none".
-    alert_slack_channel: channel for the Slack receiver (optional: the URL implies one).
-    system_node_selector: node labels of the system pool (the stack never runs on GPU nodes).
-    models: the served models to scrape, record and alert on.
-    gpu: what the GPU runtime installed (which exporter to scrape, where).
+    alert_webhook_url: a Pulumi secret, required unless `spec.settings.alert_receiver` is "none".
     """
 
+    spec: ObservabilitySpec
     provider: k8s.Provider
     grafana_admin_password: pulumi.Input[str]
-    models: list[ObservedModel]
-    gpu: GpuRuntimeFacts
-    namespace: str = "monitoring"
-    retention: str = "15d"
-    storage_gib: int = 100
-    alert_receiver: str = "none"
     alert_webhook_url: pulumi.Input[str] | None = None
-    alert_slack_channel: str | None = None
-    system_node_selector: dict[str, str] = field(default_factory=dict)
-    thresholds: AlertThresholds = DEFAULT_THRESHOLDS
-    runbook_url: str = RUNBOOK_DEFAULT
-    router_metrics_port: str = "http"
-    chart_version: str = versions.KUBE_PROMETHEUS_STACK_CHART_VERSION
     deleted_with: pulumi.Resource | None = None  # the cluster: skip per-object deletes on teardown
-
-    def settings(self) -> MonitoringSettings:
-        return MonitoringSettings(
-            namespace=self.namespace,
-            retention=self.retention,
-            storage_gib=self.storage_gib,
-            system_node_selector=dict(self.system_node_selector),
-            alert_receiver=self.alert_receiver,
-            alert_slack_channel=self.alert_slack_channel,
-            runbook_url=self.runbook_url,
-            router_metrics_port=self.router_metrics_port,
-        )
 
 
 class Observability(pulumi.ComponentResource):
@@ -92,9 +57,8 @@ class Observability(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:observability:Observability", name, None, opts)
-        settings = args.settings()
-        for warning in slo_bucket_warnings(args.models):
-            pulumi.log.warn(warning, resource=self)
+        spec = args.spec
+        settings = spec.settings
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, deleted_with=args.deleted_with)
         ns = settings.namespace
 
@@ -114,9 +78,9 @@ class Observability(pulumi.ComponentResource):
             opts=in_ns,
         )
         release_deps: list[pulumi.Resource] = [self.namespace, self.grafana_admin]
-        if args.alert_receiver != "none":
+        if settings.alert_receiver != "none":
             if args.alert_webhook_url is None:
-                raise ValueError(f"alert_receiver {args.alert_receiver!r} needs alert_webhook_url")
+                raise ValueError(f"alert_receiver {settings.alert_receiver!r} needs alert_webhook_url")
             webhook = k8s.core.v1.Secret(
                 f"{name}-alert-webhook",
                 metadata={"name": ALERT_WEBHOOK_SECRET, "namespace": ns},
@@ -130,7 +94,7 @@ class Observability(pulumi.ComponentResource):
             k8s.helm.v3.ReleaseArgs(
                 name=HELM_RELEASE_NAME,
                 chart=versions.KUBE_PROMETHEUS_STACK_CHART,
-                version=args.chart_version,
+                version=spec.chart_version,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(
                     repo=versions.KUBE_PROMETHEUS_STACK_CHART_REPO
                 ),
@@ -145,11 +109,11 @@ class Observability(pulumi.ComponentResource):
         after_release = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.release]))
         self.monitors = [
             self._custom_resource(name, obj, after_release)
-            for obj in render_pod_monitors(args.models, args.gpu, settings)
+            for obj in render_pod_monitors(list(spec.models), spec.gpu, settings)
         ]
         self.rules = [
             self._custom_resource(name, obj, after_release)
-            for obj in render_prometheus_rules(args.models, args.gpu, settings, args.thresholds)
+            for obj in render_prometheus_rules(list(spec.models), spec.gpu, settings, spec.thresholds)
         ]
         self.dashboards = [
             k8s.core.v1.ConfigMap(

@@ -21,7 +21,6 @@ from infra.render.router import (
     render_router_pdb,
     render_router_service,
     render_service_account,
-    validate_router,
 )
 
 
@@ -53,7 +52,6 @@ class Router(pulumi.ComponentResource):
     def __init__(self, name: str, args: RouterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:router:Router", name, None, opts)
         spec = self.spec = args.spec
-        validate_router(spec)
 
         def child_opts(*, depends_on: Sequence[pulumi.Resource] = (), **extra) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(

@@ -35,11 +35,12 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from infra.catalog import doks
 from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH
 from infra.catalog.gpus import GPU_SIZES, GpuSize
 from infra.catalog.regions import REGIONS
+from infra.domain import Layout, Provenance, Slo, Workload
 from infra.errors import ConfigError, Problem, UserError, yaml_error_line
-from infra.planner.layout import Layout, Slo, Workload
 from infra.render.model_service import clashes_with_service_env
 from infra.render.observability import retention_days
 from infra.render.slo_rules import LONGEST_SLO_WINDOW_DAYS
@@ -59,27 +60,18 @@ SECRET_KEYS: dict[str, str] = {
 }
 PROVIDER_SECRET_KEYS = ("digitalocean:token",)
 
-# DOKS default pod and service networks; a VPC must not overlap them unless custom subnets are set.
-DOKS_DEFAULT_CLUSTER_SUBNET = "10.244.0.0/16"
-DOKS_DEFAULT_SERVICE_SUBNET = "10.245.0.0/16"
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
 _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
 _DURATION = re.compile(r"^[1-9][0-9]*(h|d|w|y)$")
+_HEADER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
 _HHMM = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
-_K8S_VERSION_PREFIX = re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$")
-_K8S_VERSION_SLUG = re.compile(r"^1\.[0-9]+\.[0-9]+-do\.[0-9]+$")
 # DigitalOcean's CPU Droplet slugs: `c-<vcpus>` (CPU-optimized), else `<family>-<n>vcpu-<ram>`
 # with an optional disk size (`s-2vcpu-8gb-160gb-intel`), then an optional CPU-vendor suffix.
 _CPU_SLUG = re.compile(
     r"^(c-[0-9]+|(s|g|gd|m|m3|m6|so|so1_5|c2)-[0-9]+vcpu-[0-9]+(mb|gb)(-[0-9]+gb)?)(-amd|-intel)?$"
 )
-
-
-def is_exact_version(version: str) -> bool:
-    """An exact DOKS slug (`1.33.1-do.5`) is used verbatim; anything else is a lookup prefix."""
-    return bool(_K8S_VERSION_SLUG.match(version))
 
 
 # --------------------------------------------------------------------------- field validators
@@ -213,6 +205,16 @@ def _covers_slo_windows(value: str) -> str:
     return value
 
 
+def _header_name(value: str) -> str:
+    if not _HEADER.match(value):
+        shown = value if len(value) <= 70 else value[:67] + "..."
+        raise ValueError(
+            f"{shown!r} is not an HTTP header name the router can key on; use letters, digits and '-' "
+            "(1 to 64 characters), e.g. x-session-id"
+        )
+    return value
+
+
 def _hhmm(value: str) -> str:
     if not _HHMM.match(value):
         raise ValueError(f"{value!r} is not a time of day; use HH:MM in UTC, e.g. 04:00")
@@ -220,7 +222,7 @@ def _hhmm(value: str) -> str:
 
 
 def _k8s_prefix(value: str) -> str:
-    if not (_K8S_VERSION_PREFIX.match(value) or _K8S_VERSION_SLUG.match(value)):
+    if not (doks.VERSION_PREFIX.match(value) or doks.VERSION_SLUG.match(value)):
         raise ValueError(
             f"{value!r} is neither a Kubernetes version prefix (e.g. \"1.33\") nor an exact DOKS version "
             "slug (e.g. \"1.33.1-do.5\", as `doctl kubernetes options versions` lists)"
@@ -249,6 +251,7 @@ VllmEnvName = Annotated[str, AfterValidator(_vllm_env_name)]
 VllmServeArgs = Annotated[list[str], AfterValidator(_vllm_serve_flags)]
 Retention = Annotated[str, AfterValidator(_duration), AfterValidator(_covers_slo_windows)]
 TimeOfDay = Annotated[str, AfterValidator(_hhmm)]
+HeaderName = Annotated[str, AfterValidator(_header_name)]
 K8sPrefix = Annotated[str, AfterValidator(_k8s_prefix)]
 
 
@@ -392,7 +395,7 @@ class LayoutConfig(_Strict):
     gpu_memory_utilization: float = Field(0.90, gt=0.3, le=0.98, description="vLLM --gpu-memory-utilization.")
     kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="vLLM --kv-cache-dtype.")
     max_model_len: int | None = Field(None, ge=256, le=1048576, description="vLLM --max-model-len; unset: twice input+output tokens rounded up to a power of two, at least 4096, at most the model's context.")
-    provenance: dict[str, Any] | None = Field(None, description="Where a measured layout came from (written by `infra tune ingest --write`).")
+    provenance: Provenance | None = Field(None, description="Where a measured layout came from (written by `infra tune ingest --write`); its `measured_goodput_rps` sizes the pool.")
 
     def to_layout(self) -> Layout:
         base = Layout()
@@ -496,7 +499,7 @@ class RouterConfig(_Strict):
         "session",
         description="service: kube-proxy balancing to the model Service; session/prefix/round-robin: the vLLM production-stack router.",
     )
-    session_header: str = Field("x-session-id", description="Header that pins a conversation to a replica (kind: session).")
+    session_header: HeaderName = Field("x-session-id", description="HTTP header that pins a conversation to a replica (kind: session); letters, digits and - only, at most 64 characters.")
     replicas: int = Field(2, ge=1, le=20, description="Router replicas (a PodDisruptionBudget keeps one up).")
     public: bool = Field(False, description="Expose through a DigitalOcean LoadBalancer (requires the api_key secret).")
     tls_certificate_id: str | None = Field(None, description="DO certificate id for TLS termination on the LoadBalancer.")
@@ -561,6 +564,7 @@ class StackConfig(BaseModel):
     observability: ObservabilityConfig  # enabled resolved (never None)
     secrets_set: frozenset[str]  # secret keys that are set (as secrets)
     secrets_required: tuple[str, ...]  # secret keys this stack needs for `pulumi up`
+    base_dir: Path | None = None  # the project root that relative paths (hf_config) start from
 
     @property
     def protect(self) -> bool:
@@ -572,6 +576,17 @@ class StackConfig(BaseModel):
     @property
     def missing_secrets(self) -> list[str]:
         return [k for k in self.secrets_required if k not in self.secrets_set]
+
+    def hf_config_path(self, model: ModelConfig) -> Path | None:
+        """A model's `hf_config`, relative paths taken from the project root."""
+        return _hf_config_path(model, self.base_dir)
+
+
+def _hf_config_path(model: ModelConfig, base_dir: Path | None) -> Path | None:
+    if not model.hf_config:
+        return None
+    path = Path(model.hf_config)
+    return base_dir / path if not path.is_absolute() and base_dir is not None else path
 
 
 # --------------------------------------------------------------------------- loading
@@ -678,8 +693,8 @@ def _overlaps(named: list[tuple[str, str]]) -> list[Problem]:
 def _check_network(raw: StackInput) -> list[Problem]:
     net = raw.network
     named = [("network.vpc_cidr", net.vpc_cidr)]
-    named.append(("network.cluster_subnet", net.cluster_subnet or DOKS_DEFAULT_CLUSTER_SUBNET))
-    named.append(("network.service_subnet", net.service_subnet or DOKS_DEFAULT_SERVICE_SUBNET))
+    named.append(("network.cluster_subnet", net.cluster_subnet or doks.DEFAULT_CLUSTER_SUBNET))
+    named.append(("network.service_subnet", net.service_subnet or doks.DEFAULT_SERVICE_SUBNET))
     problems = []
     prefix = ipaddress.ip_network(net.vpc_cidr).prefixlen
     if not 16 <= prefix <= 28:
@@ -709,7 +724,7 @@ def _check_cluster(raw: StackInput) -> list[Problem]:
     """An exact version with auto-upgrade: DOKS moves the patch past the slug, and the next `pulumi up`
     would plan the slug again, a downgrade, which replaces the cluster."""
     version = raw.cluster.version
-    if _K8S_VERSION_SLUG.match(version) and raw.cluster.auto_upgrade:
+    if doks.VERSION_SLUG.match(version) and raw.cluster.auto_upgrade:
         return [
             Problem(
                 f"{NS}cluster.version",
@@ -874,11 +889,8 @@ def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_d
     from infra.catalog.models import resolve_model  # local import: the catalog is large
     from infra.planner import check_layout
 
-    hf_path = None
-    if model.hf_config:
-        hf_path = Path(model.hf_config)
-        if not hf_path.is_absolute() and base_dir is not None:
-            hf_path = base_dir / hf_path
+    hf_path = _hf_config_path(model, base_dir)
+    if hf_path is not None:
         if not hf_path.is_file():
             return [Problem(f"{at}.hf_config", f"{model.hf_config!r} is not a file (paths are relative to the repository root)")]
     try:
@@ -917,6 +929,8 @@ def _check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> t
             required.append("alert_webhook_url")
     if raw.router.public and raw.router.kind == "service":
         problems.append(Problem(NS + "router.public", "true needs a router (kind session, prefix or round-robin) to check the API key; kind 'service' exposes vLLM directly"))
+    if raw.router.tls_certificate_id and not raw.router.public:
+        problems.append(Problem(NS + "router.tls_certificate_id", "applies only with router.public: true (TLS terminates on the public load balancer)"))
     return problems, tuple(required)
 
 
@@ -981,6 +995,7 @@ def load_config(
         observability=obs,
         secrets_set=frozenset(secrets_set),
         secrets_required=required,
+        base_dir=base_dir,
     )
 
 
@@ -1000,13 +1015,9 @@ def zero_replica_notes(cfg: StackConfig) -> list[str]:
 # --------------------------------------------------------------------------- stack files
 
 
-def repo_root() -> Path:
-    """The repository root (where Pulumi.yaml lives)."""
-    return Path(__file__).resolve().parent.parent
-
-
-def stack_file(stack: str, root: Path | None = None) -> Path:
-    return (root or repo_root()) / "stacks" / f"Pulumi.{stack}.yaml"
+def stack_file(stack: str, root: Path) -> Path:
+    """`stacks/Pulumi.<stack>.yaml` of the project at `root` (`infra.project.project_root`)."""
+    return root / "stacks" / f"Pulumi.{stack}.yaml"
 
 
 def read_stack_file(path: Path) -> tuple[dict[str, Any], set[str]]:
@@ -1031,7 +1042,7 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], set[str]]:
     return values, secret_keys
 
 
-def load_stack_file(stack: str, root: Path | None = None) -> StackConfig:
+def load_stack_file(stack: str, root: Path) -> StackConfig:
     """Load and validate `stacks/Pulumi.<stack>.yaml`."""
     path = stack_file(stack, root)
     if not path.is_file():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,14 @@ from infra.config import read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = ("dev", "staging", "prod")
+
+
+def make_project(root: Path) -> Path:
+    """A project directory as `--root` expects one: our Pulumi.yaml and an empty stacks/."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "stacks").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    return root
 
 
 @functools.cache

@@ -17,7 +17,6 @@ import yaml
 from infra.catalog import versions
 from infra.config import NS, load_config, load_stack_file
 from infra.errors import ConfigError
-from infra.platform import plan_models, running_target, scaling_spec
 from infra.render.autoscaling import (
     RUNNING_HEADROOM,
     ScalingSpec,
@@ -30,6 +29,7 @@ from infra.render.autoscaling import (
 from infra.render.model_service import deployment_ignore_changes, max_unavailable, render_deployment
 from infra.render.observability import prometheus_url
 from infra.render.slo_rules import ObservedModel
+from infra.stack_plan import plan_stack, running_target, scaling_spec
 from tests.conftest import ROOT, plan_of, stack_values
 from tests.test_model_service import make_spec
 from tests.test_observability_rules import EXTERNAL_METRICS, metric_names
@@ -351,9 +351,7 @@ def _prod_facts(autoscaling: dict | None = None):
     if autoscaling is not None:
         _model(values)["autoscaling"] = autoscaling
     cfg = load_config(values, stack="prod", secret_keys=secrets, base_dir=ROOT)
-    facts = plan_models(cfg, ROOT)
-    facts.check()
-    return cfg, facts
+    return cfg, plan_stack(cfg)
 
 
 def test_prod_in_flight_target_is_the_headroom_share_of_the_planned_running_requests():
@@ -388,7 +386,7 @@ def test_explicit_in_flight_target_overrides_the_plan():
     cfg, facts = _prod_facts({"target_running_per_replica": 90})
     model = facts.models[0]
     assert running_target(model) == (90, "config")
-    in_flight, _ = render_scaled_object(scaling_spec(cfg, model))["spec"]["triggers"]
+    in_flight, _ = render_scaled_object(scaling_spec(model))["spec"]["triggers"]
     assert in_flight["metadata"]["threshold"] == "90"
     assert facts.models_json()[0]["replicas"]["autoscaling"]["target_running_source"] == "config"
 

@@ -21,8 +21,8 @@ import yaml
 
 from infra.catalog.gpus import gpu_size
 from infra.commands import bench as bench_cmd
+from infra.domain import Layout, Slo, Workload
 from infra.errors import UserError
-from infra.planner.layout import Layout, Slo, Workload
 from infra.render import model_service as ms
 from infra.render import observability, router
 from infra.render.autoscaling import queue_query
@@ -31,6 +31,7 @@ from infra.tuning import bench
 from infra.tuning.bench_flags import known_bench_flags
 from infra.tuning.goodput import compare_layouts
 from infra.tuning.results import layout_fields, load_results
+from tests.conftest import make_project
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -476,8 +477,7 @@ def test_infra_bench_staging_writes_valid_manifests_for_the_top_layouts(tmp_path
 
 def test_infra_bench_measures_a_model_whose_slo_no_layout_meets(tmp_path):
     """An unmeetable SLO refuses `pulumi up` and `infra plan`, not the benchmark that measures it."""
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
+    stacks = make_project(tmp_path) / "stacks"
     doc = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())
     (model,) = [m for m in doc["config"]["inference-platform:models"] if m["name"] == "qwen3-8b"]
     model["slo"]["ttft_p90_ms"] = 1

@@ -2,29 +2,22 @@
 
 import dataclasses
 
-import pulumi
 import pytest
 
-from components.cluster import (
-    ConfigRunError,
-    DoksCluster,
-    DoksClusterArgs,
-    GpuAddonFlags,
-    gpu_addon_flags,
-    looked_up_version,
-    version_prefix_for_lookup,
-)
-from infra.config import is_exact_version
-from tests.component_harness import FAKE_KUBECONFIG_TOKEN, resolve, run_program
+from components.cluster import DoksCluster, DoksClusterArgs, looked_up_version, version_prefix_for_lookup
+from infra.catalog.doks import is_exact_version
+from infra.errors import ConfigError
+from infra.mock_runtime import MOCK_KUBECONFIG_TOKEN, resolve, run_program
+from infra.specs import ClusterSpec, GpuAddonFlags, gpu_addon_flags
 
 CLUSTER = "digitalocean:index/kubernetesCluster:KubernetesCluster"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 
-PROD = DoksClusterArgs(
-    environment="prod",
+PROD = ClusterSpec(
+    name="inference-prod",
     region="atl1",
     version="1.33",
-    vpc_id="vpc-123",
+    version_key="inference-platform:cluster.version",
     system_pool_size="s-8vcpu-16gb",
     system_pool_nodes=3,
     ha=True,
@@ -32,13 +25,13 @@ PROD = DoksClusterArgs(
     surge_upgrade=True,
     maintenance_day="sunday",
     maintenance_start_time="04:00",
-    control_plane_allowed_cidrs=["203.0.113.0/24"],
+    control_plane_allowed_cidrs=("203.0.113.0/24",),
     cluster_subnet="10.244.0.0/16",
     service_subnet="10.245.0.0/16",
     kubeconfig_expire_seconds=86400,
     gpu_flags=GpuAddonFlags(amd_device_plugin=True, amd_metrics_exporter=True, nvidia_device_plugin=False),
     protect=True,
-    tags=["env:prod", "app:inference-platform"],
+    tags=("env:prod", "app:inference-platform"),
 )
 
 
@@ -64,15 +57,15 @@ def test_version_prefix_lookup_is_dot_terminated():
     assert version_prefix_for_lookup("1.33") == "1.33."
 
 
-def _run(args, stack="prod"):
-    return run_program(lambda: DoksCluster(f"inference-{args.environment}", args), stack=stack)
+def _run(spec, stack="prod"):
+    return run_program(lambda: DoksCluster(spec.name, DoksClusterArgs(spec=spec, vpc_id="vpc-123")), stack=stack)
 
 
 def test_prod_cluster_inputs():
     rec = _run(PROD)
     c = rec.one(CLUSTER).inputs
     assert c["region"] == "atl1"
-    assert c["version"] == "1.33.1-do.5"  # latest patch for the prefix, from the lookup
+    assert c["version"] == "1.33.6-do.1"  # latest patch for the prefix, from the lookup
     assert c["ha"] is True and c["autoUpgrade"] is True and c["surgeUpgrade"] is True
     assert c["vpcUuid"] == "vpc-123"
     assert c["clusterSubnet"] == "10.244.0.0/16" and c["serviceSubnet"] == "10.245.0.0/16"
@@ -100,7 +93,7 @@ def test_prod_cluster_options():
 
 def test_without_auto_upgrade_a_prefix_still_ignores_the_version_and_dev_is_unprotected():
     # Following the lookup would upgrade the control plane on an unrelated `pulumi up`.
-    args = dataclasses.replace(PROD, environment="dev", auto_upgrade=False, protect=False, ha=False)
+    args = dataclasses.replace(PROD, name="inference-dev", auto_upgrade=False, protect=False, ha=False)
     cluster = _run(args, stack="dev").one(CLUSTER)
     assert cluster.ignore_changes == ["version"]
     assert cluster.inputs["autoUpgrade"] is False
@@ -116,7 +109,7 @@ def test_subnets_are_omitted_when_not_configured():
 
 def test_version_follows_the_prefix():
     args = dataclasses.replace(PROD, version="1.34")
-    assert _run(args).one(CLUSTER).inputs["version"] == "1.34.0-do.1"
+    assert _run(args).one(CLUSTER).inputs["version"] == "1.34.1-do.0"
 
 
 def test_provider_is_bound_to_the_cluster_id_and_never_deletes_unreachable():
@@ -130,10 +123,10 @@ def test_provider_is_bound_to_the_cluster_id_and_never_deletes_unreachable():
 def test_kubeconfig_is_secret_everywhere():
     rec = _run(PROD)
     value, secret = resolve(rec.value.kubeconfig)
-    assert FAKE_KUBECONFIG_TOKEN in value and secret
+    assert MOCK_KUBECONFIG_TOKEN in value and secret
     # The provider receives it wrapped as a secret, and no registered input holds it in clear.
-    assert FAKE_KUBECONFIG_TOKEN in rec.wire_text()
-    assert not rec.plain_text_contains(FAKE_KUBECONFIG_TOKEN)
+    assert MOCK_KUBECONFIG_TOKEN in rec.wire_text()
+    assert not rec.plain_text_contains(MOCK_KUBECONFIG_TOKEN)
     assert rec.plain_text_contains("203.0.113.0/24")  # the check does see plain inputs
 
 
@@ -149,16 +142,16 @@ GET_VERSIONS = "digitalocean:index/getKubernetesVersions:getKubernetesVersions"
 
 
 def test_provider_kubeconfig_is_fetched_fresh_on_every_run_not_read_from_state():
-    from tests.component_harness import STALE_KUBECONFIG_TOKEN
+    from infra.mock_runtime import STALE_KUBECONFIG_TOKEN
 
     rec = _run(PROD)
     provider = rec.one(K8S_PROVIDER)
     wire = str(provider.wire)
     # The DO provider renews the cluster's stored kube_configs only on `pulumi refresh`.
-    assert FAKE_KUBECONFIG_TOKEN in wire and STALE_KUBECONFIG_TOKEN not in wire
-    assert not rec.plain_text_contains(FAKE_KUBECONFIG_TOKEN)
+    assert MOCK_KUBECONFIG_TOKEN in wire and STALE_KUBECONFIG_TOKEN not in wire
+    assert not rec.plain_text_contains(MOCK_KUBECONFIG_TOKEN)
     exported, secret = resolve(rec.value.kubeconfig)
-    assert FAKE_KUBECONFIG_TOKEN in exported and STALE_KUBECONFIG_TOKEN not in exported and secret
+    assert MOCK_KUBECONFIG_TOKEN in exported and STALE_KUBECONFIG_TOKEN not in exported and secret
     # Looked up only once the cluster exists (in a preview of a new cluster: unknown, not stale).
     (registered_before,) = [urns for tok, urns in rec.invokes if tok == GET_CLUSTER]
     assert rec.one(CLUSTER).urn in registered_before
@@ -167,10 +160,10 @@ def test_provider_kubeconfig_is_fetched_fresh_on_every_run_not_read_from_state()
 
 
 def test_cluster_lookup_asks_for_the_configured_name_and_token_lifetime():
-    from tests.component_harness import PlatformMocks, run_program
+    from infra.mock_runtime import PlanMocks, run_program
 
-    mocks = PlatformMocks()
-    run_program(lambda: DoksCluster("inference-prod", PROD), stack="prod", mocks=mocks)
+    mocks = PlanMocks()
+    run_program(lambda: DoksCluster("inference-prod", DoksClusterArgs(spec=PROD, vpc_id="v")), stack="prod", mocks=mocks)
     (args,) = [a for tok, a in mocks.calls if tok == GET_CLUSTER]
     assert args["name"] == "inference-prod" and args["kubeconfigExpireSeconds"] == 86400
 
@@ -198,18 +191,18 @@ def test_three_part_prefix_looks_up_its_doks_builds():
 
 
 def test_retired_prefix_is_a_config_error_naming_the_key_and_prefix():
-    with pytest.raises(ConfigRunError) as err:
-        looked_up_version("1.29", "")
-    assert isinstance(err.value, pulumi.RunError)
+    retired = dataclasses.replace(PROD, version="1.29")
+    with pytest.raises(ConfigError) as err:
+        looked_up_version(retired, "")
     (problem,) = err.value.problems
     assert problem.path == "inference-platform:cluster.version"
     assert "'1.29'" in problem.message and "'1.29.'" in problem.message and "1.33.1-do.5" in problem.message
-    assert looked_up_version("1.33", "1.33.1-do.5") == "1.33.1-do.5"
+    assert looked_up_version(PROD, "1.33.1-do.5") == "1.33.1-do.5"
 
 
 def test_retired_prefix_stops_the_program_before_the_cluster_is_declared():
     args = dataclasses.replace(PROD, version="1.29")
-    with pytest.raises(ConfigRunError, match=r"cluster\.version: '1\.29'"):
+    with pytest.raises(ConfigError, match=r"cluster\.version: '1\.29'"):
         _run(args)
 
 
@@ -222,5 +215,5 @@ def test_empty_allow_list_sends_the_firewall_explicitly_disabled():
 
 def test_destroy_all_associated_resources_is_passed_through():
     assert _run(PROD).one(CLUSTER).inputs.get("destroyAllAssociatedResources") in (None, False)
-    dev = dataclasses.replace(PROD, environment="dev", protect=False, destroy_all_associated_resources=True)
+    dev = dataclasses.replace(PROD, name="inference-dev", protect=False, destroy_all_associated_resources=True)
     assert _run(dev, stack="dev").one(CLUSTER).inputs["destroyAllAssociatedResources"] is True

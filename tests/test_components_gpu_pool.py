@@ -2,20 +2,27 @@
 
 from components.gpu_pool import GpuNodePool, GpuNodePoolArgs, gpu_pool_labels
 from infra.catalog.gpus import gpu_size
-from tests.component_harness import run_program
+from infra.mock_runtime import run_program
+from infra.specs import GpuPoolSpec
 
 POOL = "digitalocean:index/kubernetesNodePool:KubernetesNodePool"
 MI325X8 = gpu_size("gpu-mi325x8-2048gb-contracted")
 H100X8 = gpu_size("gpu-h100x8-640gb")
 
 
+def _args(cluster_id, **spec) -> GpuNodePoolArgs:
+    spec.setdefault("tags", ())
+    spec["tags"] = tuple(spec["tags"])
+    return GpuNodePoolArgs(spec=GpuPoolSpec(name=f"pool-{spec['pool_name']}", **spec), cluster_id=cluster_id)
+
+
 def _run(args):
-    return run_program(lambda: GpuNodePool(f"pool-{args.pool_name}", args))
+    return run_program(lambda: GpuNodePool(args.spec.name, args))
 
 
 def test_fixed_amd_pool():
     rec = _run(
-        GpuNodePoolArgs(
+        _args(
             cluster_id="cluster-1",
             pool_name="mi325x",
             gpu=MI325X8,
@@ -47,7 +54,7 @@ def test_fixed_amd_pool():
 
 
 def test_autoscaled_pool_ignores_the_node_count():
-    rec = _run(GpuNodePoolArgs("cluster-1", "mi325x-burst", MI325X8, min_nodes=0, max_nodes=6))
+    rec = _run(_args("cluster-1", pool_name="mi325x-burst", gpu=MI325X8, min_nodes=0, max_nodes=6))
     pool = rec.one(POOL)
     assert pool.inputs["autoScale"] is True
     assert pool.inputs["minNodes"] == 0 and pool.inputs["maxNodes"] == 6
@@ -58,7 +65,7 @@ def test_autoscaled_pool_ignores_the_node_count():
 
 
 def test_nvidia_pool_gets_the_nvidia_taint_and_labels():
-    pool = _run(GpuNodePoolArgs("cluster-1", "h100", H100X8, node_count=1)).one(POOL)
+    pool = _run(_args("cluster-1", pool_name="h100", gpu=H100X8, node_count=1)).one(POOL)
     assert pool.inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}]
     assert pool.inputs["labels"]["inference-platform/gpu-vendor"] == "nvidia"
     assert pool.inputs["labels"]["inference-platform/gpu-model"] == "h100"

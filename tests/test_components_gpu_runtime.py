@@ -5,7 +5,8 @@ import pytest
 
 from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
 from infra.catalog import versions
-from tests.component_harness import run_program
+from infra.mock_runtime import run_program
+from infra.specs import GpuRuntimeSpec
 
 DS = "kubernetes:apps/v1:DaemonSet"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -16,9 +17,8 @@ PROVIDER = "pulumi:providers:kubernetes"
 def _run(mode, amd_pools=("mi325x",), **kw):
     def program():
         provider = k8s.Provider("cluster-k8s", kubeconfig="unused", cluster_identifier="c-1")
-        return GpuRuntime(
-            "gpu-runtime", GpuRuntimeArgs(mode=mode, provider=provider, amd_pools=list(amd_pools), **kw)
-        )
+        spec = GpuRuntimeSpec(name="gpu-runtime", mode=mode, amd_pools=tuple(amd_pools), **kw)
+        return GpuRuntime(spec.name, GpuRuntimeArgs(spec=spec, provider=provider))
 
     return run_program(program)
 
@@ -109,7 +109,11 @@ def test_depends_on_reaches_every_object():
         marker = k8s.core.v1.Namespace("marker", opts=__import__("pulumi").ResourceOptions(provider=provider))
         GpuRuntime(
             "gpu-runtime",
-            GpuRuntimeArgs(mode="device-plugin", provider=provider, amd_pools=["a"], depends_on=[marker]),
+            GpuRuntimeArgs(
+                spec=GpuRuntimeSpec(name="gpu-runtime", mode="device-plugin", amd_pools=("a",)),
+                provider=provider,
+                depends_on=[marker],
+            ),
         )
 
     rec = run_program(program)

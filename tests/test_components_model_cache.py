@@ -5,7 +5,8 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from components.model_cache import ModelCache, ModelCacheArgs
-from tests.component_harness import FAKE_NFS_HOST, run_program
+from infra.mock_runtime import MOCK_NFS_HOST, run_program
+from infra.specs import ModelCacheSpec
 
 NFS = "digitalocean:index/nfs:Nfs"
 PV = "kubernetes:core/v1:PersistentVolume"
@@ -27,15 +28,18 @@ def _run(protect, retain_on_delete=None, size_gib=2048, with_namespace=True):
         return ModelCache(
             "model-cache",
             ModelCacheArgs(
-                region="atl1",
+                spec=ModelCacheSpec(
+                    name="model-cache",
+                    region="atl1",
+                    size_gib=size_gib,
+                    tier="high",
+                    namespace="inference",
+                    protect=protect,
+                    retain_on_delete=retain_on_delete,
+                    tags=("env:prod",),
+                ),
                 vpc_id="vpc-123",
-                size_gib=size_gib,
-                tier="high",
-                namespace="inference",
                 provider=provider,
-                protect=protect,
-                retain_on_delete=retain_on_delete,
-                tags=["env:prod"],
                 depends_on=deps,
             ),
         )
@@ -68,7 +72,7 @@ def test_static_pv_points_at_the_share_and_the_claim_binds_to_it():
     provider = rec.one("pulumi:providers:kubernetes")
     pv, pvc = rec.one(PV), rec.one(PVC)
     spec = pv.inputs["spec"]
-    assert spec["nfs"] == {"server": FAKE_NFS_HOST, "path": "/model-cache-nfs-id"}
+    assert spec["nfs"] == {"server": MOCK_NFS_HOST, "path": "/model-cache-nfs-id"}
     assert spec["accessModes"] == ["ReadWriteMany"]
     assert spec["persistentVolumeReclaimPolicy"] == "Retain"
     assert spec["mountOptions"] == ["nfsvers=4.1"]

@@ -2,14 +2,9 @@
 
 import re
 
-from components.network import (
-    EnvironmentProject,
-    EnvironmentProjectArgs,
-    Network,
-    NetworkArgs,
-    standard_tags,
-)
-from tests.component_harness import resolve, run_program
+from components.network import EnvironmentProject, EnvironmentProjectArgs, Network
+from infra.mock_runtime import resolve, run_program
+from infra.specs import NetworkSpec, ProjectSpec, standard_tags
 
 VPC = "digitalocean:index/vpc:Vpc"
 PROJECT = "digitalocean:index/project:Project"
@@ -24,7 +19,7 @@ def test_standard_tags_are_valid_do_tags_and_name_the_environment():
 
 
 def test_vpc_inputs_and_parent():
-    rec = run_program(lambda: Network("inference-dev", NetworkArgs("dev", "atl1", "10.30.0.0/20")))
+    rec = run_program(lambda: Network("inference-dev", NetworkSpec("inference-dev", "atl1", "10.30.0.0/20")))
     vpc = rec.one(VPC)
     assert vpc.inputs["region"] == "atl1"
     assert vpc.inputs["ipRange"] == "10.30.0.0/20"
@@ -36,7 +31,7 @@ def test_vpc_inputs_and_parent():
 
 def test_prod_vpc_is_protected_and_exposes_its_id():
     rec = run_program(
-        lambda: Network("inference-prod", NetworkArgs("prod", "atl1", "10.20.0.0/20", protect=True)),
+        lambda: Network("inference-prod", NetworkSpec("inference-prod", "atl1", "10.20.0.0/20", protect=True)),
         stack="prod",
     )
     assert rec.one(VPC).protect is True
@@ -47,7 +42,7 @@ def test_project_groups_do_urns_with_the_do_environment_name():
     rec = run_program(
         lambda: EnvironmentProject(
             "inference-prod",
-            EnvironmentProjectArgs("prod", resources=["do:kubernetes:abc", "do:droplet:1"]),
+            EnvironmentProjectArgs(ProjectSpec("inference-prod", "inference-platform-prod", "prod"), resources=["do:kubernetes:abc", "do:droplet:1"]),
         ),
         stack="prod",
     )

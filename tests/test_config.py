@@ -10,7 +10,7 @@ import yaml
 
 from infra.config import NS, load_config, load_stack_file
 from infra.errors import ConfigError
-from tests.conftest import ROOT, STACKS, stack_values
+from tests.conftest import ROOT, STACKS, make_project, stack_values
 
 
 def _load(values, secrets=frozenset(), stack="prod"):
@@ -218,15 +218,15 @@ def test_cli_reports_name_env_and_flag_mistakes_in_one_run(tmp_path):
 
 
 def test_parked_pool_is_valid_and_the_plan_says_its_model_serves_nothing():
-    from infra.platform import plan_models
+    from infra.stack_plan import plan_stack
 
     values, secrets = stack_values("prod")
     _set("gpu_pools[0].min_nodes", 0)(values)
     cfg = _load(values, secrets)
     assert cfg.models[0].autoscaling.enabled is False  # the default cannot scale up from zero
-    notes = plan_models(cfg, ROOT).notes
+    notes = plan_stack(cfg).notes
     assert any(n.startswith("model qwen3-235b:") and "0 replicas" in n and "min_nodes ≥ 1" in n for n in notes), notes
-    assert not any("0 replicas" in n for n in plan_models(_load(*stack_values("prod")), ROOT).notes)
+    assert not any("0 replicas" in n for n in plan_stack(_load(*stack_values("prod"))).notes)
 
 
 @pytest.mark.parametrize("retention", ["3d", "72h", "1w", "1y"])
@@ -258,11 +258,11 @@ def test_malformed_system_pool_sizes_are_rejected(size):
 
 
 def test_well_formed_size_missing_from_the_price_list_keeps_the_cost_note():
-    from infra.platform import PlatformFacts
+    from infra.stack_plan import plan_stack
 
     values, secrets = stack_values("prod")
     _set("cluster.system_pool.size", "c-8-intel")(values)
-    cost = PlatformFacts(config=_load(values, secrets)).cost_json()
+    cost = plan_stack(_load(values, secrets)).cost_json()
     assert "system pool (c-8-intel: not in the CPU price list)" in cost["not_included"]
 
 
@@ -314,7 +314,7 @@ def test_explicit_layout_accepted():
 
 
 def _write_stack(tmp_path, stack, values):
-    (tmp_path / "stacks").mkdir(exist_ok=True)
+    make_project(tmp_path)
     doc = {"config": values}
     (tmp_path / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc))
 
@@ -334,7 +334,7 @@ def test_cli_reports_config_error_without_traceback(tmp_path):
 
 
 def test_cli_unknown_stack(tmp_path):
-    (tmp_path / "stacks").mkdir()
+    make_project(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "nope", "--root", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
@@ -342,7 +342,7 @@ def test_cli_unknown_stack(tmp_path):
 
 
 def test_invalid_yaml_is_a_config_error(tmp_path):
-    (tmp_path / "stacks").mkdir()
+    make_project(tmp_path)
     (tmp_path / "stacks" / "Pulumi.bad.yaml").write_text("config: [unclosed\n")
     with pytest.raises(ConfigError) as info:
         load_stack_file("bad", tmp_path)
@@ -362,15 +362,14 @@ def test_malformed_hf_config_is_a_config_error(tmp_path):
 
 
 def test_a_pinned_revision_reaches_the_prefetch_the_engine_and_its_tokenizer():
-    from infra.platform import model_service_spec, plan_models
     from infra.render.model_service import completion_marker, prefetch_script, serve_args
+    from infra.stack_plan import plan_stack
     from infra.tuning.bench import bench_tokenizer
 
     sha = "0123456789abcdef0123456789abcdef01234567"
     values, secrets = stack_values("staging")
     _set("models[0].revision", sha)(values)
-    facts = plan_models(_load(values, secrets, stack="staging"), ROOT)
-    spec = model_service_spec(facts.models[0], "weights-pvc")
+    spec = plan_stack(_load(values, secrets, stack="staging")).services[0]
     args = serve_args(spec)
     assert args[args.index("--revision") + 1] == sha
     assert args[args.index("--tokenizer-revision") + 1] == sha  # offline replicas have no `main` ref
@@ -379,7 +378,7 @@ def test_a_pinned_revision_reaches_the_prefetch_the_engine_and_its_tokenizer():
     source_dir = "models--" + spec.source.replace("/", "--")
     assert bench_tokenizer(spec) == f"{spec.cache.hf_home}/hub/{source_dir}/snapshots/{sha}"
     # unpinned: `main`, and the client resolves the HF id
-    unpinned = model_service_spec(plan_models(_load(*stack_values("staging"), stack="staging"), ROOT).models[0], "weights-pvc")
+    unpinned = plan_stack(_load(*stack_values("staging"), stack="staging")).services[0]
     assert "--revision" not in serve_args(unpinned) and bench_tokenizer(unpinned) == unpinned.source
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from infra.catalog import versions
 from infra.catalog.gpus import GPU_SIZES, gpu_size
+from infra.domain import Layout
 from infra.errors import UserError
-from infra.planner.layout import Layout
 from infra.render.model_service import (
     ANNOTATION_GPUS,
     ANNOTATION_LAYOUT,

@@ -6,9 +6,9 @@ import pulumi
 
 from components.model_service import ModelService, ModelServiceArgs
 from components.router import Router, RouterArgs
+from infra.mock_runtime import resolve, run_program
 from infra.render.model_service import ModelServiceSpec, startup_budget_seconds
 from infra.render.router import RouterSpec
-from tests.component_harness import resolve, run_program
 from tests.test_model_service import make_spec as render_spec
 
 HF_TOKEN = "hf_plaintext_token_7d1c"  # noqa: S105 - test fixture
@@ -21,8 +21,8 @@ SERVICE = "kubernetes:core/v1:Service"
 
 
 def make_spec(**overrides) -> ModelServiceSpec:
-    """The renderer tests' spec, on two nodes and with no secrets unless a test adds them."""
-    base = dict(nodes_min=2, nodes_max=2, hf_token_secret=None, api_key_secret=None, estimated_load_seconds=1800, max_model_len=None)
+    """The renderer tests' spec on two nodes, with its two Secrets named as the plan names them."""
+    base = dict(nodes_min=2, nodes_max=2, estimated_load_seconds=1800, max_model_len=None)
     return render_spec(**{**base, **overrides})
 
 

@@ -9,12 +9,12 @@ import pytest
 
 from infra.cli import main
 from infra.config import NS, load_stack_file, read_stack_file
-from tests.conftest import ROOT
+from tests.conftest import ROOT, make_project
 
 
 @pytest.fixture
 def repo(tmp_path):
-    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copytree(ROOT / "stacks", make_project(tmp_path) / "stacks", dirs_exist_ok=True)
     return tmp_path
 
 

@@ -7,8 +7,8 @@ import pulumi_kubernetes as k8s
 
 from components.observability import Observability, ObservabilityArgs
 from infra.catalog import versions
-from infra.render.observability import GpuRuntimeFacts, ObservedModel
-from tests.component_harness import run_program
+from infra.mock_runtime import run_program
+from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec, ObservedModel
 
 GRAFANA_PASSWORD = "grafana-plaintext-pw-41c9"  # noqa: S105 - test fixture
 WEBHOOK_URL = "https://hooks.example.test/T000/B000/secret-path-77"
@@ -34,15 +34,20 @@ def program(receiver: str = "webhook", gpu: GpuRuntimeFacts | None = None):
         return Observability(
             "obs",
             ObservabilityArgs(
+                spec=ObservabilitySpec(
+                    name="obs",
+                    settings=MonitoringSettings(
+                        alert_receiver=receiver,
+                        system_node_selector={"doks.digitalocean.com/node-pool": "system"},
+                        retention="15d",
+                        storage_gib=200,
+                    ),
+                    models=tuple(MODELS),
+                    gpu=gpu or GpuRuntimeFacts(vendor="amd", mode="doks-managed"),
+                ),
                 provider=provider,
                 grafana_admin_password=pulumi.Output.secret(GRAFANA_PASSWORD),
-                alert_receiver=receiver,
                 alert_webhook_url=pulumi.Output.secret(WEBHOOK_URL) if receiver != "none" else None,
-                models=MODELS,
-                gpu=gpu or GpuRuntimeFacts(vendor="amd", mode="doks-managed"),
-                system_node_selector={"doks.digitalocean.com/node-pool": "system"},
-                retention="15d",
-                storage_gib=200,
                 deleted_with=cluster,
             ),
         )

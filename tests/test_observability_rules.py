@@ -467,11 +467,11 @@ def test_label_values_are_escaped():
 def test_observed_models_carry_the_pool_price_and_gpu_share(monkeypatch):
     from types import SimpleNamespace as NS
 
-    from infra import platform
-    from infra.platform import ModelFacts, observed_models_of
+    from infra import stack_plan
+    from infra.stack_plan import ModelFacts, observed_models
 
     # Only the spec's name matters here (the Deployment's name).
-    monkeypatch.setattr(platform, "model_service_spec", lambda m, _cache_pvc: NS(name=m.config.name))
+    monkeypatch.setattr(stack_plan, "model_service_spec", lambda m, _cache_pvc: NS(name=m.config.name))
 
     def facts(name: str, pool, tp: int, dp: int, rpn: int) -> ModelFacts:
         layout = NS(replicas_per_node=rpn, gpus_per_replica=tp * dp, gpus_per_node_used=tp * dp * rpn)
@@ -484,7 +484,7 @@ def test_observed_models_carry_the_pool_price_and_gpu_share(monkeypatch):
     shared, alone, contract = pool("shared", 16.0), pool("alone", 16.0), pool("contract", None)
     observed = {
         m.name: m
-        for m in observed_models_of(
+        for m in observed_models(
             [
                 facts("a", shared, tp=2, dp=1, rpn=2),  # 4 GPUs per node
                 facts("b", shared, tp=1, dp=2, rpn=2),  # 4 GPUs per node

@@ -13,7 +13,7 @@ import yaml
 
 from infra.offline import SECRET_MARKER, build_plan
 from infra.plandiff import diff_plans, render_markdown
-from tests.conftest import ROOT, STACKS, plan_of
+from tests.conftest import ROOT, STACKS, make_project, plan_of
 
 CLUSTER = "digitalocean:index/kubernetesCluster:KubernetesCluster"
 POOL = "digitalocean:index/kubernetesNodePool:KubernetesNodePool"
@@ -68,7 +68,7 @@ def test_no_secret_value_in_plan(tmp_path):
     for key in ("digitalocean:token", "inference-platform:grafana_admin_password",
                 "inference-platform:huggingface_token", "inference-platform:api_key"):
         doc["config"][key] = {"secure": sentinel}
-    (tmp_path / "stacks").mkdir()
+    make_project(tmp_path)
     (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(yaml.safe_dump(doc))
     plan = build_plan("prod", tmp_path)
     text = plan.to_json()
@@ -79,7 +79,7 @@ def test_no_secret_value_in_plan(tmp_path):
 def _mutated_plan(tmp_path, stack, mutate):
     doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
     mutate(doc["config"])
-    (tmp_path / "stacks").mkdir(exist_ok=True)
+    make_project(tmp_path)
     (tmp_path / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc))
     return build_plan(stack, tmp_path).to_dict()
 
@@ -425,21 +425,29 @@ def test_plan_out_marker_cannot_reach_outside_or_clobber(tmp_path):
 
 def _measured_staging(tmp_path, *, peak_rps=12, measured=5.086, mutate=None, conditions=None):
     """A copy of staging whose model carries the measured winner exactly as `infra tune ingest --write` records it."""
-    from infra.tuning.stackfile import Provenance, write_measured_layout
+    from infra.domain import Provenance
+    from infra.tuning.stackfile import write_measured_layout
 
     doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
     doc["config"]["inference-platform:models"][0]["workload"]["peak_rps"] = peak_rps
     if mutate:
         mutate(doc["config"])
-    stacks = tmp_path / "stacks"
-    stacks.mkdir(exist_ok=True)
+    stacks = make_project(tmp_path) / "stacks"
     path = stacks / "Pulumi.staging.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     layout = {"tp": 4, "ep": True, "dp": 1, "replicas_per_node": 2, "max_num_seqs": 128,
               "max_num_batched_tokens": 16384, "gpu_memory_utilization": 0.9, "kv_cache_dtype": "fp8",
               "max_model_len": 4096}
-    provenance = Provenance("2026-12-02T18:16:00", "0.33.0", "vllm/vllm-openai-rocm:v0.33.0", measured, 15.532,
-                            ("results/tp4-ep-r2/rate-1.json",), **(conditions or {}))
+    recorded = {}
+    if conditions:
+        (ttft, tpot), (isl, osl) = conditions["slo"], conditions["workload"]
+        recorded = {"slo": {"ttft_p90_ms": ttft, "tpot_p90_ms": tpot}, "workload": {"input_tokens": isl, "output_tokens": osl},
+                    "gpu": conditions["gpu"]}
+    provenance = Provenance.model_validate(
+        {"measured_at": "2026-12-02T18:16:00", "vllm_version": "0.33.0", "image": "vllm/vllm-openai-rocm:v0.33.0",
+         "measured_goodput_rps": measured, "predicted_goodput_rps": 15.532,
+         "source_results": ["results/tp4-ep-r2/rate-1.json"], **recorded}
+    )
     write_measured_layout(path, "qwen3-235b", layout, provenance)
     return tmp_path
 
@@ -509,7 +517,7 @@ def test_measured_goodput_that_is_not_a_number_is_a_config_error(tmp_path):
 def _staging_with(tmp_path, mutate):
     doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
     mutate(doc["config"])
-    (tmp_path / "stacks").mkdir(exist_ok=True)
+    make_project(tmp_path)
     (tmp_path / "stacks" / "Pulumi.staging.yaml").write_text(yaml.safe_dump(doc))
     return tmp_path
 
@@ -545,18 +553,6 @@ def test_unmeetable_slos_of_several_models_are_reported_together(tmp_path):
     paths = [p.path for p in err.value.problems]
     assert paths == ["inference-platform:models[qwen3-235b].slo", "inference-platform:models[llama70b].slo"]
     assert "relax tpot_p90_ms" in err.value.problems[1].message
-
-
-def test_unmeetable_error_is_also_a_pulumi_run_error():
-    """Under `pulumi up` the language host prints a RunError as one line; the CLI catches UserError."""
-    import pulumi
-
-    from infra.errors import ConfigError, Problem, UserError
-    from infra.platform import _run_error
-
-    err = _run_error(ConfigError([Problem("a", "b"), Problem("c", "d")], source="stacks/Pulumi.x.yaml"))
-    assert isinstance(err, pulumi.RunError) and isinstance(err, UserError)
-    assert str(err) == "stacks/Pulumi.x.yaml: 2 problems:\n  - a: b\n  - c: d"
 
 
 def test_unmeetable_slo_of_an_explicit_layout_is_a_note_not_an_error(tmp_path):
@@ -618,57 +614,6 @@ def test_diff_of_binary_or_missing_file_is_one_line(tmp_path, capsys):
     assert "not UTF-8 text" in capsys.readouterr().err
     assert main(["diff", str(tmp_path / "nope.json"), str(binary)]) == 2
     assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nope.json'}: cannot read: No such file or directory"
-
-
-# --------------------------------------------------------------------------- offline mode detection
-
-
-_REAL_RUN = r"""
-import asyncio, runpy, sys
-import pulumi
-from pulumi.runtime import mocks, settings
-from pulumi.runtime.stack import run_pulumi_func
-from infra import offline
-from infra.config import PROJECT, read_stack_file, stack_file
-
-values, secret_keys = read_stack_file(stack_file("staging", offline.repo_root()))
-config, secrets = offline._engine_config(values, secret_keys)
-asyncio.set_event_loop(asyncio.new_event_loop())
-settings.reset_options()
-pulumi.runtime.set_all_config(config, secrets)
-# A plain mock monitor stands in for the engine of a real `pulumi up`: not the offline runner's.
-mocks.set_mocks(offline._mocks_class(), project=PROJECT, stack="staging", preview=False)
-main = offline.Path(offline.__file__).resolve().parent / "__main__.py"
-try:
-    asyncio.get_event_loop().run_until_complete(run_pulumi_func(lambda: runpy.run_path(str(main), run_name="__main__")))
-except pulumi.RunError as err:
-    print("RunError:", err)
-    sys.exit(0)
-print("no error: the [secret] placeholder would have been deployed")
-sys.exit(1)
-"""
-
-
-def test_offline_env_var_alone_does_not_skip_the_missing_secrets_check():
-    """INFRA_OFFLINE_PLAN=1 left in a shell must not make a real run deploy `[secret]` as a password."""
-    import os
-
-    env = dict(os.environ, INFRA_OFFLINE_PLAN="1", INFRA_STACK_ROOT=str(ROOT), PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-c", _REAL_RUN], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "RunError: missing secrets: inference-platform:grafana_admin_password" in proc.stdout
-
-
-def test_offline_plan_detection_needs_the_runner_not_the_env_var(monkeypatch):
-    from infra import offline
-
-    monkeypatch.setenv("INFRA_OFFLINE_PLAN", "1")
-    assert offline.offline_plan_running() is False
-    # The runner still lists a missing secret instead of failing, and clears its flag afterwards.
-    assert plan_of("staging").summary["secrets_to_set"] == ["grafana_admin_password"]
-    fresh = build_plan("staging", ROOT)
-    assert fresh.summary["secrets_to_set"] == ["grafana_admin_password"]
-    assert offline._ACTIVE_MONITOR is None and offline.offline_plan_running() is False
 
 
 # --------------------------------------------------------------------------- deployment fixes

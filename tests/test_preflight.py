@@ -20,6 +20,7 @@ from infra import preflight
 from infra.commands import doctor
 from infra.errors import ConfigError
 from infra.preflight import Check, DoctorTarget, PoolTarget
+from tests.conftest import make_project
 
 TOKEN = "dop_v1_" + "0123456789abcdef" * 4
 
@@ -565,8 +566,7 @@ def test_command_reads_the_token_from_the_stack_secret_through_pulumi(cli, https
     """No DO variables: the stack's digitalocean:token secret, via the (fake) Pulumi CLI."""
     _serve(httpserver)
     monkeypatch.setenv("DIGITALOCEAN_API_URL", httpserver.url_for("/"))
-    root = tmp_path / "repo"
-    (root / "stacks").mkdir(parents=True)
+    root = make_project(tmp_path / "repo")
     (root / "stacks" / "Pulumi.prod.yaml").write_text(
         "config:\n  digitalocean:token:\n    secure: AAABAHsomeciphertext\n"
     )

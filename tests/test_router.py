@@ -166,12 +166,25 @@ def test_public_without_tls_listens_on_http_only():
     assert "loadBalancerSourceRanges" not in svc["spec"]
 
 
-def test_config_mistakes_are_user_errors():
-    with pytest.raises(UserError, match="requires an API key"):
-        render_router(spec(public=True, api_key_secret=None))
-    with pytest.raises(UserError, match="router.kind"):
-        render_router(spec(kind="kvaware"))
-    with pytest.raises(UserError, match="session_header"):
-        render_router(spec(session_header=""))
-    with pytest.raises(UserError, match="public: true"):
-        render_router(spec(tls_certificate_id="cert-123"))
+@pytest.mark.parametrize(
+    ("router", "path", "words"),
+    [
+        ({"kind": "kvaware"}, "router.kind", "is not allowed"),
+        ({"session_header": ""}, "router.session_header", "not an HTTP header name"),
+        ({"session_header": "x session"}, "router.session_header", "not an HTTP header name"),
+        ({"session_header": "x" * 100_000}, "router.session_header", "1 to 64 characters"),
+        ({"tls_certificate_id": "cert-123"}, "router.tls_certificate_id", "public: true"),
+        ({"kind": "service", "public": True}, "router.public", "needs a router"),
+    ],
+)
+def test_router_mistakes_are_config_errors_naming_the_key(router, path, words):
+    """The stack config owns every router rule; the renderer trusts a spec built from valid config."""
+    from infra.config import NS, load_config
+    from tests.conftest import ROOT, stack_values
+
+    values, secrets = stack_values("staging")
+    values[NS + "router"] = {**values.get(NS + "router", {}), **router}
+    with pytest.raises(UserError) as err:
+        load_config(values, stack="staging", secret_keys=secrets, base_dir=ROOT)
+    (problem,) = [p for p in err.value.problems if p.path == NS + path]
+    assert words in problem.message and len(err.value.render()) < 400

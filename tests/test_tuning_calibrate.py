@@ -10,9 +10,9 @@ import pytest
 
 from infra.catalog.gpus import gpu_size
 from infra.catalog.models import resolve_model
+from infra.domain import Layout, Slo, Workload
 from infra.errors import UserError
 from infra.planner import load_efficiency, plan_model
-from infra.planner.layout import Layout, Slo, Workload
 from infra.tuning.calibrate import LayoutError, ModelContext, calibrate, predict_goodput_rps, save_factors
 from infra.tuning.goodput import compare_layouts
 from infra.tuning.results import load_results, parse_result

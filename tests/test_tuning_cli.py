@@ -106,7 +106,7 @@ def test_written_stack_still_validates(results, stack_root):
     loaded = config.load_stack_file("staging", root=stack_root)
     layout = loaded.models[0].layout
     assert (layout.tp, layout.ep, layout.replicas_per_node) == (4, True, 2)
-    assert layout.provenance["vllm_version"] == "0.33.0"
+    assert layout.provenance.vllm_version == "0.33.0"
 
 
 def test_user_errors(results, stack_root):

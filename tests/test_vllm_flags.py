@@ -21,8 +21,8 @@ import pytest
 from infra.catalog import versions
 from infra.catalog.gpus import GPU_SIZES
 from infra.catalog.models import CATALOG
+from infra.domain import Layout
 from infra.errors import UserError
-from infra.planner.layout import Layout
 from infra.render.model_service import ModelServiceSpec, vendor_env
 from infra.render.vllm_args import (
     FLAGS_FILE,

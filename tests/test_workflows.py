@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import make_project
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
 WORKFLOW_FILES = sorted(WORKFLOWS.glob("*.yml"))
@@ -232,7 +234,7 @@ def test_plan_diff_stack_list_is_the_union_of_base_and_head(tmp_path):
 def test_plan_diff_comments_on_a_removed_stack_without_planning_it(tmp_path):
     diff = _load(WORKFLOWS / "plan-diff.yml")["jobs"]["diff"]
     step = next(s for s in diff["steps"] if "infra diff" in s.get("run", ""))
-    (tmp_path / "stacks").mkdir()  # no stacks/Pulumi.old-sandbox.yaml: removed by the pull request
+    make_project(tmp_path)  # no stacks/Pulumi.old-sandbox.yaml: removed by the pull request
     summary = tmp_path / "summary.md"
     result = subprocess.run(
         ["bash", "-e", "-c", step["run"]],

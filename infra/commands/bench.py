@@ -16,8 +16,8 @@ from pathlib import Path
 
 from infra.cli import check_output_dir, write_failed
 from infra.cli_args import positive_int
+from infra.domain import Layout, parse_layout_name
 from infra.errors import Problem, UserError
-from infra.planner.layout import Layout, parse_layout_name
 from infra.tuning.bench import (
     RESULT_LINE_PREFIX,
     BenchOptions,
@@ -145,18 +145,19 @@ def stack_target(stack: str, model: str, *, root: Path | None = None) -> tuple[B
     config → model-service mapping, so a bench engine is configured like the production one."""
     import dataclasses
 
-    from infra.config import load_stack_file, repo_root
-    from infra.platform import model_service_spec, plan_models
-    from infra.render.model_cache import MODEL_CACHE_PVC_NAME
+    from infra.config import load_stack_file
+    from infra.project import project_root
+    from infra.stack_plan import plan_stack
 
-    cfg = load_stack_file(stack, root)
+    cfg = load_stack_file(stack, project_root(root))
     if not any(m.name == model for m in cfg.models):
         raise UserError([Problem("model", f"stack {stack} has no model {model!r}; models: {[m.name for m in cfg.models]}")])
-    facts = plan_models(cfg, root or repo_root())
-    entry = next(m for m in facts.models if m.config.name == model)
-    cache_pvc = MODEL_CACHE_PVC_NAME if cfg.model_cache.kind == "nfs" else None
+    # A model whose SLO no layout is predicted to meet can still be measured: that is how the
+    # prediction gets corrected.
+    plan = plan_stack(cfg, allow_problems=True)
+    entry = plan.model(model)
     service = dataclasses.replace(
-        model_service_spec(entry, cache_pvc),
+        plan.service(model),
         # One node per sweep; bench engines are internal and short-lived: no API key, no HF token.
         nodes_min=1,
         nodes_max=1,

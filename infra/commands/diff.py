@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 
 from infra.cli import os_error_line
-from infra.config import repo_root
 from infra.errors import UserError
 from infra.offline import build_plan
 from infra.plandiff import diff_plans, render_markdown, validate_plan
+from infra.project import project_root
 
 
 def register(subparsers) -> None:
@@ -32,6 +32,7 @@ def register(subparsers) -> None:
     p.add_argument("a", help="OLD.json, or a stack name")
     p.add_argument("b", nargs="?", help="NEW.json (when comparing two files)")
     p.add_argument("--base", default="origin/main", help="git ref to compare the working tree against (default origin/main)")
+    p.add_argument("--root", type=Path, default=None, help="project root (default: the project around the current directory)")
     p.add_argument("--fail-on-replace", action="store_true", help="exit 3 when a stateful or protected resource would be replaced or deleted")
     p.set_defaults(func=run)
 
@@ -53,7 +54,7 @@ def _load(path: str) -> dict:
 
 def plan_at_ref(stack: str, ref: str, root: Path | None = None) -> dict:
     """The plan of `stack` as the code and stack file at git `ref` produce it (empty if absent there)."""
-    root = root or repo_root()
+    root = project_root(root)
     check = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
                            capture_output=True, text=True)
     if check.returncode != 0:
@@ -81,8 +82,8 @@ def run(args) -> int:
     if args.b is not None:
         old, new = _load(args.a), _load(args.b)
     else:
-        old = plan_at_ref(args.a, args.base)
-        new = build_plan(args.a).to_dict()
+        old = plan_at_ref(args.a, args.base, args.root)
+        new = build_plan(args.a, args.root).to_dict()
     diff = diff_plans(old, new)
     print(render_markdown(diff), end="")
     if args.fail_on_replace and diff.dangerous():

@@ -15,6 +15,7 @@ from infra import preflight
 from infra.cli_args import non_negative_int
 from infra.errors import Problem, UserError
 from infra.preflight import DoctorTarget, PoolTarget
+from infra.project import project_root
 
 
 def target_from_config(cfg: Any) -> DoctorTarget:
@@ -36,7 +37,7 @@ def target_from_config(cfg: Any) -> DoctorTarget:
     )
 
 
-def load_stack_file(stack: str, root: Path | None = None) -> Any:
+def load_stack_file(stack: str, root: Path) -> Any:
     """The lead's validated loader; a seam so tests can hand in a small config object."""
     from infra.config import load_stack_file as load
 
@@ -55,13 +56,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
     parser.add_argument(
-        "--root", type=Path, default=None, help="project root (default: the current checkout)"
+        "--root", type=Path, default=None, help="project root (default: the project around the current directory)"
     )
     parser.add_argument("--retries", type=non_negative_int, default=0, help="retries for 429/5xx answers (default 0)")
     parser.set_defaults(func=run)
 
 
-def stack_declares_token(stack: str, root: Path | None) -> bool:
+def stack_declares_token(stack: str, root: Path) -> bool:
     """Whether the stack file holds a `digitalocean:token` (only then is the Pulumi CLI asked)."""
     from infra.config import read_stack_file, stack_file
 
@@ -73,13 +74,11 @@ def stack_declares_token(stack: str, root: Path | None) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from infra.config import repo_root
-
-    cfg = load_stack_file(args.stack, args.root)  # ConfigError → exit 2 via infra.cli
+    root = project_root(args.root)
+    cfg = load_stack_file(args.stack, root)  # ConfigError → exit 2 via infra.cli
     target = target_from_config(cfg)
     env = os.environ
-    root = args.root or repo_root()
-    found = preflight.find_token(env, args.stack, root, stack_declares_token(args.stack, args.root))
+    found = preflight.find_token(env, args.stack, root, stack_declares_token(args.stack, root))
     api_url = preflight.api_url_from_env(env)
     problem = preflight.api_url_problem(api_url)
     if problem:

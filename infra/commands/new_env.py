@@ -17,16 +17,15 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
+from infra.catalog.doks import DEFAULT_CLUSTER_SUBNET, DEFAULT_SERVICE_SUBNET
 from infra.config import (
-    DOKS_DEFAULT_CLUSTER_SUBNET,
-    DOKS_DEFAULT_SERVICE_SUBNET,
     ENVIRONMENTS,
     NS,
     load_config,
     read_stack_file,
-    repo_root,
 )
 from infra.errors import UserError, yaml_error_line
+from infra.project import project_root
 
 _STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
@@ -51,8 +50,8 @@ def used_networks(stacks_dir: Path, exclude: Path | None = None) -> list[tuple[i
     overwritten with --force: its own old ranges are not taken by anyone else.
     """
     nets = [
-        (ipaddress.ip_network(DOKS_DEFAULT_CLUSTER_SUBNET), "the DOKS default pod network"),
-        (ipaddress.ip_network(DOKS_DEFAULT_SERVICE_SUBNET), "the DOKS default service network"),
+        (ipaddress.ip_network(DEFAULT_CLUSTER_SUBNET), "the DOKS default pod network"),
+        (ipaddress.ip_network(DEFAULT_SERVICE_SUBNET), "the DOKS default service network"),
     ]
     for path in sorted(stacks_dir.glob("Pulumi.*.yaml")):
         if exclude is not None and path.resolve() == exclude.resolve():
@@ -126,7 +125,7 @@ def load_round_trip(yaml: YAML, path: Path):
 
 
 def run(args) -> int:
-    root = args.root or repo_root()
+    root = project_root(args.root)
     stacks_dir = root / "stacks"
     if not _STACK_NAME.match(args.name):
         raise UserError(f"{args.name!r} is not a valid stack name; use lowercase letters, digits and '-'")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from infra.catalog.doks import is_exact_version
 from infra.cli import check_output_dir, check_output_file, write_failed
-from infra.config import is_exact_version
 from infra.errors import Problem, UserError
 from infra.offline import Plan, build_plan, kubernetes_objects, money
 
@@ -35,7 +35,7 @@ def register(subparsers) -> None:
     p.add_argument("--json", metavar="FILE", help="write the deterministic JSON plan to FILE ('-' for stdout)")
     p.add_argument("--out", metavar="DIR", help="write every Kubernetes object as YAML into DIR")
     p.add_argument("--quiet", action="store_true", help="do not print the summary")
-    p.add_argument("--root", type=Path, default=None, help="repository root holding stacks/ (default: this checkout)")
+    p.add_argument("--root", type=Path, default=None, help="project root holding Pulumi.yaml and stacks/ (default: the project around the current directory)")
     p.set_defaults(func=run)
 
 

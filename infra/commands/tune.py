@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.cli_args import fraction, positive_float
+from infra.domain import Provenance, SloRecord, WorkloadRecord
 from infra.errors import Problem, UserError
 from infra.tuning import calibrate as calibration
 from infra.tuning.chart import render_latency_chart
 from infra.tuning.goodput import DEFAULT_MAX_FAILED_FRACTION, Comparison, compare_layouts
 from infra.tuning.results import SweepPoint, layout_fields, load_results
-from infra.tuning.stackfile import Provenance, stack_file_path, write_measured_layout
+from infra.tuning.stackfile import stack_file_path, write_measured_layout
 
 DEFAULT_CHART_NAME = "latency-vs-rate.svg"
 
@@ -174,9 +175,9 @@ def _write_winner(
         image=_single_meta(mine, "image"),
         measured_goodput_rps=winner.goodput_rps,
         predicted_goodput_rps=_predicted_goodput(stack_model, fields),
-        source_results=tuple(sorted({_display_path(p.source.split("#")[0]) for p in mine})),
-        slo=conditions.slo,
-        workload=conditions.workload,
+        source_results=sorted({_display_path(p.source.split("#")[0]) for p in mine}),
+        slo=SloRecord(ttft_p90_ms=float(conditions.slo[0]), tpot_p90_ms=float(conditions.slo[1])),
+        workload=WorkloadRecord(input_tokens=int(conditions.workload[0]), output_tokens=int(conditions.workload[1])),
         gpu=conditions.gpu,
     )
     path = stack_file_path(args.stack, args.stacks_dir)

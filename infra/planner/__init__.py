@@ -12,6 +12,7 @@ Pure Python, no Pulumi imports, deterministic. Entry points:
 docs/planner.md explains the model, its assumptions and its measured error.
 """
 
+from infra.domain import Layout, Slo, Workload, layout_name, parse_layout_name
 from infra.planner.checks import check_layout
 from infra.planner.efficiency import (
     EfficiencyFactors,
@@ -19,7 +20,6 @@ from infra.planner.efficiency import (
     load_efficiency,
     save_efficiency,
 )
-from infra.planner.layout import Layout, Slo, Workload, layout_name, parse_layout_name
 from infra.planner.loading import estimated_load_seconds
 from infra.planner.memory import MemoryBreakdown, memory_per_gpu
 from infra.planner.search import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from infra.catalog.gpus import GpuSize
 from infra.catalog.models import ModelArch
-from infra.planner.layout import Layout
+from infra.domain import Layout
 from infra.planner.memory import memory_per_gpu
 
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")

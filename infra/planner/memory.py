@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from infra.catalog.gpus import GpuSize
 from infra.catalog.models import ModelArch
-from infra.planner.layout import Layout
+from infra.domain import Layout
 
 GB = 1e9
 # Context, allocator fragmentation and graph pools (~2.5 GB measured on vLLM V1), plus RCCL/NCCL

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from infra.catalog.gpus import GpuSize
 from infra.catalog.models import ModelArch
+from infra.domain import Layout, Workload
 from infra.planner.efficiency import EfficiencyFactors
-from infra.planner.layout import Layout, Workload
 from infra.planner.memory import weight_bytes_per_gpu
 
 INF = float("inf")

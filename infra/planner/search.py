@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 
 from infra.catalog.gpus import GpuSize
 from infra.catalog.models import ModelArch
+from infra.domain import Layout, Slo, Workload
 from infra.planner.checks import check_layout, shape_problems
 from infra.planner.efficiency import EfficiencyTable, load_efficiency
-from infra.planner.layout import Layout, Slo, Workload
 from infra.planner.memory import MemoryBreakdown, default_max_model_len, memory_per_gpu
 from infra.planner.performance import INF, LoadPoint, ReplicaModel, goodput
 
@@ -109,15 +109,7 @@ class Candidate:
         lay = self.layout
         out = {
             "name": lay.name,
-            "tp": lay.tp,
-            "ep": lay.ep,
-            "dp": lay.dp,
-            "replicas_per_node": lay.replicas_per_node,
-            "max_num_seqs": lay.max_num_seqs,
-            "max_num_batched_tokens": lay.max_num_batched_tokens,
-            "gpu_memory_utilization": lay.gpu_memory_utilization,
-            "kv_cache_dtype": lay.kv_cache_dtype,
-            "max_model_len": lay.max_model_len,
+            **lay.fields(),
             "fits": self.fits,
             "goodput_rps_per_node": _r(self.goodput_rps_per_node, 3),
             "output_tokens_per_s_per_gpu": _r(self.output_tokens_per_s_per_gpu, 1),

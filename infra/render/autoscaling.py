@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infra.catalog import versions
 from infra.render.model_service import PART_OF
 from infra.render.slo_rules import ObservedModel, selector
 
@@ -34,6 +35,16 @@ POLLING_INTERVAL_SECONDS = 30
 # The in-flight target is this fraction of what a replica carries at SLO goodput: scale-up starts
 # while the replicas still meet the SLO, not once they miss it.
 RUNNING_HEADROOM = 0.8
+
+
+@dataclass(frozen=True)
+class AutoscalingSpec:
+    """KEDA and one rendered ScaledObject per autoscaled model, as (model name, object) pairs."""
+
+    name: str  # logical name
+    scaled_objects: tuple[tuple[str, dict], ...]
+    system_node_selector: dict[str, str]
+    chart_version: str = versions.KEDA_CHART_VERSION
 
 
 @dataclass(frozen=True)

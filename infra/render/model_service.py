@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from infra.catalog import versions
 from infra.catalog.gpus import GpuSize
+from infra.domain import Layout
 from infra.errors import Problem, UserError
-from infra.planner.layout import Layout
 from infra.render.vllm_args import VLLM_PORT, ServeOptions, unknown_env_vars, vllm_serve_args
 
 NAMESPACE = "inference"
@@ -68,6 +68,16 @@ class CacheSpec:
     @property
     def hf_home(self) -> str:
         return f"{self.mount_path}/hf"
+
+
+def hf_token_secret_name(model: str) -> str:
+    """The Secret holding a model's Hugging Face token (key `token`)."""
+    return f"{model}-hf-token"
+
+
+def api_key_secret_name(model: str) -> str:
+    """The Secret holding the client API key the model's engines check (key `api-key`)."""
+    return f"{model}-api-key"
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infra.catalog import versions
 from infra.render.slo_rules import (
     DEFAULT_THRESHOLDS,
     LONGEST_SLO_WINDOW_DAYS,
@@ -126,6 +127,18 @@ class MonitoringSettings:
     scrape_interval: str = "15s"
     router_metrics_port: str = "http"
     grafana_storage_gib: int = 0  # 0: dashboards come from ConfigMaps, no state worth a volume
+
+
+@dataclass(frozen=True)
+class ObservabilitySpec:
+    """Everything the monitoring component builds, except its two secrets (passed separately)."""
+
+    name: str  # logical name
+    settings: MonitoringSettings
+    models: tuple[ObservedModel, ...]
+    gpu: GpuRuntimeFacts
+    thresholds: AlertThresholds = DEFAULT_THRESHOLDS
+    chart_version: str = versions.KUBE_PROMETHEUS_STACK_CHART_VERSION
 
 
 _DURATION_UNITS_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}

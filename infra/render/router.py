@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.catalog import versions
-from infra.errors import Problem, UserError
 from infra.render.model_service import (
     ANNOTATION_API_KEY_REQUIRED,
     API_KEY_KEY,
@@ -79,24 +78,6 @@ class RouterSpec:
     @property
     def resolved_image(self) -> str:
         return self.image or versions.ROUTER_IMAGE
-
-
-def validate_router(spec: RouterSpec, path: str = "router") -> None:
-    problems: list[Problem] = []
-    if spec.kind not in ROUTER_KINDS:
-        problems.append(Problem(f"{path}.kind", f"{spec.kind!r} is not one of {', '.join(ROUTER_KINDS)}"))
-    if spec.kind == "session" and not spec.session_header:
-        problems.append(Problem(f"{path}.session_header", "session routing needs a header name"))
-    if spec.uses_router and spec.replicas < 1:
-        problems.append(Problem(f"{path}.replicas", "must be at least 1"))
-    if spec.public and not spec.api_key_secret:
-        problems.append(
-            Problem(f"{path}.public", "a public endpoint requires an API key (set the api key secret)")
-        )
-    if spec.tls_certificate_id and not spec.public:
-        problems.append(Problem(f"{path}.tls_certificate_id", "only applies with public: true"))
-    if problems:
-        raise UserError(problems)
 
 
 def router_selector(model: str) -> dict[str, str]:
@@ -310,8 +291,9 @@ def render_public_service(spec: RouterSpec) -> dict:
 
 
 def render_router(spec: RouterSpec) -> list[dict]:
-    """All router objects for one model (empty for kind `service` without a public endpoint)."""
-    validate_router(spec)
+    """All router objects for one model (empty for kind `service` without a public endpoint).
+
+    The spec is valid by construction: `infra.config` checks the router settings it comes from."""
     objects: list[dict] = []
     if spec.uses_router:
         objects += [

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from infra.domain import Layout
 from infra.errors import Problem, UserError
-from infra.planner.layout import Layout
 
 VLLM_PORT = 8000
 FLAGS_FILE = Path(__file__).resolve().parent.parent / "catalog" / "vllm_flags.json"

@@ -42,11 +42,12 @@ import shlex
 from dataclasses import dataclass, replace
 
 from infra.catalog import versions
+from infra.domain import LAYOUT_LIMIT_KEYS, Layout, Slo, Workload
 from infra.errors import Problem, UserError
-from infra.planner.layout import Layout, Slo, Workload
 from infra.render import model_service as ms
 from infra.render.vllm_args import VLLM_PORT
 from infra.tuning.bench_flags import known_bench_flags
+from infra.tuning.results import META_LAYOUT_FIELD_PREFIX
 
 RESULT_LINE_PREFIX = "BENCH_RESULT"
 BENCH_RUN_LABEL = "inference-platform/bench-run"
@@ -188,13 +189,10 @@ def result_filename(rate_rps: float) -> str:
 def bench_metadata(target: BenchTarget, layout: Layout, opts: BenchOptions) -> list[str]:
     """`--metadata` pairs: what `infra tune ingest` needs to name, rebuild and date the layout."""
     service = target.service
+    limits = layout.with_(max_model_len=layout.max_model_len or service.max_model_len).fields()
     pairs = {
         "layout": layout.name,
-        "layout_max_num_seqs": layout.max_num_seqs,
-        "layout_max_num_batched_tokens": layout.max_num_batched_tokens,
-        "layout_gpu_memory_utilization": layout.gpu_memory_utilization,
-        "layout_kv_cache_dtype": layout.kv_cache_dtype,
-        "layout_max_model_len": layout.max_model_len if layout.max_model_len is not None else service.max_model_len,
+        **{f"{META_LAYOUT_FIELD_PREFIX}{key}": limits[key] for key in LAYOUT_LIMIT_KEYS},
         "stack": target.stack,
         "model": target.model,
         "gpu": service.gpu.slug,

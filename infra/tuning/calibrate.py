@@ -77,7 +77,8 @@ class StackModel:
     stack: str
     entry: object  # infra.config.ModelConfig
     pool: object  # infra.config.GpuPoolConfig
-    root: Path | None  # repository root the stack file was loaded from (None: this checkout)
+    root: Path  # project root the stack file was loaded from
+    config: object  # infra.config.StackConfig
 
     @property
     def slo(self) -> tuple[float, float]:
@@ -104,12 +105,14 @@ def load_stack_model(stack: str | None, model: str | None, *, stacks_dir: Path |
         from infra.config import load_stack_file
     except ImportError as err:  # pragma: no cover - only while the toolkit is half-built
         raise PlannerUnavailable(f"the planner is not available: {err}") from None
-    root = stacks_dir.parent if stacks_dir is not None else None
+    from infra.project import project_root
+
+    root = stacks_dir.parent if stacks_dir is not None else project_root()
     cfg = load_stack_file(stack, root)
     entry = next((m for m in cfg.models if m.name == model), None)
     if entry is None:
         raise UserError([Problem("--model", f"stack {stack} has no model {model!r}; models: {[m.name for m in cfg.models]}")])
-    return StackModel(stack, entry, cfg.pool(entry.pool), root)
+    return StackModel(stack, entry, cfg.pool(entry.pool), root, cfg)
 
 
 def model_context(stack_model: StackModel) -> ModelContext:
@@ -123,10 +126,7 @@ def model_context(stack_model: StackModel) -> ModelContext:
     except ImportError as err:  # pragma: no cover - only while the toolkit is half-built
         raise PlannerUnavailable(f"the planner is not available: {err}") from None
     entry, pool = stack_model.entry, stack_model.pool
-    hf_path = None
-    if entry.hf_config:
-        base = stack_model.root or Path(__file__).resolve().parents[2]
-        hf_path = Path(entry.hf_config) if Path(entry.hf_config).is_absolute() else base / entry.hf_config
+    hf_path = stack_model.config.hf_config_path(entry)
     arch = resolve_model(entry.source, str(hf_path) if hf_path else None)
     if arch is None:
         raise PlannerUnavailable(f"model {entry.name}: architecture unknown to the planner (set hf_config)")
@@ -141,7 +141,7 @@ def stack_model_context(stack: str | None, model: str | None, *, stacks_dir: Pat
 
 
 def layout_from_fields(layout_fields_: dict):
-    from infra.planner.layout import Layout
+    from infra.domain import Layout
 
     known = {f.name for f in fields(Layout)}
     return Layout(**{k: v for k, v in layout_fields_.items() if k in known})

@@ -28,18 +28,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from infra.domain import LAYOUT_LIMIT_KEYS, layout_name, parse_layout_name
 from infra.errors import Problem, UserError
-from infra.planner.layout import layout_name, parse_layout_name
 
 # Metadata keys `infra bench` passes with `--metadata` (all values arrive as strings).
 META_LAYOUT = "layout"
-LAYOUT_FIELD_KEYS = (
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "gpu_memory_utilization",
-    "kv_cache_dtype",
-    "max_model_len",
-)
 META_LAYOUT_FIELD_PREFIX = "layout_"  # layout_max_num_seqs=256, ...
 PROVENANCE_META_KEYS = ("stack", "model", "gpu", "image", "vllm_version", "run_id", "input_tokens", "output_tokens")
 
@@ -218,7 +211,7 @@ def layout_fields(points: list[SweepPoint], name: str) -> tuple[dict, list[str]]
     """
     fields: dict = dict(parse_layout_name(name))
     missing = []
-    for key in LAYOUT_FIELD_KEYS:
+    for key in LAYOUT_LIMIT_KEYS:
         values = {p.metadata[META_LAYOUT_FIELD_PREFIX + key] for p in points if p.layout == name and META_LAYOUT_FIELD_PREFIX + key in p.metadata}
         if not values:
             missing.append(key)

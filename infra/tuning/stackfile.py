@@ -10,7 +10,6 @@ diff what was measured, when, with which vLLM, and how it compared with the plan
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -18,72 +17,34 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
+from infra.domain import LAYOUT_KEYS, PROVENANCE_KEYS, Provenance
 from infra.errors import Problem, UserError, yaml_error_line
 
 PROJECT = "inference-platform"
 MODELS_KEY = f"{PROJECT}:models"
 
-# The keys of the explicit layout mapping the config accepts, in the order they are written.
-LAYOUT_KEYS = (
-    "tp",
-    "ep",
-    "dp",
-    "replicas_per_node",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "gpu_memory_utilization",
-    "kv_cache_dtype",
-    "max_model_len",
-)
-# The keys of the `provenance:` block (the config must accept exactly these).
-PROVENANCE_KEYS = (
-    "measured_at",
-    "vllm_version",
-    "image",
-    "measured_goodput_rps",
-    "predicted_goodput_rps",
-    "source_results",
-    "slo",
-    "workload",
-    "gpu",
-)
 
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where a measured layout came from. None means "not recorded" and is written as null."""
-
-    measured_at: str | None  # ISO 8601, from the results' `date`
-    vllm_version: str | None
-    image: str | None
-    measured_goodput_rps: float
-    predicted_goodput_rps: float | None  # the planner's per-node prediction for this layout
-    source_results: tuple[str, ...]
-    # The conditions the goodput holds for: it is a rate within *these* SLOs, for *this* prompt and
-    # answer length, on *this* GPU size. The plan compares them with the stack's current ones.
-    slo: tuple[float, float] | None = None  # (ttft_p90_ms, tpot_p90_ms)
-    workload: tuple[int, int] | None = None  # (input_tokens, output_tokens)
-    gpu: str | None = None  # DO size slug, e.g. gpu-mi300x8-1536gb
-
-    def to_yaml(self) -> CommentedMap:
-        block = CommentedMap()
-        block["measured_at"] = _quoted(self.measured_at)
-        block["vllm_version"] = _quoted(self.vllm_version)
-        block["image"] = _quoted(self.image)
-        block["measured_goodput_rps"] = round(float(self.measured_goodput_rps), 3)
-        block["predicted_goodput_rps"] = (
-            None if self.predicted_goodput_rps is None else round(float(self.predicted_goodput_rps), 3)
-        )
-        sources = CommentedSeq(str(s) for s in self.source_results)
-        block["source_results"] = sources
-        block["slo"] = None if self.slo is None else _flow({"ttft_p90_ms": _num(self.slo[0]), "tpot_p90_ms": _num(self.slo[1])})
-        block["workload"] = (
-            None
-            if self.workload is None
-            else _flow({"input_tokens": int(self.workload[0]), "output_tokens": int(self.workload[1])})
-        )
-        block["gpu"] = _quoted(self.gpu)
-        return block
+def provenance_yaml(provenance: Provenance) -> CommentedMap:
+    """The `provenance:` block as the stack file writes it: every key (None as an explicit
+    null), strings quoted so a date never reads back as a YAML timestamp, SLO and workload on
+    one line as the stack files write them."""
+    p = provenance
+    block = CommentedMap()
+    block["measured_at"] = _quoted(p.measured_at)
+    block["vllm_version"] = _quoted(p.vllm_version)
+    block["image"] = _quoted(p.image)
+    block["measured_goodput_rps"] = None if p.measured_goodput_rps is None else round(float(p.measured_goodput_rps), 3)
+    block["predicted_goodput_rps"] = None if p.predicted_goodput_rps is None else round(float(p.predicted_goodput_rps), 3)
+    block["source_results"] = CommentedSeq(str(s) for s in p.source_results)
+    block["slo"] = None if p.slo is None else _flow({"ttft_p90_ms": _num(p.slo.ttft_p90_ms), "tpot_p90_ms": _num(p.slo.tpot_p90_ms)})
+    block["workload"] = (
+        None
+        if p.workload is None
+        else _flow({"input_tokens": p.workload.input_tokens, "output_tokens": p.workload.output_tokens})
+    )
+    block["gpu"] = _quoted(p.gpu)
+    assert tuple(block) == PROVENANCE_KEYS, "provenance_yaml must write every Provenance field"
+    return block
 
 
 def _flow(values: dict) -> CommentedMap:
@@ -99,8 +60,12 @@ def _num(value: float):
 
 
 def stack_file_path(stack: str, stacks_dir: Path | None = None) -> Path:
-    """`stacks/Pulumi.<stack>.yaml` under the repository (or `stacks_dir`)."""
-    base = stacks_dir if stacks_dir is not None else Path(__file__).resolve().parents[2] / "stacks"
+    """`stacks/Pulumi.<stack>.yaml` of the project around the cwd (or under `stacks_dir`)."""
+    if stacks_dir is None:
+        from infra.project import project_root
+
+        stacks_dir = project_root() / "stacks"
+    base = stacks_dir
     return base / f"Pulumi.{stack}.yaml"
 
 
@@ -125,7 +90,7 @@ def write_measured_layout(path: Path, model: str, layout: dict, provenance: Prov
         if key in layout:
             value = layout[key]
             mapping[key] = _quoted(value) if isinstance(value, str) else value
-    mapping["provenance"] = provenance.to_yaml()
+    mapping["provenance"] = provenance_yaml(provenance)
     original = path.read_text(encoding="utf-8")
     if entry.fa.flow_style():
         # `- {name: x, layout: auto, ...}` on one line: no lines to splice, let ruamel re-emit it.

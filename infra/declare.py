@@ -1,0 +1,123 @@
+"""Turn a StackPlan into Pulumi resources: the only code that instantiates components.
+
+Nothing is decided here. Every spec comes from `plan_stack`; this function wires the specs to
+the Pulumi handles each component needs (the VPC id, the cluster's Kubernetes provider, the
+secrets, what to wait for), in dependency order: network → cluster → GPU pools → GPU runtime →
+namespace and weight cache → model services → routers → observability → autoscaling → project.
+The real program (`infra/__main__.py`) and the offline plan (`infra plan`, under the mock
+runtime) both call it with the same plan value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.autoscaling import ReplicaAutoscaling, ReplicaAutoscalingArgs
+from components.cluster import DoksCluster, DoksClusterArgs
+from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
+from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
+from components.model_cache import ModelCache, ModelCacheArgs
+from components.model_service import ModelService, ModelServiceArgs
+from components.network import EnvironmentProject, EnvironmentProjectArgs, Network
+from components.observability import Observability, ObservabilityArgs
+from components.router import Router, RouterArgs
+from infra.stack_plan import StackPlan
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """The stack's secret config values as Pulumi secret Outputs (None when not set)."""
+
+    huggingface_token: Any = None
+    api_key: Any = None
+    grafana_admin_password: Any = None
+    alert_webhook_url: Any = None
+
+
+def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
+    """Declare every component of the plan; returns the stack outputs."""
+    for note in plan.notes:
+        pulumi.log.info(note)
+    network = Network(plan.network.name, plan.network)
+    cluster = DoksCluster(plan.cluster.name, DoksClusterArgs(spec=plan.cluster, vpc_id=network.vpc_id))
+    pools = {
+        spec.pool_name: GpuNodePool(
+            spec.name, GpuNodePoolArgs(spec=spec, cluster_id=cluster.cluster_id), pulumi.ResourceOptions(protect=spec.protect)
+        )
+        for spec in plan.pools
+    }
+    GpuRuntime(
+        plan.gpu_runtime.name,
+        GpuRuntimeArgs(
+            spec=plan.gpu_runtime, provider=cluster.provider, depends_on=list(pools.values()), deleted_with=cluster.cluster
+        ),
+    )
+    k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, deleted_with=cluster.cluster)
+    ns_meta = plan.namespace["metadata"]
+    namespace = k8s.core.v1.Namespace(f"{plan.stack}-ns-{ns_meta['name']}", metadata=ns_meta, opts=k8s_opts)
+    cache = None
+    if plan.model_cache is not None:
+        cache = ModelCache(
+            plan.model_cache.name,
+            ModelCacheArgs(spec=plan.model_cache, vpc_id=network.vpc_id, provider=cluster.provider, depends_on=[namespace]),
+        )
+    services = []
+    for model, service_spec, router_spec in zip(plan.models, plan.services, plan.routers, strict=True):
+        service = ModelService(
+            f"{plan.stack}-model-{service_spec.name}",
+            ModelServiceArgs(
+                spec=service_spec,
+                provider=cluster.provider,
+                hf_token=secrets.huggingface_token,
+                api_key=secrets.api_key,
+                depends_on=[namespace, pools[model.pool.name]] + ([cache] if cache else []),
+            ),
+            pulumi.ResourceOptions(deleted_with=cluster.cluster),
+        )
+        services.append(service)
+        Router(
+            f"{plan.stack}-router-{service_spec.name}",
+            # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on
+            # destroy so that DOKS removes the DO load balancer (docs/architecture.md).
+            RouterArgs(spec=router_spec, provider=cluster.provider, depends_on=[service]),
+        )
+    monitoring = None
+    if plan.observability is not None:
+        monitoring = Observability(
+            plan.observability.name,
+            ObservabilityArgs(
+                spec=plan.observability,
+                provider=cluster.provider,
+                grafana_admin_password=secrets.grafana_admin_password,
+                alert_webhook_url=secrets.alert_webhook_url,
+                deleted_with=cluster.cluster,
+            ),
+            pulumi.ResourceOptions(depends_on=services),
+        )
+    if plan.autoscaling is not None:
+        by_model = {s.spec.name: s for s in services}
+        ReplicaAutoscaling(
+            plan.autoscaling.name,
+            ReplicaAutoscalingArgs(
+                spec=plan.autoscaling,
+                waits_for={model: [by_model[model]] for model, _ in plan.autoscaling.scaled_objects},
+                provider=cluster.provider,
+                depends_on=[monitoring] if monitoring else [],
+                deleted_with=cluster.cluster,
+            ),
+        )
+    EnvironmentProject(plan.project.name, EnvironmentProjectArgs(spec=plan.project, resources=[cluster.cluster.cluster_urn]))
+    return {
+        "environment": plan.config.environment,
+        "region": plan.config.region,
+        "vpc_id": network.vpc_id,
+        "cluster_id": cluster.cluster_id,
+        "kubernetes_version": cluster.version,
+        "kubeconfig": cluster.kubeconfig,
+        "layouts": {m.config.name: m.layout.name for m in plan.models},
+        "endpoints": {s.spec.name: s.endpoint for s in services},
+    }

@@ -1,0 +1,210 @@
+"""Value types every layer shares: a serving layout, a workload, SLOs, and a measurement's provenance.
+
+This module sits at the bottom of the import graph (it imports nothing of the project): the
+config, the planner, the tuning commands and the renderers all speak these shapes, so none of
+them has to import another to agree on what a layout or a measurement is.
+
+A layout says how one vLLM replica uses a node's GPUs and how many such replicas share a node.
+Its canonical name `tp<N>[-ep][-dp<M>]-r<K>` (e.g. `tp4-ep-r2`) is what the planner's JSON,
+`infra bench --layouts` and `vllm bench --metadata layout=` all use, so measurements and
+predictions can be joined on it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import asdict, dataclass, replace
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+_NAME = re.compile(r"^tp(?P<tp>[1-9][0-9]*)(?P<ep>-ep)?(?:-dp(?P<dp>[1-9][0-9]*))?-r(?P<r>[1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a model is laid out on one node.
+
+    tp: tensor-parallel size of one engine (vLLM --tensor-parallel-size).
+    ep: experts sharded across the replica's GPUs instead of tensor-sliced (--enable-expert-parallel).
+    dp: data-parallel attention ranks inside one replica (--data-parallel-size); the replica then
+        uses tp × dp GPUs and, with ep, its experts are spread over all of them.
+    replicas_per_node: independent vLLM engines per node, each with its own weights and KV cache.
+    """
+
+    tp: int = 1
+    ep: bool = False
+    dp: int = 1
+    replicas_per_node: int = 1
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    gpu_memory_utilization: float = 0.90
+    kv_cache_dtype: str = "auto"  # "auto" (the model dtype) or "fp8"
+    max_model_len: int | None = None  # None: the workload's input + output, rounded up
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def gpus_per_node_used(self) -> int:
+        return self.gpus_per_replica * self.replicas_per_node
+
+    @property
+    def name(self) -> str:
+        return layout_name(self.tp, self.ep, self.dp, self.replicas_per_node)
+
+    def with_(self, **changes) -> Layout:
+        return replace(self, **changes)
+
+    def fields(self) -> dict[str, Any]:
+        """The layout as the keys of an explicit `layout:` mapping (LAYOUT_KEYS, in that order)."""
+        values = asdict(self)
+        return {key: values[key] for key in LAYOUT_KEYS}
+
+
+# The keys of an explicit `layout:` mapping in a stack file, in the order they are written: the
+# config accepts them, `infra tune ingest --write` writes them, the plan's JSON reports them.
+LAYOUT_KEYS = (
+    "tp",
+    "ep",
+    "dp",
+    "replicas_per_node",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "kv_cache_dtype",
+    "max_model_len",
+)
+# The engine limits among them: what a layout name (tp4-ep-r2) does not say, so a benchmark
+# passes them as `--metadata layout_<key>=<value>` to rebuild the exact layout it measured.
+LAYOUT_LIMIT_KEYS = LAYOUT_KEYS[4:]
+
+
+def layout_name(tp: int, ep: bool, dp: int, replicas_per_node: int) -> str:
+    """Canonical layout name, e.g. `tp4-ep-r2` or `tp1-ep-dp8-r1`."""
+    return f"tp{tp}{'-ep' if ep else ''}{f'-dp{dp}' if dp > 1 else ''}-r{replicas_per_node}"
+
+
+def parse_layout_name(name: str) -> dict:
+    """`tp4-ep-r2` → {"tp": 4, "ep": True, "dp": 1, "replicas_per_node": 2}; ValueError if malformed."""
+    m = _NAME.match(name.strip())
+    if not m:
+        raise ValueError(f"{name!r} is not a layout name; expected tp<N>[-ep][-dp<M>]-r<K>, e.g. tp4-ep-r2")
+    return {
+        "tp": int(m["tp"]),
+        "ep": bool(m["ep"]),
+        "dp": int(m["dp"] or 1),
+        "replicas_per_node": int(m["r"]),
+    }
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the traffic looks like: mean prompt and completion lengths, and the peak request rate."""
+
+    input_tokens: int
+    output_tokens: int
+    peak_rps: float | None = None
+    prefix_cache_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency limits at the 90th percentile."""
+
+    ttft_p90_ms: float
+    tpot_p90_ms: float
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def _iso_text(value: Any) -> Any:
+    """An unquoted YAML timestamp arrives as a date or datetime: keep it as the ISO text written."""
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return value.isoformat()
+    return value
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SloRecord(_Record):
+    """The SLO a measured goodput is a rate within."""
+
+    ttft_p90_ms: float = Field(gt=0, allow_inf_nan=False, description="p90 TTFT limit of the measurement, ms.")
+    tpot_p90_ms: float = Field(gt=0, allow_inf_nan=False, description="p90 TPOT limit of the measurement, ms.")
+
+
+class WorkloadRecord(_Record):
+    """The prompt and answer lengths a measured goodput holds for."""
+
+    input_tokens: int = Field(gt=0, description="Prompt tokens of the measurement.")
+    output_tokens: int = Field(gt=0, description="Output tokens of the measurement.")
+
+
+class Provenance(_Record):
+    """Where a measured layout came from: written by `infra tune ingest --write` next to the layout.
+
+    A measurement beats a prediction, so a layout that carries `measured_goodput_rps` sizes its
+    pool from it. The goodput holds only for the conditions it was measured under (`slo`,
+    `workload`, `gpu`); the plan says when the stack's current ones differ. Older provenance
+    without those keys is accepted as is; `None` means "not recorded".
+    """
+
+    measured_at: Annotated[str | None, BeforeValidator(_iso_text)] = Field(
+        None, description="When the winning runs were measured (ISO 8601, from the results' `date`)."
+    )
+    vllm_version: str | None = Field(None, description="vLLM version the benchmark ran.")
+    image: str | None = Field(None, description="Engine image the benchmark ran.")
+    measured_goodput_rps: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Measured requests/s per node within the SLO."
+    )
+    predicted_goodput_rps: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="The planner's requests/s per node for this layout at measurement time."
+    )
+    source_results: list[str] = Field(default_factory=list, description="The `vllm bench serve` result files the winner was chosen from.")
+    slo: SloRecord | None = Field(None, description="The SLO the goodput was measured within.")
+    workload: WorkloadRecord | None = Field(None, description="The token lengths it was measured with.")
+    gpu: str | None = Field(None, description="GPU Droplet size slug it was measured on.")
+
+    @property
+    def measured(self) -> bool:
+        """A measurement: provenance without a goodput only says where a hand-written layout came from."""
+        return self.measured_goodput_rps is not None
+
+    @property
+    def date(self) -> str | None:
+        """The day of the measurement (the time of day adds nothing to a plan line)."""
+        return self.measured_at[:10] if self.measured_at else None
+
+    def label(self) -> str:
+        """`bench 2026-12-02, vLLM 0.33.0`: enough to find the results again."""
+        parts = [f"bench {self.date}" if self.date else "bench date not recorded"]
+        if self.vllm_version:
+            parts.append(f"vLLM {self.vllm_version}")
+        return ", ".join(parts)
+
+    def changed_conditions(self, slo: Slo, workload: Workload, gpu: str) -> list[str]:
+        """What differs between the recorded conditions and the stack's current ones, as
+        "measured → now" phrases; nothing for conditions not recorded."""
+        changes = []
+        if self.slo is not None and (self.slo.ttft_p90_ms, self.slo.tpot_p90_ms) != (slo.ttft_p90_ms, slo.tpot_p90_ms):
+            changes.append(
+                f"SLO p90 TTFT/TPOT {self.slo.ttft_p90_ms:g}/{self.slo.tpot_p90_ms:g} ms → "
+                f"{slo.ttft_p90_ms:g}/{slo.tpot_p90_ms:g} ms"
+            )
+        w = self.workload
+        if w is not None and (w.input_tokens, w.output_tokens) != (workload.input_tokens, workload.output_tokens):
+            changes.append(
+                f"tokens in/out {w.input_tokens}/{w.output_tokens} → {workload.input_tokens}/{workload.output_tokens}"
+            )
+        if self.gpu is not None and self.gpu != gpu:
+            changes.append(f"GPU {self.gpu} → {gpu}")
+        return changes
+
+
+PROVENANCE_KEYS = tuple(Provenance.model_fields)

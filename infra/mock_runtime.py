@@ -1,0 +1,404 @@
+"""Run Pulumi code under Pulumi's mock runtime and record everything it registers.
+
+One runtime for the offline plan (`infra plan` declares a StackPlan here) and for the component
+tests. No engine, no cloud, no credentials: every resource registration goes to a recording
+monitor, every invoke gets a realistic answer from `PlanMocks`, and the answers are fixed per
+resource name, so the same program records byte-identical data on every run.
+
+A `Registration` keeps what the engine would receive: inputs (deserialized, and the serialized
+wire form with secrets still wrapped, so tests can prove no secret leaves in plain text) and the
+resource options that `Mocks.new_resource` never sees (protect, ignore_changes, depends_on,
+aliases, timeouts, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import gc
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+
+SECRET_MARKER = "[secret]"
+UNKNOWN_MARKER = "[unknown]"
+_SIG_KEY = rpc._special_sig_key  # type: ignore[attr-defined]
+_SECRET_SIG = rpc._special_secret_sig  # type: ignore[attr-defined]
+_RESOURCE_SIG = rpc._special_resource_sig  # type: ignore[attr-defined]
+_OUTPUT_SIG = rpc._special_output_value_sig  # type: ignore[attr-defined]
+_UNKNOWN = rpc.UNKNOWN
+
+# What the mock DigitalOcean API offers (newest first per minor); `1.29` is retired (no release).
+MOCK_K8S_VERSIONS = ("1.34.1-do.0", "1.33.6-do.1", "1.33.1-do.5", "1.32.10-do.2", "1.31.14-do.3")
+MOCK_NFS_HOST = "10.0.0.10"
+# Kubeconfig tokens: the live one `get_kubernetes_cluster` returns on every run, and the stale one
+# the cluster resource's state holds (DOKS renews it only on `pulumi refresh`). Tests assert that
+# the provider uses the live one and that neither appears in plain text.
+MOCK_KUBECONFIG_TOKEN = "mock-doks-token-5f1e2d"  # noqa: S105 - test fixture, not a credential
+STALE_KUBECONFIG_TOKEN = "stale-doks-token-in-state"  # noqa: S105 - test fixture, not a credential
+
+
+def mock_id(name: str) -> str:
+    """The id the mocks give a resource: fixed per name, so plans are byte-identical across runs."""
+    return f"{name}-id"
+
+
+def _kubeconfig(token: str, endpoint: str) -> str:
+    return (
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: doks\n"
+        f"  cluster: {{server: {endpoint}}}\nusers:\n- name: admin\n  user: {{token: {token}}}\n"
+    )
+
+
+def _kube_configs(token: str, endpoint: str) -> list[dict[str, str]]:
+    """A DOKS cluster's `kubeConfigs` with every field the SDK's result type requires."""
+    return [
+        {
+            "rawConfig": _kubeconfig(token, endpoint),
+            "host": endpoint,
+            "token": token,
+            "clusterCaCertificate": "",
+            "clientCertificate": "",
+            "clientKey": "",
+            "expiresAt": "2030-01-01T00:00:00Z",
+        }
+    ]
+
+
+def _endpoint(rid: str) -> str:
+    return f"https://{rid}.k8s.ondigitalocean.com"
+
+
+class PlanMocks(pulumi.runtime.Mocks):
+    """Realistic answers for what the program reads back from the providers.
+
+    Only the outputs the components read are faked (ids, URNs, endpoint, kubeconfig, NFS host and
+    path, Kubernetes versions); every other output echoes the inputs, as the real providers do for
+    plain arguments. `calls` records every invoke with its arguments.
+    """
+
+    def __init__(self, k8s_versions: tuple[str, ...] = MOCK_K8S_VERSIONS):
+        self.k8s_versions = k8s_versions
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        state = dict(args.inputs)
+        rid = mock_id(args.name)
+        if args.typ == "digitalocean:index/kubernetesCluster:KubernetesCluster":
+            state.setdefault("endpoint", _endpoint(rid))
+            state["kubeConfigs"] = _kube_configs(STALE_KUBECONFIG_TOKEN, state["endpoint"])
+            state.setdefault("clusterUrn", f"do:kubernetes:{rid}")
+        elif args.typ == "digitalocean:index/nfs:Nfs":
+            state.setdefault("host", MOCK_NFS_HOST)
+            state.setdefault("mountPath", f"/{rid}")
+            state.setdefault("status", "ACTIVE")
+        elif args.typ == "digitalocean:index/vpc:Vpc":
+            state.setdefault("vpcUrn", f"do:vpc:{rid}")
+        if args.typ.startswith("digitalocean:index/"):
+            kind = args.typ.rsplit(":", 1)[-1].lower()
+            state.setdefault("urn", f"do:{kind}:{rid}")
+        return rid, state
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        self.calls.append((args.token, dict(args.args)))
+        if args.token == "digitalocean:index/getKubernetesVersions:getKubernetesVersions":
+            prefix = args.args.get("versionPrefix") or ""
+            valid = [v for v in self.k8s_versions if v.startswith(prefix)]
+            return {"latestVersion": valid[0] if valid else "", "validVersions": valid, "versionPrefix": prefix}
+        if args.token == "digitalocean:index/getKubernetesCluster:getKubernetesCluster":
+            # Looked up by name; the program names clusters after their logical name.
+            name = args.args.get("name") or ""
+            rid = mock_id(name)
+            return {
+                "id": rid,
+                "name": name,
+                "endpoint": _endpoint(rid),
+                "kubeConfigs": _kube_configs(MOCK_KUBECONFIG_TOKEN, _endpoint(rid)),
+                "kubeconfigExpireSeconds": args.args.get("kubeconfigExpireSeconds"),
+                "status": "running",
+                "urn": f"do:kubernetes:{rid}",
+            }
+        return {}
+
+
+# --------------------------------------------------------------------------- what was registered
+
+
+@dataclass
+class Registration:
+    """One RegisterResource request as the engine would receive it."""
+
+    type: str
+    name: str
+    urn: str
+    parent: str
+    custom: bool
+    inputs: dict[str, Any]  # deserialized (secrets unwrapped to their values)
+    wire: dict[str, Any]  # the serialized object, secrets still wrapped
+    protect: bool | None
+    ignore_changes: list[str]
+    delete_before_replace: bool
+    retain_on_delete: bool | None
+    provider: str
+    dependencies: list[str]
+    property_dependencies: dict[str, list[str]]
+    deleted_with: str
+    additional_secret_outputs: list[str]
+    replace_on_changes: list[str]
+    custom_timeouts: dict[str, str]
+    aliases: list[str]
+
+    @property
+    def provider_urn(self) -> str:
+        """The provider reference without its `::<id>` suffix."""
+        return self.provider.rsplit("::", 1)[0] if self.provider else ""
+
+    def plan_record(self) -> dict[str, Any]:
+        """The registration as the offline plan's JSON records it: engine-level inputs with
+        secrets and unknowns marked, resources named `type::name`, options and input deps."""
+        return {
+            "type": self.type,
+            "name": self.name,
+            "parent": urn_name(self.parent) or None,
+            "custom": self.custom,
+            "inputs": normalise(self.wire) if self.wire else {},
+            "options": {
+                "protect": bool(self.protect),
+                "ignoreChanges": sorted(self.ignore_changes),
+                "dependsOn": sorted(urn_name(u) for u in self.dependencies),
+                "deleteBeforeReplace": self.delete_before_replace,
+                "retainOnDelete": bool(self.retain_on_delete),
+                "replaceOnChanges": sorted(self.replace_on_changes),
+                "additionalSecretOutputs": sorted(self.additional_secret_outputs),
+                "customTimeouts": dict(self.custom_timeouts),
+                "provider": _provider_name(self.provider),
+                "deletedWith": urn_name(self.deleted_with) or None,
+                "aliases": sorted(self.aliases),
+            },
+            # Which resources each input's value comes from (`clusterId` → the cluster). The mock
+            # ids in `inputs` are resolved and cannot say so; `infra diff` follows a replacement by it.
+            "inputDependencies": {
+                key: sorted(urn_name(u) for u in urns) for key, urns in sorted(self.property_dependencies.items()) if urns
+            },
+        }
+
+
+def normalise(value: Any) -> Any:
+    """Engine values → stable plain JSON: secrets and unknowns marked, resource refs by name, ints as ints."""
+    if isinstance(value, dict):
+        sig = value.get(_SIG_KEY)
+        if sig == _SECRET_SIG:
+            return SECRET_MARKER
+        if sig == _RESOURCE_SIG:
+            return {"$ref": urn_name(value.get("urn", ""))}
+        if sig == _OUTPUT_SIG:
+            if value.get("secret"):
+                return SECRET_MARKER
+            return normalise(value["value"]) if "value" in value else UNKNOWN_MARKER
+        return {k: normalise(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [normalise(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if value == _UNKNOWN:
+        return UNKNOWN_MARKER
+    return value
+
+
+def urn_name(urn: str) -> str:
+    """`urn:pulumi:stack::project::a$b::name` → `b::name` (type of the resource and its logical name)."""
+    if not urn:
+        return ""
+    parts = urn.split("::")
+    return f"{parts[2].split('$')[-1]}::{parts[3]}" if len(parts) >= 4 else urn
+
+
+def _provider_name(ref: str) -> str | None:
+    """A provider reference `urn::id` → the provider's `type::name`, or None for default providers."""
+    if not ref:
+        return None
+    name = urn_name(ref.rsplit("::", 1)[0])
+    return None if name.split("::")[-1].startswith("default") else name
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """MockMonitor that keeps every RegisterResource request and every invoke."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+        # (token, URNs of the resources registered before the invoke ran)
+        self.invokes: list[tuple[str, list[str]]] = []
+
+    def Invoke(self, request):  # noqa: N802 - gRPC method name
+        self.invokes.append((request.tok, [r.urn for r in self.registrations]))
+        return super().Invoke(request)
+
+    def RegisterResource(self, request):  # noqa: N802 - gRPC method name
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return response
+        timeouts = request.customTimeouts
+        self.registrations.append(
+            Registration(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                parent=request.parent,
+                custom=bool(request.custom),
+                inputs=rpc.deserialize_properties(request.object) if request.object else {},
+                wire=json_format.MessageToDict(request.object) if request.object else {},
+                protect=request.protect if request.HasField("protect") else None,
+                ignore_changes=list(request.ignoreChanges),
+                delete_before_replace=bool(request.deleteBeforeReplace),
+                retain_on_delete=request.retainOnDelete if request.HasField("retainOnDelete") else None,
+                provider=request.provider,
+                dependencies=list(request.dependencies),
+                property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                deleted_with=request.deletedWith,
+                additional_secret_outputs=list(request.additionalSecretOutputs),
+                replace_on_changes=list(request.replaceOnChanges),
+                custom_timeouts={k: getattr(timeouts, k) for k in ("create", "update", "delete") if getattr(timeouts, k)},
+                aliases=[a.urn or a.spec.name for a in request.aliasSpecs] if request.aliasSpecs else [],
+            )
+        )
+        return response
+
+
+@dataclass
+class Recording:
+    """What a program registered, what it returned and what it logged, with lookups that fail loudly."""
+
+    registrations: list[Registration]
+    value: Any = None
+    invokes: list[tuple[str, list[str]]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # pulumi.log warnings and errors
+    _by_urn: dict[str, Registration] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self._by_urn = {r.urn: r for r in self.registrations}
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == type_]
+
+    def one(self, type_: str, name: str | None = None) -> Registration:
+        found = [r for r in self.of_type(type_) if name is None or r.name == name]
+        if len(found) != 1:
+            names = [(r.type, r.name) for r in self.registrations]
+            raise AssertionError(f"expected one {type_} {name or ''}, found {len(found)} in {names}")
+        return found[0]
+
+    def by_urn(self, urn: str) -> Registration:
+        return self._by_urn[urn]
+
+    def types(self) -> list[str]:
+        return [r.type for r in self.registrations]
+
+    def wire_text(self) -> str:
+        """Every registered input object as the engine receives it (secrets still wrapped)."""
+        return json.dumps([r.wire for r in self.registrations], sort_keys=True)
+
+    def plain_text_contains(self, needle: str) -> bool:
+        """True if `needle` appears anywhere in an input outside a secret wrapper."""
+        return any(_contains_plain(r.wire, needle) for r in self.registrations)
+
+
+def _contains_plain(value: Any, needle: str) -> bool:
+    if isinstance(value, dict):
+        if value.get(_SIG_KEY) == _SECRET_SIG:
+            return False
+        return any(_contains_plain(v, needle) for v in value.values())
+    if isinstance(value, list):
+        return any(_contains_plain(v, needle) for v in value)
+    return isinstance(value, str) and needle in value
+
+
+# --------------------------------------------------------------------------- running a program
+
+
+def run_program(
+    program: Callable[[], Any],
+    *,
+    stack: str = "dev",
+    project: str = "inference-platform",
+    mocks: PlanMocks | None = None,
+) -> Recording:
+    """Run `program` (which declares resources) under the mock runtime; return what it registered.
+
+    Pulumi's runtime is process-global: this resets its settings and config, runs the program on
+    an event loop of its own, and hands the caller's event loop back afterwards.
+    """
+    mocks = mocks or PlanMocks()
+    monitor = RecordingMonitor(mocks)
+    log = _EngineLog()
+    previous_loop = getattr(asyncio.get_event_loop_policy()._local, "_loop", None)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    settings.reset_options()
+    pulumi.runtime.set_all_config({}, [])
+    pulumi_mocks.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor, logger=log.logger)
+    result: dict[str, Any] = {}
+
+    def body():
+        result["value"] = program()
+
+    try:
+        from pulumi.runtime.stack import run_pulumi_func
+
+        loop.run_until_complete(run_pulumi_func(body))
+    finally:
+        loop.close()
+        _close_stray_event_loops(keep=previous_loop)
+        if previous_loop is None or previous_loop.is_closed():
+            # Leave a usable loop behind, as a fresh interpreter has one; closed at exit.
+            previous_loop = asyncio.new_event_loop()
+            atexit.register(previous_loop.close)
+        asyncio.set_event_loop(previous_loop)
+    return Recording(monitor.registrations, result.get("value"), monitor.invokes, log.messages)
+
+
+def resolve(output: Any) -> tuple[Any, bool]:
+    """The settled value of an Output (or plain value) and whether it is marked secret, for a test
+    that kept an Output from the program it ran."""
+    if not isinstance(output, pulumi.Output):
+        return output, False
+    from pulumi.runtime.sync_await import _sync_await
+
+    value = _sync_await(output.future())
+    secret = _sync_await(output.is_secret())
+    return value, bool(secret)
+
+
+def _close_stray_event_loops(keep: asyncio.AbstractEventLoop | None = None) -> None:
+    """Close the event loops Pulumi's mock monitor opens in its worker threads and never closes.
+
+    Left open, they are closed by the garbage collector at interpreter exit, after their file
+    descriptors are gone, which prints a spurious "Exception ignored ... Invalid file descriptor"
+    traceback on stderr.
+    """
+    for obj in gc.get_objects():
+        if isinstance(obj, asyncio.AbstractEventLoop) and obj is not keep and not obj.is_running() and not obj.is_closed():
+            obj.close()
+
+
+class _EngineLog(logging.Handler):
+    """Collects what the program logs through `pulumi.log` at warning level and above, instead
+    of letting it spill onto the terminal in between the plan summary's lines."""
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.messages: list[str] = []
+        self.logger = logging.getLogger(f"infra.mock_runtime.engine.{id(self)}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.WARNING)
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())

@@ -1,0 +1,562 @@
+"""Decide everything about a stack, as a plain value: `plan_stack(config) -> StackPlan`.
+
+Pure Python, importable without Pulumi. From the validated config it resolves every model's
+layout with the planner, sizes the pools, prices the stack, collects the notes a reader should
+see, and builds every component's spec (`infra.specs`, the renderers' specs). Every problem it
+finds — an SLO no layout meets, an autoscaling target no replica reaches — is raised together as
+one `ConfigError`. `declare(plan, secrets)` then only turns the specs into resources; `infra plan`
+prints, diffs and records the same value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
+from infra.catalog.gpus import HOURS_PER_MONTH
+from infra.catalog.models import ModelArch, resolve_model
+from infra.config import NS, GpuPoolConfig, ModelConfig, StackConfig, zero_replica_notes
+from infra.domain import Layout, Provenance
+from infra.errors import ConfigError, Problem
+from infra.planner import ModelPlan, estimated_load_seconds, plan_model, slo_shortfall
+from infra.planner.search import nodes_for_peak, usd_per_million_output_tokens
+from infra.render.autoscaling import RUNNING_HEADROOM, AutoscalingSpec, ScalingSpec, render_scaled_object
+from infra.render.model_cache import MODEL_CACHE_PVC_NAME
+from infra.render.model_service import (
+    CacheSpec,
+    ModelServiceSpec,
+    api_key_secret_name,
+    deployment_name,
+    hf_token_secret_name,
+    render_namespace,
+)
+from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec, prometheus_url
+from infra.render.router import RouterSpec
+from infra.render.slo_rules import ObservedModel, slo_bucket_warnings
+from infra.specs import (
+    ClusterSpec,
+    GpuPoolSpec,
+    GpuRuntimeSpec,
+    ModelCacheSpec,
+    NetworkSpec,
+    ProjectSpec,
+    gpu_addon_flags,
+    standard_tags,
+)
+
+INFERENCE_NAMESPACE = "inference"
+# Measured below this share of the prediction: the factors are off enough to mislead the search.
+CALIBRATE_BELOW = 0.7
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """One model's resolved layout, the planner's view of it, and its measurement if any."""
+
+    config: ModelConfig
+    pool: GpuPoolConfig
+    arch: ModelArch
+    plan: ModelPlan
+    measured: Provenance | None = None  # the layout's provenance, when it carries a goodput
+
+    @property
+    def layout(self) -> Layout:
+        return self.plan.chosen.layout
+
+    @property
+    def goodput_rps_per_node(self) -> float:
+        """What sizes the pool: the measurement when there is one, else the prediction."""
+        if self.measured is not None:
+            return float(self.measured.measured_goodput_rps)
+        return self.plan.chosen.goodput_rps_per_node
+
+    @property
+    def nodes_needed(self) -> int | None:
+        return nodes_for_peak(self.config.workload.peak_rps, self.goodput_rps_per_node)
+
+    def measured_json(self) -> dict[str, Any] | None:
+        """The measurement next to (never in place of) the prediction in the plan's models[]."""
+        if self.measured is None:
+            return None
+        mg = self.measured
+        measured = float(mg.measured_goodput_rps)
+        predicted = self.plan.chosen.goodput_rps_per_node
+        usd_per_m = usd_per_million_output_tokens(self.pool.node_usd_per_hour, measured, self.config.workload.output_tokens)
+        return {
+            "goodput_rps_per_node": round(measured, 3),
+            "measured_at": mg.measured_at,
+            "vllm_version": mg.vllm_version,
+            "image": mg.image,
+            "predicted_at_measurement_rps": mg.predicted_goodput_rps,
+            "vs_predicted": round(measured / predicted, 3) if predicted > 0 else None,
+            "nodes_needed": self.nodes_needed,
+            "usd_per_million_output_tokens": None if usd_per_m is None else round(usd_per_m, 3),
+        }
+
+
+@dataclass(frozen=True)
+class StackPlan:
+    """Everything the program will declare and why, as plain data.
+
+    `models` carry the planner's decisions; the specs are what each component builds, in the
+    order `declare` instantiates them. `problems` is empty unless the plan was made with
+    `allow_problems=True` (benchmarks measure a model whose SLO no layout is predicted to meet).
+    """
+
+    config: StackConfig
+    models: tuple[ModelFacts, ...]
+    notes: tuple[str, ...]
+    network: NetworkSpec
+    cluster: ClusterSpec
+    pools: tuple[GpuPoolSpec, ...]
+    gpu_runtime: GpuRuntimeSpec
+    namespace: dict[str, Any]  # the inference namespace object
+    model_cache: ModelCacheSpec | None
+    services: tuple[ModelServiceSpec, ...]  # one per model, same order
+    routers: tuple[RouterSpec, ...]  # one per model, same order
+    observability: ObservabilitySpec | None
+    autoscaling: AutoscalingSpec | None
+    project: ProjectSpec
+    problems: tuple[Problem, ...] = field(default=())
+
+    @property
+    def stack(self) -> str:
+        return self.config.stack
+
+    def model(self, name: str) -> ModelFacts:
+        return next(m for m in self.models if m.config.name == name)
+
+    def service(self, name: str) -> ModelServiceSpec:
+        return next(s for s in self.services if s.name == name)
+
+    # --- the plan file's views ----------------------------------------------------------------
+
+    def models_json(self) -> list[dict[str, Any]]:
+        out = []
+        for m in self.models:
+            chosen = m.plan.chosen
+            layout = chosen.layout
+            entry = {
+                "name": m.config.name,
+                "source": m.config.source,
+                "pool": m.pool.name,
+                "layout_source": "auto" if m.config.layout is None else "explicit",
+                "layout": {"name": layout.name, **layout.fields()},
+                "replicas": {
+                    "min": layout.replicas_per_node * m.pool.min_node_count,
+                    "max": layout.replicas_per_node * m.pool.max_node_count,
+                    "autoscaling": _autoscaling_json(m),
+                },
+                "predicted": _rounded(chosen.to_json()),
+                "reason": m.plan.reason,
+                "alternatives": [c.layout.name for c in m.plan.candidates[1:4] if c.fits],
+            }
+            if m.measured is not None:
+                entry["measured"] = _rounded(m.measured_json())
+            out.append(entry)
+        return out
+
+    def pools_json(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": p.name,
+                "size": p.size,
+                "gpus_per_node": p.gpu.gpus,
+                "gpu": p.gpu.accelerator.model,
+                "autoscale": p.autoscale,
+                "min_nodes": p.min_node_count,
+                "max_nodes": p.max_node_count,
+                "usd_per_node_hour": p.node_usd_per_hour,
+                "price_source": "config" if p.usd_per_hour is not None else ("catalog" if p.gpu.usd_per_hour else "unknown"),
+            }
+            for p in self.config.gpu_pools
+        ]
+
+    def cost_json(self) -> dict[str, Any]:
+        """Hourly and monthly cost at the pools' minimum and maximum sizes."""
+        cfg = self.config
+        lines = []
+        unknown = []
+        for p in cfg.gpu_pools:
+            price = p.node_usd_per_hour
+            if price is None:
+                unknown.append(f"gpu pool {p.name} ({p.size}: contract price; set gpu_pools[].usd_per_hour)")
+                continue
+            lines.append(("gpu:" + p.name, price * p.min_node_count, price * p.max_node_count))
+        sys_month = CPU_USD_PER_MONTH.get(cfg.cluster.system_pool.size)
+        if sys_month is None:
+            unknown.append(f"system pool ({cfg.cluster.system_pool.size}: not in the CPU price list)")
+        else:
+            hourly = sys_month / HOURS_PER_MONTH * cfg.cluster.system_pool.nodes
+            lines.append(("system_pool", hourly, hourly))
+        if cfg.cluster.ha:
+            ha = HA_CONTROL_PLANE_USD_PER_MONTH / HOURS_PER_MONTH
+            lines.append(("ha_control_plane", ha, ha))
+        if cfg.model_cache.kind == "nfs":
+            unknown.append("NFS weight cache (priced per GiB by DO; not included)")
+        return {
+            "currency": "USD",
+            "hours_per_month": HOURS_PER_MONTH,
+            "items": [
+                {"item": name, "usd_per_hour_min": round(lo, 2), "usd_per_hour_max": round(hi, 2)} for name, lo, hi in lines
+            ],
+            "usd_per_hour_min": round(sum(lo for _, lo, _ in lines), 2),
+            "usd_per_hour_max": round(sum(hi for _, _, hi in lines), 2),
+            "usd_per_month_min": round(sum(lo for _, lo, _ in lines) * HOURS_PER_MONTH, 0),
+            "usd_per_month_max": round(sum(hi for _, _, hi in lines) * HOURS_PER_MONTH, 0),
+            "not_included": unknown,
+        }
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
+    """Decide the whole stack (pure). Raises one ConfigError with every planning problem, unless
+    `allow_problems`, which keeps them in `plan.problems` (for `infra bench`)."""
+    models, notes, problems = _plan_models(cfg)
+    if problems and not allow_problems:
+        raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")
+    prefix = cfg.stack
+    env = cfg.environment
+    tags = tuple(standard_tags(env))
+    protect = cfg.protect
+    cluster = ClusterSpec(
+        name=f"{prefix}-doks",
+        region=cfg.region,
+        version=cfg.cluster.version,
+        version_key=f"{NS}cluster.version",
+        system_pool_size=cfg.cluster.system_pool.size,
+        system_pool_nodes=cfg.cluster.system_pool.nodes,
+        ha=bool(cfg.cluster.ha),
+        auto_upgrade=cfg.cluster.auto_upgrade,
+        surge_upgrade=cfg.cluster.surge_upgrade,
+        maintenance_day=cfg.cluster.maintenance.day,
+        maintenance_start_time=cfg.cluster.maintenance.start_time,
+        control_plane_allowed_cidrs=tuple(cfg.cluster.control_plane_allowed_cidrs),
+        cluster_subnet=cfg.network.cluster_subnet,
+        service_subnet=cfg.network.service_subnet,
+        kubeconfig_expire_seconds=cfg.cluster.kubeconfig_expire_seconds,
+        # prod keeps its volumes and load balancers on destroy (docs/architecture.md: manual cleanup).
+        destroy_all_associated_resources=env != "prod",
+        gpu_flags=gpu_addon_flags({p.gpu.vendor for p in cfg.gpu_pools}, cfg.gpu_runtime.mode, bool(cfg.observability.enabled)),
+        protect=protect,
+        tags=tags,
+    )
+    pools = tuple(
+        GpuPoolSpec(
+            name=f"{prefix}-pool-{pool.name}",
+            pool_name=pool.name,
+            gpu=pool.gpu,
+            node_count=pool.nodes,
+            min_nodes=pool.min_nodes,
+            max_nodes=pool.max_nodes,
+            partition_mode=pool.partition_mode,
+            labels=dict(pool.labels),
+            tags=tags,
+            protect=protect,
+        )
+        for pool in cfg.gpu_pools
+    )
+    cache = None
+    if cfg.model_cache.kind == "nfs":
+        cache = ModelCacheSpec(
+            name=f"{prefix}-weights",
+            region=cfg.region,
+            size_gib=cfg.model_cache.size_gib,
+            tier=cfg.model_cache.tier,
+            namespace=INFERENCE_NAMESPACE,
+            protect=protect,
+            tags=tags,
+        )
+    cache_pvc = MODEL_CACHE_PVC_NAME if cache else None
+    # The offline plan and `pulumi up` store a secret that is set, or required (offline: a placeholder).
+    secrets = cfg.secrets_set | set(cfg.secrets_required)
+    services = tuple(model_service_spec(m, cache_pvc, secrets=secrets) for m in models)
+    routers = tuple(router_spec(cfg, s) for s in services)
+    observability = None
+    if cfg.observability.enabled:
+        obs = cfg.observability
+        observability = ObservabilitySpec(
+            name=f"{prefix}-observability",
+            settings=MonitoringSettings(
+                retention=obs.retention,
+                storage_gib=obs.storage_gib,
+                system_node_selector=cluster.system_node_selector,
+                alert_receiver=obs.alert_receiver.kind,
+                alert_slack_channel=obs.alert_receiver.channel,
+                runbook_url=obs.runbook_url,
+            ),
+            models=tuple(observed_models(models)),
+            gpu=gpu_runtime_facts(cfg),
+        )
+    scaled = tuple((m.config.name, render_scaled_object(scaling_spec(m))) for m in models if m.config.autoscaling.enabled)
+    autoscaling = (
+        AutoscalingSpec(name=f"{prefix}-autoscaling", scaled_objects=scaled, system_node_selector=cluster.system_node_selector)
+        if scaled
+        else None
+    )
+    return StackPlan(
+        config=cfg,
+        models=tuple(models),
+        notes=tuple(notes),
+        network=NetworkSpec(name=f"{prefix}-net", region=cfg.region, vpc_cidr=cfg.network.vpc_cidr, protect=protect),
+        cluster=cluster,
+        pools=pools,
+        gpu_runtime=GpuRuntimeSpec(
+            name=f"{prefix}-gpu-runtime",
+            mode=cfg.gpu_runtime.mode,
+            amd_pools=tuple(p.name for p in cfg.gpu_pools if p.gpu.vendor == "amd"),
+            disable_numa_balancing=cfg.gpu_runtime.disable_numa_balancing,
+            metrics_exporter=bool(cfg.observability.enabled),
+        ),
+        namespace=render_namespace(INFERENCE_NAMESPACE),
+        model_cache=cache,
+        services=services,
+        routers=routers,
+        observability=observability,
+        autoscaling=autoscaling,
+        project=ProjectSpec(name=f"{prefix}-project", project_name=f"inference-platform-{env}", environment=env),
+        problems=tuple(problems),
+    )
+
+
+def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Problem]]:
+    """Resolve every model's layout (`layout: auto` runs the planner's search), with the notes and
+    problems of all models.
+
+    An SLO no layout can meet is a problem, not a plan with goodput 0: deploying it would serve
+    every request late. An explicit layout that misses the SLO is the user's choice (perhaps
+    measured): it gets a note saying what it costs instead.
+    """
+    models: list[ModelFacts] = []
+    notes: list[str] = []
+    problems: list[Problem] = []
+    for model in cfg.models:
+        pool = cfg.pool(model.pool)
+        arch = resolve_model(model.source, str(cfg.hf_config_path(model)) if model.hf_config else None)
+        explicit = model.layout.to_layout() if model.layout is not None else None
+        slo = model.slo.to_slo()
+        plan = plan_model(arch, pool.gpu, model.workload.to_workload(), slo, explicit, usd_per_hour=pool.node_usd_per_hour)
+        provenance = model.layout.provenance if model.layout is not None else None
+        facts = ModelFacts(
+            config=model, pool=pool, arch=arch, plan=plan, measured=provenance if provenance and provenance.measured else None
+        )
+        models.append(facts)
+        problems += _running_target_problems(facts)
+        if not plan.chosen.fits:
+            notes.append(f"model {model.name}: the layout {plan.chosen.layout.name} does not fit in GPU memory")
+        shortfall = slo_shortfall(plan, slo)
+        if shortfall and explicit is None:
+            problems.append(Problem(f"{NS}models[{model.name}].slo", shortfall))
+        elif shortfall:
+            notes.append(f"model {model.name}: {shortfall}; as configured it serves no load within the SLO")
+        notes += _sizing_notes(facts, cfg.stack)
+    notes += zero_replica_notes(cfg)
+    if cfg.observability.enabled and models:
+        notes += slo_bucket_warnings(observed_models(models))
+    if cfg.missing_secrets:
+        notes.append(
+            "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
+        )
+    return models, notes, problems
+
+
+def _sizing_notes(m: ModelFacts, stack: str) -> list[str]:
+    """A peak beyond the pool, and a measurement that contradicts the prediction."""
+    notes = []
+    name, pool, peak = m.config.name, m.pool, m.config.workload.peak_rps
+    needed = m.nodes_needed
+    if peak and needed and needed > pool.max_node_count:
+        notes.append(
+            f"model {name}: peak {peak:g} req/s needs {needed} nodes of {pool.name} at the "
+            f"{'measured' if m.measured else 'predicted'} goodput ({m.goodput_rps_per_node:.2f} req/s/node); "
+            f"the pool allows at most {pool.max_node_count}"
+        )
+    if m.measured is None:
+        return notes
+    predicted = m.plan.chosen.goodput_rps_per_node
+    measured = float(m.measured.measured_goodput_rps)
+    if predicted > 0 and measured < CALIBRATE_BELOW * predicted:
+        notes.append(
+            f"model {name}: measured goodput {measured:.2f} req/s/node ({m.measured.label()}) is "
+            f"{measured / predicted:.2f}× the planner's {predicted:.2f} for {m.layout.name}; the pool is sized from "
+            f"the measurement. Re-fit the {pool.gpu.accelerator.family} factors: "
+            f"`infra tune calibrate <results> --stack {stack} --model {name}` (docs/tuning.md §6)"
+        )
+    changes = m.measured.changed_conditions(m.config.slo.to_slo(), m.config.workload.to_workload(), pool.gpu.slug)
+    if changes:
+        notes.append(
+            f"model {name}: the measured goodput of {m.layout.name} ({m.measured.label()}) was measured under "
+            f"other conditions ({'; '.join(changes)}); it still sizes the pool. Re-run infra bench: "
+            f"`infra bench {stack} {name}`, then `infra tune ingest <results> --stack {stack} --model {name} --write`"
+        )
+    return notes
+
+
+def _autoscaling_json(model: ModelFacts) -> dict[str, Any] | None:
+    auto = model.config.autoscaling
+    if not auto.enabled:
+        return None
+    target, source = running_target(model)
+    return {
+        "target_running_per_replica": target,
+        "target_running_source": source,
+        "waiting_per_replica": auto.waiting_per_replica,
+        "scale_down_delay_seconds": auto.scale_down_delay_seconds,
+    }
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        if math.isinf(value) or math.isnan(value):
+            return None
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- component specs
+
+
+def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[ObservedModel]:
+    """The models as the monitoring sees them. A model's share of its pool's billed cost is its
+    GPUs per node over those of every model in `models` on the same pool (layouts are fixed, so
+    the share is a constant; a pool with one model → 1.0)."""
+    pool_gpus: dict[str, int] = {}
+    for m in models:
+        pool_gpus[m.pool.name] = pool_gpus.get(m.pool.name, 0) + m.layout.gpus_per_node_used
+    out = []
+    for m in models:
+        price = m.pool.node_usd_per_hour
+        out.append(
+            ObservedModel(
+                name=m.config.name,
+                served_model_name=m.config.api_model_name,
+                namespace=INFERENCE_NAMESPACE,
+                ttft_p90_ms=m.config.slo.ttft_p90_ms,
+                tpot_p90_ms=m.config.slo.tpot_p90_ms,
+                gpus_per_replica=m.layout.gpus_per_replica,
+                replicas=m.layout.replicas_per_node * m.pool.min_node_count,
+                usd_per_gpu_hour=(price / m.pool.gpu.gpus) if price is not None else None,
+                pool=m.pool.name,
+                usd_per_node_hour=price,
+                pool_gpu_share=m.layout.gpus_per_node_used / pool_gpus[m.pool.name],
+                deployment=deployment_name(model_service_spec(m, None)),
+            )
+        )
+    return out
+
+
+def running_target(model: ModelFacts) -> tuple[int, str]:
+    """(target in-flight requests per replica, "config" | "plan") for the autoscaler's main trigger.
+
+    Unset in the config: RUNNING_HEADROOM × the requests one replica has running at the planner's
+    SLO goodput (the "N running per replica" of the plan's reason), at least 1; a layout that
+    meets the SLO at no load thus scales up on any load.
+    """
+    explicit = model.config.autoscaling.target_running_per_replica
+    if explicit is not None:
+        return explicit, "config"
+    return max(1, math.floor(RUNNING_HEADROOM * model.plan.chosen.running_per_replica)), "plan"
+
+
+def _running_target_problems(model: ModelFacts) -> list[Problem]:
+    """An explicit in-flight target no replica of the layout can reach: vLLM runs at most
+    max_num_seqs per engine (DP rank), so the HPA would never see it and never scale up."""
+    explicit = model.config.autoscaling.target_running_per_replica
+    layout = model.layout
+    cap = layout.max_num_seqs * layout.dp
+    if explicit is None or explicit <= cap:
+        return []
+    return [
+        Problem(
+            f"{NS}models[{model.config.name}].autoscaling.target_running_per_replica",
+            f"{explicit} is more than a replica of layout {layout.name} can run: max_num_seqs {layout.max_num_seqs}"
+            f" × dp {layout.dp} = {cap}; give 1..{cap}, or leave it unset to derive it from the plan",
+        )
+    ]
+
+
+def scaling_spec(model: ModelFacts) -> ScalingSpec:
+    """A model's autoscaling on in-flight load and the queue between its pool's node bounds."""
+    (observed,) = observed_models([model])
+    rpn = model.layout.replicas_per_node
+    auto = model.config.autoscaling
+    return ScalingSpec(
+        model=observed,
+        deployment=observed.deployment,
+        min_replicas=rpn * model.pool.min_node_count,
+        max_replicas=rpn * model.pool.max_node_count,
+        replicas_per_node=rpn,
+        running_per_replica=running_target(model)[0],
+        waiting_per_replica=auto.waiting_per_replica,
+        scale_down_delay_seconds=auto.scale_down_delay_seconds,
+        prometheus_url=prometheus_url(),
+    )
+
+
+def gpu_runtime_facts(cfg: StackConfig) -> GpuRuntimeFacts:
+    amd = any(p.gpu.vendor == "amd" for p in cfg.gpu_pools)
+    return GpuRuntimeFacts(vendor="amd" if amd else "nvidia", mode=cfg.gpu_runtime.mode, metrics_exporter=amd)
+
+
+def model_service_spec(
+    model: ModelFacts, cache_pvc: str | None, *, secrets: frozenset[str] | set[str] = frozenset(), concurrent_loaders: int = 1
+) -> ModelServiceSpec:
+    """Config + planned layout → the model-service renderer's input.
+
+    `secrets`: the secret keys the stack stores; each becomes a Kubernetes Secret the pods read.
+    `concurrent_loaders`: replicas that load weights from the shared cache at once during a
+    rollout (the Deployment's maxUnavailable, 1).
+    """
+    layout = model.layout
+    load_s = estimated_load_seconds(
+        model.arch,
+        source="nfs" if cache_pvc else "huggingface",
+        concurrent_loaders=concurrent_loaders,
+        gpus_per_replica=layout.gpus_per_replica,
+    )
+    return ModelServiceSpec(
+        name=model.config.name,
+        source=model.config.source,
+        revision=model.config.revision,
+        served_model_name=model.config.api_model_name,
+        layout=layout,
+        nodes_min=model.pool.min_node_count,
+        nodes_max=model.pool.max_node_count,
+        gpu=model.pool.gpu,
+        pool_name=model.pool.name,
+        namespace=INFERENCE_NAMESPACE,
+        image=model.config.image,
+        extra_args=tuple(model.config.extra_args),
+        env=dict(model.config.env),
+        cache=CacheSpec(pvc_name=cache_pvc) if cache_pvc else None,
+        hf_token_secret=hf_token_secret_name(model.config.name) if "huggingface_token" in secrets else None,
+        api_key_secret=api_key_secret_name(model.config.name) if "api_key" in secrets else None,
+        estimated_load_seconds=load_s,
+        max_model_len=layout.max_model_len,
+        moe=bool(model.arch.is_moe),
+        autoscaled=bool(model.config.autoscaling.enabled),
+    )
+
+
+def router_spec(cfg: StackConfig, service: ModelServiceSpec) -> RouterSpec:
+    """The router of one model. Its API-key Secret is the one the model service creates."""
+    r = cfg.router
+    return RouterSpec(
+        model=service.name,
+        kind=r.kind,
+        session_header=r.session_header,
+        replicas=r.replicas,
+        namespace=INFERENCE_NAMESPACE,
+        public=r.public,
+        tls_certificate_id=r.tls_certificate_id,
+        allowed_source_cidrs=tuple(r.allowed_source_cidrs),
+        api_key_secret=service.api_key_secret,
+    )
