@@ -39,12 +39,16 @@ from infra.catalog import doks
 from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH
 from infra.catalog.gpus import GPU_SIZES, GpuSize
 from infra.catalog.regions import REGIONS
-from infra.domain import Layout, Provenance, Slo, Workload
+from infra.catalog.vllm_flags import (
+    canonical_flag,
+    clashes_with_service_env,
+    unknown_env_vars,
+    unknown_flags,
+    vllm_flags,
+)
+from infra.domain import LONGEST_SLO_WINDOW_DAYS, Layout, Provenance, Slo, Workload
+from infra.durations import duration_days
 from infra.errors import ConfigError, Problem, UserError, yaml_error_line
-from infra.render.model_service import clashes_with_service_env
-from infra.render.observability import retention_days
-from infra.render.slo_rules import LONGEST_SLO_WINDOW_DAYS
-from infra.render.vllm_args import canonical_flag, unknown_env_vars, unknown_flags, vllm_flags
 
 PROJECT = "inference-platform"
 NS = f"{PROJECT}:"
@@ -64,7 +68,6 @@ PROVIDER_SECRET_KEYS = ("digitalocean:token",)
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
 _DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
-_DURATION = re.compile(r"^[1-9][0-9]*(h|d|w|y)$")
 _HEADER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
 _HHMM = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
 # DigitalOcean's CPU Droplet slugs: `c-<vcpus>` (CPU-optimized), else `<family>-<n>vcpu-<ram>`
@@ -190,14 +193,8 @@ def _vllm_serve_flags(args: list[str]) -> list[str]:
     return args
 
 
-def _duration(value: str) -> str:
-    if not _DURATION.match(value):
-        raise ValueError(f"{value!r} is not a retention period; use e.g. 15d, 720h, 8w")
-    return value
-
-
 def _covers_slo_windows(value: str) -> str:
-    if retention_days(value) < LONGEST_SLO_WINDOW_DAYS:
+    if duration_days(value) < LONGEST_SLO_WINDOW_DAYS:
         raise ValueError(
             f"{value!r} is below the minimum of {LONGEST_SLO_WINDOW_DAYS}d: the slowest SLO burn-rate alert "
             f"reads {LONGEST_SLO_WINDOW_DAYS} days of history; use e.g. 15d"
@@ -249,7 +246,7 @@ ModelName = Annotated[str, AfterValidator(_dns_label), AfterValidator(_model_nam
 CpuSlug = Annotated[str, AfterValidator(_cpu_slug)]
 VllmEnvName = Annotated[str, AfterValidator(_vllm_env_name)]
 VllmServeArgs = Annotated[list[str], AfterValidator(_vllm_serve_flags)]
-Retention = Annotated[str, AfterValidator(_duration), AfterValidator(_covers_slo_windows)]
+Retention = Annotated[str, AfterValidator(_covers_slo_windows)]
 TimeOfDay = Annotated[str, AfterValidator(_hhmm)]
 HeaderName = Annotated[str, AfterValidator(_header_name)]
 K8sPrefix = Annotated[str, AfterValidator(_k8s_prefix)]

@@ -118,6 +118,11 @@ class Slo:
     tpot_p90_ms: float
 
 
+# The slowest SLO burn-rate alert reads this many days of history: Prometheus must retain at
+# least that much (the config refuses a shorter retention; the rules assert their windows fit).
+LONGEST_SLO_WINDOW_DAYS = 3
+
+
 # --------------------------------------------------------------------------- provenance
 
 

@@ -136,7 +136,7 @@ INVALID = [
     ("model not in catalog, no config.json", "prod", _set("models[1].source", "acme/secret-model-7b"), "models[1].source", "hf_config"),
     ("hf_config path missing", "prod", _set("models[1].hf_config", "models/nope/config.json"), "models[1].hf_config", "not a file"),
     ("model named vllm", "prod", _set("models[1].name", "vllm"), "models[1].name", "reserved"),
-    ("retention malformed", "prod", _set("observability.retention", "15 days"), "observability.retention", "retention"),
+    ("retention malformed", "prod", _set("observability.retention", "15 days"), "observability.retention", "not a Prometheus duration"),
     ("maintenance time malformed", "prod", _set("cluster.maintenance.start_time", "25:00"), "cluster.maintenance.start_time", "HH:MM"),
     ("partition mode on NVIDIA", "dev", _both(_set("gpu_pools[0].size", "gpu-h100x1-80gb"), _set("gpu_pools[0].partition_mode", "AMD_PARTITION_MODE_DPX_NPS2")), "gpu_pools[0].partition_mode", "AMD pools only"),
     ("removed dra_driver key", "prod", _set("gpu_runtime", {"mode": "doks-managed", "dra_driver": False}), "gpu_runtime.dra_driver", "unknown key"),

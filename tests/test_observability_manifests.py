@@ -9,6 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from infra.durations import duration_days
 from infra.render.observability import (
     DASHBOARD_DIR,
     DASHBOARD_LABEL,
@@ -19,7 +20,6 @@ from infra.render.observability import (
     render_kube_prometheus_stack_values,
     render_namespace,
     render_pod_monitors,
-    retention_days,
 )
 
 K8S_VERSION = "1.33"
@@ -148,12 +148,15 @@ def test_no_receiver_routes_to_null():
     assert "secrets" not in values["alertmanager"]["alertmanagerSpec"]
 
 
-def test_retention_must_cover_the_longest_slo_window():
-    assert retention_days("15d") == 15 and retention_days("2w") == 14 and retention_days("1w3d") == 10
-    with pytest.raises(ValueError, match="3d"):
-        render_kube_prometheus_stack_values(MonitoringSettings(retention="48h"))
-    with pytest.raises(ValueError):
-        retention_days("15 days")
+@pytest.mark.parametrize("text, days", [("15d", 15), ("2w", 14), ("1w3d", 10), ("72h", 3), ("1y", 365)])
+def test_prometheus_durations_parse(text, days):
+    assert duration_days(text) == days
+
+
+@pytest.mark.parametrize("text", ["15 days", "1.5d", "3d1w", "0d", "", "d", "15D"])
+def test_malformed_durations_are_refused(text):
+    with pytest.raises(ValueError, match="Prometheus duration|zero"):
+        duration_days(text)
 
 
 # --- PodMonitors (CRD monitoring.coreos.com/v1 PodMonitor, prometheus-operator v0.88) ---------

@@ -21,19 +21,18 @@ import pytest
 from infra.catalog import versions
 from infra.catalog.gpus import GPU_SIZES
 from infra.catalog.models import CATALOG
-from infra.domain import Layout
-from infra.errors import UserError
-from infra.render.model_service import ModelServiceSpec, vendor_env
-from infra.render.vllm_args import (
+from infra.catalog.vllm_flags import (
     FLAGS_FILE,
-    ServeOptions,
     canonical_flag,
     flag_tokens,
     unknown_env_vars,
     unknown_flags,
     vllm_flags,
-    vllm_serve_args,
 )
+from infra.domain import Layout
+from infra.errors import UserError
+from infra.render.model_service import ModelServiceSpec, vendor_env
+from infra.render.vllm_args import ServeOptions, vllm_serve_args
 
 ROOT = Path(__file__).resolve().parent.parent
 

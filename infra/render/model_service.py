@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 
 from infra.catalog import versions
 from infra.catalog.gpus import GpuSize
+from infra.catalog.vllm_flags import VLLM_PORT, clashes_with_service_env, unknown_env_vars
 from infra.domain import Layout
 from infra.errors import Problem, UserError
-from infra.render.vllm_args import VLLM_PORT, ServeOptions, unknown_env_vars, vllm_serve_args
+from infra.render.vllm_args import ServeOptions, vllm_serve_args
 
 NAMESPACE = "inference"
 PART_OF = "inference-platform"
@@ -160,12 +161,6 @@ def deployment_name(spec: ModelServiceSpec) -> str:
 def service_name(spec: ModelServiceSpec) -> str:
     """The model's ClusterIP Service. Never `vllm`: Kubernetes would inject VLLM_PORT etc."""
     return spec.name
-
-
-def clashes_with_service_env(name: str) -> bool:
-    """Kubernetes derives `<NAME>_PORT`, `<NAME>_SERVICE_HOST`, ... from a Service's name, so `vllm`
-    and `vllm-*` would hand vLLM variables it reads as its own settings (VLLM_PORT above all)."""
-    return name == "vllm" or name.startswith("vllm-")
 
 
 def prefetch_job_name(spec: ModelServiceSpec) -> str:

@@ -19,7 +19,6 @@ Both PodMonitors for our pods copy the model label to a `model` target label and
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,6 @@ from pathlib import Path
 from infra.catalog import versions
 from infra.render.slo_rules import (
     DEFAULT_THRESHOLDS,
-    LONGEST_SLO_WINDOW_DAYS,
     RUNBOOK_DEFAULT,
     AlertThresholds,
     ObservedModel,
@@ -52,7 +50,6 @@ __all__ = [
     "render_rule_groups",
     "render_prometheus_rules",
     "render_dashboard_configmaps",
-    "retention_days",
 ]
 
 MONITORING_API = "monitoring.coreos.com/v1"
@@ -141,17 +138,6 @@ class ObservabilitySpec:
     chart_version: str = versions.KUBE_PROMETHEUS_STACK_CHART_VERSION
 
 
-_DURATION_UNITS_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
-def retention_days(retention: str) -> float:
-    """Days in a Prometheus duration such as "15d", "2w" or "1w3d"."""
-    parts = re.findall(r"(\d+)(ms|s|m|h|d|w|y)", retention)
-    if not parts or "".join(n + u for n, u in parts) != retention:
-        raise ValueError(f"not a Prometheus duration: {retention!r}")
-    return sum(int(n) * _DURATION_UNITS_S[u] for n, u in parts) / 86400
-
-
 def _meta(name: str, namespace: str | None = None, labels: dict | None = None) -> dict:
     meta: dict = {"name": name}
     if namespace:
@@ -188,11 +174,6 @@ def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
     (`grafana.admin.existingSecret`), Alertmanager reads the webhook URL from a mounted Secret file
     (`url_file`). The values are therefore safe to show in plans and diffs.
     """
-    if retention_days(settings.retention) < LONGEST_SLO_WINDOW_DAYS:
-        raise ValueError(
-            f"observability.retention={settings.retention} is shorter than the {LONGEST_SLO_WINDOW_DAYS}d "
-            "SLO burn-rate window"
-        )
     node_selector = dict(settings.system_node_selector)
     webhook_path = f"/etc/alertmanager/secrets/{ALERT_WEBHOOK_SECRET}/url"
     receivers: list[dict] = [{"name": "null"}]

@@ -22,13 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.catalog import versions
+from infra.catalog.vllm_flags import VLLM_PORT
 from infra.render.model_service import (
     ANNOTATION_API_KEY_REQUIRED,
     API_KEY_KEY,
     LABEL_MODEL,
     NAMESPACE,
     PART_OF,
-    VLLM_PORT,
     selector_labels,
 )
 

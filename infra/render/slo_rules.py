@@ -35,6 +35,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from infra.domain import LONGEST_SLO_WINDOW_DAYS
+from infra.durations import duration_days
+
 # vLLM V1 default histogram bucket upper bounds in seconds. In 0.33 they are defined in
 # vllm/v1/metrics/buckets.py (earlier releases had them inline in vllm/v1/metrics/loggers.py) and
 # `--custom-histogram-buckets` can override them; infra/config.py rejects that flag in a model's
@@ -64,8 +67,6 @@ MIN_REQUESTS_PER_HOUR = 100
 SLO_QUANTILE = 0.90
 ERROR_BUDGET = round(1.0 - SLO_QUANTILE, 6)  # 0.10 of requests may exceed the p90 limit
 
-# Long windows need at least this much Prometheus retention to mean anything.
-LONGEST_SLO_WINDOW_DAYS = 3
 
 RUNBOOK_DEFAULT = "docs/runbook.md"
 
@@ -143,6 +144,8 @@ BURN_RATE_POLICY: tuple[BurnRateWindow, ...] = (
     BurnRateWindow("3d", "6h", 1.0, "warning"),
 )
 SLO_WINDOWS: tuple[str, ...] = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+# The config's minimum retention is the longest window: no rule may read further back.
+assert max(duration_days(w) for w in SLO_WINDOWS) <= LONGEST_SLO_WINDOW_DAYS
 
 
 @dataclass(frozen=True)

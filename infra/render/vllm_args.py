@@ -9,21 +9,14 @@ instead of a crash-looping pod after a 20-minute model load.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
+from infra.catalog.vllm_flags import VLLM_PORT, canonical_flag, flag_tokens, unknown_flags, vllm_flags
 from infra.domain import Layout
 from infra.errors import Problem, UserError
 
-VLLM_PORT = 8000
-FLAGS_FILE = Path(__file__).resolve().parent.parent / "catalog" / "vllm_flags.json"
-
 # Endpoints hit every few seconds by kubelet probes and Prometheus; logging them buries real traffic.
 _QUIET_ENDPOINTS = "/health,/metrics"
-_NUMBER = re.compile(r"^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$")
 
 
 @dataclass(frozen=True)
@@ -134,74 +127,3 @@ def vllm_serve_args(layout: Layout, opts: ServeOptions, *, path: str = "") -> li
     if problems:
         raise UserError(problems)
     return args + list(opts.extra_args)
-
-
-@lru_cache(maxsize=1)
-def vllm_flags() -> dict:
-    """The extracted option data of the pinned vLLM release."""
-    return json.loads(FLAGS_FILE.read_text())
-
-
-def canonical_flag(token: str) -> str:
-    """`--max_num_seqs=8` → `--max-num-seqs`; `--compilation-config.mode` → `--compilation-config`.
-
-    Mirrors vLLM's FlexibleArgumentParser: underscores in a long flag mean dashes, `=` joins a
-    value, and `--json-flag.key` sets one key of a JSON-typed option. Short aliases are mapped to
-    their long form.
-    """
-    name = token.split("=", 1)[0]
-    if name.startswith("--"):
-        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
-        return _alias_to_canonical().get(name, name)
-    if name.startswith("-O"):
-        return "--optimization-level"
-    return _alias_to_canonical().get(name, name)
-
-
-@lru_cache(maxsize=1)
-def _alias_to_canonical() -> dict[str, str]:
-    out: dict[str, str] = {}
-    for canonical, entry in vllm_flags()["flags"].items():
-        for alias in entry["aliases"]:
-            out[alias] = canonical
-    return out
-
-
-def flag_tokens(args: list[str]) -> list[str]:
-    """The option tokens of an argument list, skipping the values of options that take one."""
-    data = vllm_flags()
-    takes_value = set(data["takes_value"])
-    tokens: list[str] = []
-    i = 0
-    while i < len(args):
-        token = args[i]
-        if token.startswith("-") and not _NUMBER.match(token):
-            tokens.append(token)
-            canonical = canonical_flag(token)
-            optional = data["flags"].get(canonical, {}).get("kind") == "optional_value"
-            if "=" not in token and canonical in takes_value and not optional and i + 1 < len(args):
-                i += 1  # skip the value, which may itself start with '-' (e.g. a negative number)
-            elif "=" not in token and token.startswith("-O") and token == "-O" and i + 1 < len(args):
-                i += 1
-        i += 1
-    return tokens
-
-
-def unknown_flags(args: list[str]) -> list[str]:
-    """Option tokens in `args` that the pinned `vllm serve` would reject."""
-    accepted = set(vllm_flags()["accepted"])
-    unknown = []
-    for token in flag_tokens(args):
-        canonical = canonical_flag(token)
-        if canonical in accepted or canonical == "--optimization-level":
-            continue
-        if canonical.startswith("--no-") and canonical in accepted:
-            continue
-        unknown.append(token)
-    return unknown
-
-
-def unknown_env_vars(env: dict[str, str]) -> list[str]:
-    """`VLLM_*` variables vLLM does not read in the pinned release (silently ignored otherwise)."""
-    known = set(vllm_flags()["env_vars"])
-    return sorted(k for k in env if k.startswith("VLLM_") and k not in known)

@@ -42,10 +42,10 @@ import shlex
 from dataclasses import dataclass, replace
 
 from infra.catalog import versions
+from infra.catalog.vllm_flags import VLLM_PORT
 from infra.domain import LAYOUT_LIMIT_KEYS, Layout, Slo, Workload
 from infra.errors import Problem, UserError
 from infra.render import model_service as ms
-from infra.render.vllm_args import VLLM_PORT
 from infra.tuning.bench_flags import known_bench_flags
 from infra.tuning.results import META_LAYOUT_FIELD_PREFIX
 
