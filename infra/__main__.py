@@ -8,8 +8,10 @@ itself under the mock runtime.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 # Pulumi runs `main: infra/` as a directory, which puts infra/ itself on sys.path; then a library's
 # `import platform` would load a module of ours by that name instead of the standard library's.
@@ -21,11 +23,31 @@ if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
 import pulumi  # noqa: E402
+from pulumi.runtime import config as runtime_config  # noqa: E402
 
-from infra.config import NS, SECRET_KEYS, load_config, values_from_pulumi_runtime  # noqa: E402
+from infra.config import NS, SECRET_KEYS, load_config  # noqa: E402
 from infra.declare import Secrets, declare  # noqa: E402
 from infra.errors import ConfigError  # noqa: E402
 from infra.stack_plan import plan_stack  # noqa: E402
+
+
+def values_from_pulumi_runtime() -> tuple[dict[str, Any], set[str]]:
+    """Config values as the Pulumi engine handed them to the program (structured values are JSON)."""
+    merged: dict[str, Any] = dict(runtime_config.get_config_env())
+    merged.update(runtime_config.CONFIG.get())
+    secret_keys = set(runtime_config.get_config_secret_keys_env()) | {k for k in merged if runtime_config.is_config_secret(k)}
+    values: dict[str, Any] = {}
+    for key, value in merged.items():
+        if key in secret_keys:
+            values[key] = None  # never carried past this point
+            continue
+        if isinstance(value, str) and value[:1] in ("{", "["):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        values[key] = value
+    return values, secret_keys
 
 
 def main() -> None:

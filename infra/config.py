@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
-import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -1047,24 +1046,3 @@ def load_stack_file(stack: str, root: Path) -> StackConfig:
         raise ConfigError(f"no stack file {path}; stacks: {', '.join(available) or 'none'}")
     values, secret_keys = read_stack_file(path)
     return load_config(values, stack=stack, secret_keys=secret_keys, base_dir=path.parent.parent, source=str(path.relative_to(path.parent.parent)))
-
-
-def values_from_pulumi_runtime() -> tuple[dict[str, Any], set[str]]:
-    """Config values as the Pulumi engine handed them to the program (structured values are JSON)."""
-    from pulumi.runtime import config as runtime_config
-
-    merged: dict[str, Any] = dict(runtime_config.get_config_env())
-    merged.update(runtime_config.CONFIG.get())
-    secret_keys = set(runtime_config.get_config_secret_keys_env()) | {k for k in merged if runtime_config.is_config_secret(k)}
-    values: dict[str, Any] = {}
-    for key, value in merged.items():
-        if key in secret_keys:
-            values[key] = None  # never carried past this point
-            continue
-        if isinstance(value, str) and value[:1] in ("{", "["):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
-        values[key] = value
-    return values, secret_keys

@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pulumi
+
 from infra.config import NS, PROJECT, load_stack_file
+from infra.declare import Secrets, declare
 from infra.mock_runtime import SECRET_MARKER, mock_id, normalise, run_program
 from infra.project import project_root
 from infra.stack_plan import StackPlan, plan_stack
@@ -72,19 +75,14 @@ def offline_secrets(plan: StackPlan):
     """Every secret the stack stores, as the redacted placeholder (called inside the mock runtime:
     an Output needs its event loop). A required secret that is not set yet is a placeholder too,
     so the plan still shows every resource; the summary lists it under "secrets to set"."""
-    import pulumi
-
-    from infra.declare import Secrets
-
     cfg = plan.config
     stored = cfg.secrets_set | set(cfg.secrets_required)
     return Secrets(**{key: pulumi.Output.secret(SECRET_MARKER) for key in stored})
 
 
 def record_stack_plan(plan: StackPlan) -> tuple[list[dict[str, Any]], list[str]]:
-    """Declare `plan` under the mock runtime; its resources as plan records, sorted by type and name."""
-    from infra.declare import declare
-
+    """Declare `plan` under the mock runtime: its resources as plan records (sorted by type and
+    name) and the plan's notes with whatever the program logged as a warning."""
     recording = run_program(lambda: declare(plan, offline_secrets(plan)), stack=plan.stack, project=PROJECT)
     resources = sorted((r.plan_record() for r in recording.registrations), key=lambda r: (r["type"], r["name"]))
     names = [(r["type"], r["name"]) for r in resources]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from infra.config import read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS_DIR = ROOT / "tests"
 STACKS = ("dev", "staging", "prod")
 
 
@@ -49,3 +51,36 @@ def plans():
 
 def plan_of(stack: str):
     return _plan(stack)
+
+
+# Markers of tests that need something outside the Python environment. Each also gets `external`,
+# so `pytest -m "not external"` runs the fast, self-contained subset.
+EXTERNAL_MARKERS = ("promtool", "actionlint", "vllm_wheel", "e2e")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.get_closest_marker(name) for name in EXTERNAL_MARKERS):
+            item.add_marker(pytest.mark.external)
+
+
+def need_tool(name: str, install: str, marker: str | None = None) -> list:
+    """Marks for a test that runs a command-line tool: its marker (default: the tool's name) and a
+    skip when the tool is missing, which fails instead where the environment promises the tools
+    (CI sets INFRA_REQUIRE_TOOLS=1): a missing promtool must not pass CI silently.
+    Use as `pytestmark = need_tool(...)` or `@apply(need_tool(...))`."""
+    path = shutil.which(name)
+    if path is None and os.environ.get("INFRA_REQUIRE_TOOLS") == "1":
+        raise RuntimeError(f"{name} is required here (INFRA_REQUIRE_TOOLS=1) but not on PATH; {install}")
+    return [getattr(pytest.mark, marker or name), pytest.mark.skipif(path is None, reason=f"{name} not installed ({install})")]
+
+
+def apply(marks: list):
+    """Decorate a test with several marks at once."""
+
+    def decorate(test):
+        for mark in marks:
+            test = mark(test)
+        return test
+
+    return decorate

@@ -20,7 +20,7 @@ from infra import preflight
 from infra.commands import doctor
 from infra.errors import ConfigError
 from infra.preflight import Check, DoctorTarget, PoolTarget
-from tests.conftest import make_project
+from tests.conftest import ROOT, make_project
 
 TOKEN = "dop_v1_" + "0123456789abcdef" * 4
 
@@ -594,7 +594,7 @@ def test_command_with_an_invalid_stack_exits_two(cli, monkeypatch, capsys):
 
 def test_real_stack_files_map_to_a_target():
     """The checked-in stacks, loaded by infra.config, reduce to the target doctor checks."""
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     cfg = doctor.load_stack_file("prod", root)
     target = doctor.target_from_config(cfg)
     assert target.region == cfg.region

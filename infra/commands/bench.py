@@ -14,8 +14,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from infra.cli import check_output_dir, write_failed
 from infra.cli_args import positive_int
+from infra.commands.files import check_output_dir, write_failed
 from infra.domain import Layout, parse_layout_name
 from infra.errors import Problem, UserError
 from infra.tuning.bench import (

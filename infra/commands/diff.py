@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infra.cli import os_error_line
+from infra.commands.files import os_error_line
 from infra.errors import UserError
 from infra.offline import build_plan
 from infra.plandiff import diff_plans, render_markdown, validate_plan

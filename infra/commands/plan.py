@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from infra.catalog.doks import is_exact_version
-from infra.cli import check_output_dir, check_output_file, write_failed
+from infra.commands.files import check_output_dir, check_output_file, write_failed
 from infra.errors import Problem, UserError
 from infra.offline import Plan, build_plan, kubernetes_objects, money
 

@@ -33,8 +33,9 @@ from infra.domain import Layout
 from infra.errors import UserError
 from infra.render.model_service import ModelServiceSpec, vendor_env
 from infra.render.vllm_args import ServeOptions, vllm_serve_args
+from tests.conftest import ROOT as TESTS_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = TESTS_ROOT
 
 
 def _load_extractor():
@@ -373,6 +374,7 @@ def test_extractor_applies_vllm_type_rules(fake_wheel):
     assert data["env_vars"] == ["VLLM_API_KEY", "VLLM_ROCM_USE_AITER"]
 
 
+@pytest.mark.vllm_wheel
 @pytest.mark.skipif(not os.environ.get("VLLM_WHEEL"), reason="set VLLM_WHEEL=<path to the pinned wheel>")
 def test_committed_data_equals_a_fresh_extraction():
     fresh = _load_extractor().extract(Path(os.environ["VLLM_WHEEL"]))

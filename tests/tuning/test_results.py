@@ -9,9 +9,10 @@ import pytest
 
 from infra.errors import UserError
 from infra.tuning.results import collect_result_files, layout_fields, load_results, parse_result
+from tests.conftest import TESTS_DIR
 from tests.fixtures.bench.vllm_results import bench_metadata, vllm_result
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bench" / "staging-qwen3-235b"
+FIXTURES = TESTS_DIR / "fixtures" / "bench" / "staging-qwen3-235b"
 
 
 def _write(path: Path, *objects: dict) -> Path:

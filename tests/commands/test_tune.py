@@ -12,8 +12,9 @@ import yaml
 
 from infra.commands import tune
 from infra.errors import UserError
+from tests.conftest import ROOT as TESTS_ROOT
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = TESTS_ROOT
 FIXTURES = REPO / "tests" / "fixtures" / "bench" / "staging-qwen3-235b"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -16,9 +15,10 @@ from infra.planner import load_efficiency, plan_model
 from infra.tuning.calibrate import LayoutError, ModelContext, calibrate, predict_goodput_rps, save_factors
 from infra.tuning.goodput import compare_layouts
 from infra.tuning.results import load_results, parse_result
+from tests.conftest import TESTS_DIR
 from tests.fixtures.bench.vllm_results import bench_metadata, vllm_result
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bench" / "staging-qwen3-235b"
+FIXTURES = TESTS_DIR / "fixtures" / "bench" / "staging-qwen3-235b"
 SLO = Slo(2000, 50)
 
 

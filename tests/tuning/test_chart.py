@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 from infra.tuning.chart import render_latency_chart
 from infra.tuning.goodput import compare_layouts
 from infra.tuning.results import load_results
+from tests.conftest import TESTS_DIR
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bench" / "staging-qwen3-235b"
+FIXTURES = TESTS_DIR / "fixtures" / "bench" / "staging-qwen3-235b"
 NS = {"svg": "http://www.w3.org/2000/svg"}
 
 

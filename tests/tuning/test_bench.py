@@ -13,7 +13,6 @@ import stat
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -31,9 +30,10 @@ from infra.tuning import bench
 from infra.tuning.bench_flags import known_bench_flags
 from infra.tuning.goodput import compare_layouts
 from infra.tuning.results import layout_fields, load_results
+from tests.conftest import ROOT as TESTS_ROOT
 from tests.conftest import make_project
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = TESTS_ROOT
 
 
 def _target(cache: bool = True, api_key: str | None = None) -> bench.BenchTarget:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import promql_parser
 import pytest
@@ -32,8 +31,9 @@ from infra.render.slo_rules import (
     recorded_names,
     slo_bucket_warnings,
 )
+from tests.conftest import ROOT as TESTS_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = TESTS_ROOT
 
 MODELS = [
     ObservedModel(
@@ -333,7 +333,7 @@ def test_gpu_metrics_deadman_needs_amd_gpu_nodes_and_no_exporter_series():
 
 def test_vllm_deadman_names_the_models_deployment():
     """The deadman joins on the Deployment model_service renders."""
-    from tests.test_model_service import make_spec
+    from tests.render.test_model_service import make_spec
 
     spec = make_spec()
     observed = ObservedModel(

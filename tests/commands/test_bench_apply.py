@@ -20,7 +20,7 @@ pytest.importorskip("kubernetes")
 
 from infra.commands import bench as bench_cmd  # noqa: E402
 from infra.errors import UserError  # noqa: E402
-from tests.test_bench import _bundle  # noqa: E402
+from tests.tuning.test_bench import _bundle  # noqa: E402
 
 RESULT = {"request_rate": 2.0, "completed": 100, "failed": 0, "p90_ttft_ms": 800.0, "p90_tpot_ms": 30.0}
 _PATH = re.compile(r"^/(?:api/v1|apis/(?:apps|batch)/v1)/namespaces/(?P<ns>[^/]+)/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[a-z]+))?$")
@@ -182,7 +182,7 @@ def test_job_state_reads_conditions_not_pod_counters():
 def test_the_kubeconfig_path_is_what_the_cli_passes(monkeypatch, tmp_path):
     seen = {}
     monkeypatch.setattr(bench_cmd, "apply_bundle", lambda bundle, out, kubeconfig: seen.update(out=out, kubeconfig=kubeconfig))
-    from tests.test_bench import _run
+    from tests.tuning.test_bench import _run
 
     _run(["bench", "staging", "qwen3-235b", "--layouts", "tp8-ep-r1", "--out", str(tmp_path / "o"), "--apply", "--kubeconfig", str(tmp_path / "kc")])
     assert seen == {"out": tmp_path / "o", "kubeconfig": Path(tmp_path / "kc")}
@@ -191,7 +191,7 @@ def test_the_kubeconfig_path_is_what_the_cli_passes(monkeypatch, tmp_path):
 def test_an_incomplete_sweep_makes_the_command_fail(monkeypatch, tmp_path, capsys):
     # The other layouts ran and their points were collected, but scripts and CI must see it.
     monkeypatch.setattr(bench_cmd, "apply_bundle", lambda bundle, out, kubeconfig: [("tp8-ep-r1", "timed out")])
-    from tests.test_bench import _run
+    from tests.tuning.test_bench import _run
 
     code = _run(["bench", "staging", "qwen3-235b", "--layouts", "tp8-ep-r1", "--out", str(tmp_path / "o"), "--apply"])
     assert code == 1

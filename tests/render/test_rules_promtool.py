@@ -18,11 +18,10 @@ import yaml
 
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, render_prometheus_rules
 from infra.render.slo_rules import GPU_ALERT_METRICS, ObservedModel
+from tests.conftest import need_tool
 
 PROMTOOL = shutil.which("promtool")
-pytestmark = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not installed (Debian: apt-get install -y prometheus)"
-)
+pytestmark = need_tool("promtool", "Debian: apt-get install -y prometheus")
 
 # "chat" has SLO limits on bucket boundaries (2.5 s, 50 ms); "interp" has a TTFT limit between
 # buckets (2.0 s between 1.0 and 2.5) to exercise the interpolation.

@@ -10,14 +10,14 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from policy import rules
 from policy.rules import StackResource
+from tests.conftest import ROOT as TESTS_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = TESTS_ROOT
 PROD_URN = "urn:pulumi:prod::inference-platform::digitalocean:index/kubernetesCluster:KubernetesCluster::prod"
 DEV_URN = PROD_URN.replace(":prod::", ":dev::")
 

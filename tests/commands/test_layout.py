@@ -10,7 +10,7 @@ import pytest
 from infra import cli
 from infra.commands import layout as layout_cmd
 from infra.errors import UserError
-from tests.test_planner_search import JSON_KEYS
+from tests.planner.test_search import JSON_KEYS
 
 BASE = [
     "layout",

@@ -30,9 +30,9 @@ from infra.render.model_service import deployment_ignore_changes, max_unavailabl
 from infra.render.observability import prometheus_url
 from infra.render.slo_rules import ObservedModel
 from infra.stack_plan import plan_stack, running_target, scaling_spec
-from tests.conftest import ROOT, plan_of, stack_values
-from tests.test_model_service import make_spec
-from tests.test_observability_rules import EXTERNAL_METRICS, metric_names
+from tests.conftest import ROOT, apply, need_tool, plan_of, stack_values
+from tests.render.test_model_service import make_spec
+from tests.render.test_slo_rules import EXTERNAL_METRICS, metric_names
 
 K8S = "1.33.0"
 MODEL = ObservedModel(
@@ -163,7 +163,7 @@ def test_queue_query_parses_and_uses_only_known_metrics():
 # --- the queries, evaluated by Prometheus' promtool ---------------------------------------------------
 
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian: apt-get install -y prometheus)")
+needs_promtool = apply(need_tool("promtool", "Debian: apt-get install -y prometheus"))
 VLLM_LABELS = 'model_name="qwen3-235b", namespace="inference", component="vllm"'
 
 

@@ -9,7 +9,7 @@ from components.router import Router, RouterArgs
 from infra.mock_runtime import resolve, run_program
 from infra.render.model_service import ModelServiceSpec, startup_budget_seconds
 from infra.render.router import RouterSpec
-from tests.test_model_service import make_spec as render_spec
+from tests.render.test_model_service import make_spec as render_spec
 
 HF_TOKEN = "hf_plaintext_token_7d1c"  # noqa: S105 - test fixture
 API_KEY = "sk-plaintext-key-93ab"  # noqa: S105 - test fixture

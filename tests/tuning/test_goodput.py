@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.tuning.goodput import compare_layouts, layout_goodput, monotone_fit
 from infra.tuning.results import load_results, parse_result
+from tests.conftest import TESTS_DIR
 from tests.fixtures.bench.vllm_results import vllm_result
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bench" / "staging-qwen3-235b"
+FIXTURES = TESTS_DIR / "fixtures" / "bench" / "staging-qwen3-235b"
 SLO = {"ttft_p90_ms": 2000.0, "tpot_p90_ms": 50.0}
 
 

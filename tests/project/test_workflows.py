@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import ROOT as TESTS_ROOT
 from tests.conftest import make_project
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = TESTS_ROOT
 WORKFLOWS = ROOT / ".github" / "workflows"
 WORKFLOW_FILES = sorted(WORKFLOWS.glob("*.yml"))
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
@@ -58,16 +59,19 @@ def test_workflows_exist():
     assert {p.name for p in WORKFLOW_FILES} >= {"ci.yml", "plan-diff.yml", "preview.yml", "deploy.yml"}
 
 
+@pytest.mark.actionlint
 def test_actionlint_is_clean():
     result = _run([_tool("actionlint"), "-no-color", *[str(p) for p in WORKFLOW_FILES]], ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.actionlint
 def test_zizmor_is_clean():
     result = _run([_tool("zizmor"), "--offline", "--no-progress", str(WORKFLOWS)], ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.actionlint
 def test_linters_do_catch_a_bad_workflow(tmp_path):
     """The two tests above can fail: an injectable, unpinned, mistyped workflow is rejected."""
     bad = tmp_path / ".github" / "workflows" / "bad.yml"

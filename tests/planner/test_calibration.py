@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
 from infra.errors import UserError
 from infra.planner import EfficiencyFactors, load_efficiency, save_efficiency
 from infra.planner.efficiency import DEFAULT_PATH, EfficiencyTable, table_from_json
+from tests.conftest import ROOT as TESTS_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = TESTS_ROOT
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import calibrate  # noqa: E402
 
