@@ -428,6 +428,7 @@ def run_checks(
     else:
         checks += _api_checks(target, client)
     checks.append(check_nfs_size(target.nfs_size_gib))
+    checks.append(check_pinned_versions(target.kubernetes_version_prefix))
     checks += check_local_tools(which)
     return [Check(c.name, c.status, redact(c.detail, secrets), redact(c.fix, secrets)) for c in checks]
 
@@ -734,6 +735,33 @@ def check_nfs_size(nfs_size_gib: int | None) -> Check:
         "fail",
         f"{nfs_size_gib} GiB is below the {NFS_MIN_SIZE_GIB} GiB minimum of DO Network File Storage",
         f"set model_cache.size_gib to at least {NFS_MIN_SIZE_GIB} (and above the models' weight size)",
+    )
+
+
+def check_pinned_versions(version: str) -> Check:
+    """Every pinned chart and image must support the cluster's Kubernetes minor (offline: the
+    ranges and their sources are in infra/catalog/support_matrix.yaml)."""
+    from infra.compat import parse_minor, unsupported_pins
+
+    try:
+        major, minor = parse_minor(version)
+    except ValueError:
+        return Check(
+            "pinned versions",
+            "warn",
+            f"cannot read a Kubernetes minor from cluster.version {version!r}",
+            "set cluster.version to a minor (1.33) or an exact DOKS slug (1.33.1-do.5)",
+        )
+    unsupported = unsupported_pins(f"{major}.{minor}")
+    if not unsupported:
+        return Check("pinned versions", "pass", f"every pinned chart and image supports Kubernetes {major}.{minor}")
+    listed = "; ".join(f"{u.pin} supports {u.supported}" for u in unsupported)
+    return Check(
+        "pinned versions",
+        "warn",
+        f"Kubernetes {major}.{minor} is outside the upstream range of: {listed}",
+        "pin releases that support it (infra/catalog/versions.py; ranges and sources in "
+        "infra/catalog/support_matrix.yaml) or keep cluster.version inside those ranges",
     )
 
 
