@@ -163,8 +163,13 @@ def accelerator_for(slug: str, size: Mapping[str, Any]) -> str | None:
     match = _SLUG.match(slug)
     if not match:
         return None
-    model = _MODEL_ALIASES.get(match.group("model"), match.group("model"))
-    return model if model in ACCELERATORS else None
+    # AMD slugs append the count to a name ending in x (mi300x + 8 = `mi300x8`), NVIDIA ones add
+    # `x<count>` (h100 + x8): `mi300` + `x8` is read as mi300x first.
+    stem = match.group("model")
+    for model in (stem + "x", _MODEL_ALIASES.get(stem, stem)):
+        if model in ACCELERATORS:
+            return model
+    return None
 
 
 def _offer(slug: str) -> str:

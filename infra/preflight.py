@@ -462,7 +462,7 @@ def _api_checks(target: DoctorTarget, client: Any) -> list[Check]:
             "node sizes",
             "/v2/sizes",
             lambda: _all_pages(client.sizes.list, "sizes", "/v2/sizes"),
-            lambda data: check_pool_sizes(data, target),
+            lambda data: [*check_pool_sizes(data, target), check_catalog_drift(data)],
         ),
         (
             "kubernetes options",
@@ -655,6 +655,30 @@ def check_pool_sizes(sizes: Sequence[Mapping[str, Any]], target: DoctorTarget) -
         else:
             checks.append(Check(name, "pass", _size_detail(size, target.region)))
     return checks
+
+
+def check_catalog_drift(sizes: Sequence[Mapping[str, Any]], catalog: Mapping[str, Any] | None = None) -> Check:
+    """The catalog's GPU sizes and prices (infra/catalog/gpu_sizes.json, or `catalog`) against this
+    /v2/sizes answer: plan costs and layouts use the catalog, so a price or size that moved is a
+    warning with the command that takes the answer in."""
+    from infra.catalog.gpus import catalog_path
+    from infra.catalog_sync import catalog_drift, describe_drift, is_gpu_size, read_catalog
+
+    doc = catalog if catalog is not None else read_catalog(catalog_path())
+    drift = catalog_drift(doc, sizes)
+    listed = sum(1 for size in sizes if is_gpu_size(size))
+    if drift.any:
+        return Check(
+            "catalog prices",
+            "warn",
+            f"the GPU catalog differs from /v2/sizes: {describe_drift(drift)}",
+            "run `infra catalog sync` to take this answer's prices, regions and sizes into "
+            "infra/catalog/gpu_sizes.json, then review and commit the diff",
+        )
+    detail = f"catalog prices match /v2/sizes ({listed} GPU sizes listed)"
+    if drift.regions:
+        detail += f"; {describe_drift(drift)}"
+    return Check("catalog prices", "pass", detail)
 
 
 def _size_detail(size: Mapping[str, Any], region: str) -> str:
