@@ -1,4 +1,4 @@
-"""`infra`: the toolkit's command line (plan, diff, layout, doctor, bench, tune, new-env).
+"""`infra`: the toolkit's command line (plan, diff, layout, doctor, catalog, bench, tune, new-env).
 
 Each subcommand lives in `infra/commands/<name>.py` and exposes `register(subparsers)`, which adds
 its parser and sets `func(args) -> int`. User mistakes raise `UserError` and are printed as one
@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "infra.commands.layout",
     "infra.commands.new_env",
     "infra.commands.doctor",
+    "infra.commands.catalog",
     "infra.commands.bench",
     "infra.commands.tune",
 ]

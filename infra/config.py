@@ -45,6 +45,7 @@ from infra.catalog.vllm_flags import (
     unknown_flags,
     vllm_flags,
 )
+from infra.compat import unsupported_pins
 from infra.domain import LONGEST_SLO_WINDOW_DAYS, Layout, Provenance, Slo, Workload
 from infra.durations import duration_days
 from infra.errors import ConfigError, Problem, UserError, yaml_error_line
@@ -716,20 +717,51 @@ def _duplicates(items: list, attr: str, section: str) -> list[Problem]:
     return problems
 
 
+def pins_in_use(raw: StackInput) -> list[str]:
+    """The pinned charts and images this stack deploys (infra/catalog/support_matrix.yaml names)."""
+    pins = []
+    if any(p.gpu.vendor == "amd" for p in raw.gpu_pools):
+        pins.append("vllm-rocm")
+        if raw.gpu_runtime.mode == "device-plugin":
+            pins += ["rocm-device-plugin", "rocm-node-labeller"]
+        elif raw.gpu_runtime.mode == "gpu-operator":
+            pins += ["amd-gpu-operator", "cert-manager"]
+    if any(p.gpu.vendor == "nvidia" for p in raw.gpu_pools):
+        pins.append("vllm-cuda")
+    if _observability_on(raw):
+        pins.append("kube-prometheus-stack")
+        names = [p.name for p in raw.gpu_pools]
+        if len(set(names)) == len(names) and all(m.pool in names for m in raw.models):
+            if any(m.autoscaling.enabled for m in _resolve_autoscaling(raw)):
+                pins.append("keda")
+    if raw.router.kind != "service":
+        pins.append("router")
+    return pins
+
+
 def _check_cluster(raw: StackInput) -> list[Problem]:
-    """An exact version with auto-upgrade: DOKS moves the patch past the slug, and the next `pulumi up`
-    would plan the slug again, a downgrade, which replaces the cluster."""
+    """A Kubernetes minor outside what a pin the stack deploys supports; and an exact version with
+    auto-upgrade: DOKS moves the patch past the slug, and the next `pulumi up` would plan the slug
+    again, a downgrade, which replaces the cluster."""
     version = raw.cluster.version
+    problems = [
+        Problem(
+            f"{NS}cluster.version",
+            f"{version!r}: the pinned {pin} supports Kubernetes {supported} only ({source.split(' @')[0].strip()}); "
+            f"use a supported minor or move the {pin} pin in infra/catalog/versions.py",
+        )
+        for pin, supported, source in unsupported_pins(doks.kubernetes_minor(version), pins=pins_in_use(raw))
+    ]
     if doks.VERSION_SLUG.match(version) and raw.cluster.auto_upgrade:
-        return [
+        problems.append(
             Problem(
                 f"{NS}cluster.version",
                 f"{version!r} is an exact DOKS version, which requires cluster.auto_upgrade: false (DOKS would "
                 "upgrade past it and the next `pulumi up` would plan a downgrade, i.e. a cluster replacement); "
                 "set auto_upgrade: false, or give a prefix such as \"1.33\"",
             )
-        ]
-    return []
+        )
+    return problems
 
 
 def _check_pools(raw: StackInput) -> list[Problem]:

@@ -428,6 +428,7 @@ def run_checks(
     else:
         checks += _api_checks(target, client)
     checks.append(check_nfs_size(target.nfs_size_gib))
+    checks.append(check_pinned_versions(target.kubernetes_version_prefix))
     checks += check_local_tools(which)
     return [Check(c.name, c.status, redact(c.detail, secrets), redact(c.fix, secrets)) for c in checks]
 
@@ -461,7 +462,7 @@ def _api_checks(target: DoctorTarget, client: Any) -> list[Check]:
             "node sizes",
             "/v2/sizes",
             lambda: _all_pages(client.sizes.list, "sizes", "/v2/sizes"),
-            lambda data: check_pool_sizes(data, target),
+            lambda data: [*check_pool_sizes(data, target), check_catalog_drift(data)],
         ),
         (
             "kubernetes options",
@@ -656,6 +657,30 @@ def check_pool_sizes(sizes: Sequence[Mapping[str, Any]], target: DoctorTarget) -
     return checks
 
 
+def check_catalog_drift(sizes: Sequence[Mapping[str, Any]], catalog: Mapping[str, Any] | None = None) -> Check:
+    """The catalog's GPU sizes and prices (infra/catalog/gpu_sizes.json, or `catalog`) against this
+    /v2/sizes answer: plan costs and layouts use the catalog, so a price or size that moved is a
+    warning with the command that takes the answer in."""
+    from infra.catalog.gpus import catalog_path
+    from infra.catalog_sync import catalog_drift, describe_drift, is_gpu_size, read_catalog
+
+    doc = catalog if catalog is not None else read_catalog(catalog_path())
+    drift = catalog_drift(doc, sizes)
+    listed = sum(1 for size in sizes if is_gpu_size(size))
+    if drift.any:
+        return Check(
+            "catalog prices",
+            "warn",
+            f"the GPU catalog differs from /v2/sizes: {describe_drift(drift)}",
+            "run `infra catalog sync` to take this answer's prices, regions and sizes into "
+            "infra/catalog/gpu_sizes.json, then review and commit the diff",
+        )
+    detail = f"catalog prices match /v2/sizes ({listed} GPU sizes listed)"
+    if drift.regions:
+        detail += f"; {describe_drift(drift)}"
+    return Check("catalog prices", "pass", detail)
+
+
 def _size_detail(size: Mapping[str, Any], region: str) -> str:
     detail = f"{size['slug']} offered in {region}"
     gpu = size.get("gpu_info") or {}
@@ -734,6 +759,33 @@ def check_nfs_size(nfs_size_gib: int | None) -> Check:
         "fail",
         f"{nfs_size_gib} GiB is below the {NFS_MIN_SIZE_GIB} GiB minimum of DO Network File Storage",
         f"set model_cache.size_gib to at least {NFS_MIN_SIZE_GIB} (and above the models' weight size)",
+    )
+
+
+def check_pinned_versions(version: str) -> Check:
+    """Every pinned chart and image must support the cluster's Kubernetes minor (offline: the
+    ranges and their sources are in infra/catalog/support_matrix.yaml)."""
+    from infra.compat import parse_minor, unsupported_pins
+
+    try:
+        major, minor = parse_minor(version)
+    except ValueError:
+        return Check(
+            "pinned versions",
+            "warn",
+            f"cannot read a Kubernetes minor from cluster.version {version!r}",
+            "set cluster.version to a minor (1.33) or an exact DOKS slug (1.33.1-do.5)",
+        )
+    unsupported = unsupported_pins(f"{major}.{minor}")
+    if not unsupported:
+        return Check("pinned versions", "pass", f"every pinned chart and image supports Kubernetes {major}.{minor}")
+    listed = "; ".join(f"{u.pin} supports {u.supported}" for u in unsupported)
+    return Check(
+        "pinned versions",
+        "warn",
+        f"Kubernetes {major}.{minor} is outside the upstream range of: {listed}",
+        "pin releases that support it (infra/catalog/versions.py; ranges and sources in "
+        "infra/catalog/support_matrix.yaml) or keep cluster.version inside those ranges",
     )
 
 

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
+from infra.catalog.cpu_sizes import CPU_PRICES_AS_OF, CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
 from infra.catalog.gpus import HOURS_PER_MONTH
 from infra.catalog.models import ModelArch, resolve_model
 from infra.config import NS, GpuPoolConfig, ModelConfig, StackConfig, zero_replica_notes
@@ -170,6 +170,7 @@ class StackPlan:
                 "max_nodes": p.max_node_count,
                 "usd_per_node_hour": p.node_usd_per_hour,
                 "price_source": "config" if p.usd_per_hour is not None else ("catalog" if p.gpu.usd_per_hour else "unknown"),
+                "price_as_of": None if p.usd_per_hour is not None else p.gpu.price_as_of,
             }
             for p in self.config.gpu_pools
         ]
@@ -184,28 +185,30 @@ class StackPlan:
             if price is None:
                 unknown.append(f"gpu pool {p.name} ({p.size}: contract price; set gpu_pools[].usd_per_hour)")
                 continue
-            lines.append(("gpu:" + p.name, price * p.min_node_count, price * p.max_node_count))
+            lines.append(("gpu:" + p.name, price * p.min_node_count, price * p.max_node_count, _gpu_price_basis(p)))
         sys_month = CPU_USD_PER_MONTH.get(cfg.cluster.system_pool.size)
+        cpu_basis = f"CPU list price of {CPU_PRICES_AS_OF}" if CPU_PRICES_AS_OF else "CPU list price, date not recorded"
         if sys_month is None:
             unknown.append(f"system pool ({cfg.cluster.system_pool.size}: not in the CPU price list)")
         else:
             hourly = sys_month / HOURS_PER_MONTH * cfg.cluster.system_pool.nodes
-            lines.append(("system_pool", hourly, hourly))
+            lines.append(("system_pool", hourly, hourly, cpu_basis))
         if cfg.cluster.ha:
             ha = HA_CONTROL_PLANE_USD_PER_MONTH / HOURS_PER_MONTH
-            lines.append(("ha_control_plane", ha, ha))
+            lines.append(("ha_control_plane", ha, ha, cpu_basis.replace("CPU", "DOKS", 1)))
         if cfg.model_cache.kind == "nfs":
             unknown.append("NFS weight cache (priced per GiB by DO; not included)")
         return {
             "currency": "USD",
             "hours_per_month": HOURS_PER_MONTH,
             "items": [
-                {"item": name, "usd_per_hour_min": round(lo, 2), "usd_per_hour_max": round(hi, 2)} for name, lo, hi in lines
+                {"item": name, "usd_per_hour_min": round(lo, 2), "usd_per_hour_max": round(hi, 2), "price": basis}
+                for name, lo, hi, basis in lines
             ],
-            "usd_per_hour_min": round(sum(lo for _, lo, _ in lines), 2),
-            "usd_per_hour_max": round(sum(hi for _, _, hi in lines), 2),
-            "usd_per_month_min": round(sum(lo for _, lo, _ in lines) * HOURS_PER_MONTH, 0),
-            "usd_per_month_max": round(sum(hi for _, _, hi in lines) * HOURS_PER_MONTH, 0),
+            "usd_per_hour_min": round(sum(line[1] for line in lines), 2),
+            "usd_per_hour_max": round(sum(line[2] for line in lines), 2),
+            "usd_per_month_min": round(sum(line[1] for line in lines) * HOURS_PER_MONTH, 0),
+            "usd_per_month_max": round(sum(line[2] for line in lines) * HOURS_PER_MONTH, 0),
             "not_included": unknown,
         }
 
@@ -394,6 +397,14 @@ def _sizing_notes(m: ModelFacts, stack: str) -> list[str]:
             f"`infra bench {stack} {name}`, then `infra tune ingest <results> --stack {stack} --model {name} --write`"
         )
     return notes
+
+
+def _gpu_price_basis(pool: GpuPoolConfig) -> str:
+    """Where a GPU pool's hourly price comes from, with its date: `infra plan` prints it."""
+    if pool.usd_per_hour is not None:
+        return "gpu_pools[].usd_per_hour"
+    kind = "spot price" if pool.gpu.spot else "list price"
+    return f"catalog {kind} of {pool.gpu.price_as_of or 'unknown date'}"
 
 
 def _autoscaling_json(model: ModelFacts) -> dict[str, Any] | None:

@@ -346,7 +346,7 @@ def test_auth_errors_stop_after_the_first_call(httpserver, status, body, expecte
     assert token.status == "fail" and expected in token.detail
     assert len(httpserver.log) == 1  # no pointless follow-up calls with a dead token
     assert TOKEN not in token.detail + token.fix
-    assert [c.name for c in checks] == ["api token", "nfs share size", "pulumi cli", "kubectl"]
+    assert [c.name for c in checks] == ["api token", "nfs share size", "pinned versions", "pulumi cli", "kubectl"]
 
 
 def test_rate_limit_is_reported_with_the_wait_and_other_checks_still_run(httpserver):
@@ -401,7 +401,7 @@ def test_network_error_is_one_clear_failure():
     token = _by_name(checks)["api token"]
     assert token.status == "fail" and token.detail.startswith("cannot reach the DigitalOcean API")
     assert "DIGITALOCEAN_API_URL" in token.fix
-    assert [c.name for c in checks] == ["api token", "nfs share size", "pulumi cli", "kubectl"]
+    assert [c.name for c in checks] == ["api token", "nfs share size", "pinned versions", "pulumi cli", "kubectl"]
 
 
 # ------------------------------------------------------------------------------------ env + table
@@ -493,7 +493,9 @@ def test_command_prints_the_table_and_exits_zero_when_nothing_fails(cli, httpser
         if line.startswith(("PASS", "WARN", "FAIL"))
     }
     assert rows["pool mi325x"] == "WARN" and rows["pool mi300x"] == "PASS"
-    assert "checks: 10 pass, 1 warn, 0 fail" in out
+    # The fake answer's three sizes and 2025 prices are not the catalog's: a warning, not a failure.
+    assert rows["catalog prices"] == "WARN"
+    assert "checks: 11 pass, 2 warn, 0 fail" in out
     assert TOKEN not in out
 
 
@@ -579,7 +581,7 @@ def test_command_reads_the_token_from_the_stack_secret_through_pulumi(cli, https
     assert cli(["doctor", "prod", "--root", str(root)]) == 0
     out = capsys.readouterr().out
     assert "token from the stack's Pulumi config (digitalocean:token)" in out
-    assert "checks: 10 pass, 1 warn, 0 fail" in out
+    assert "checks: 11 pass, 2 warn, 0 fail" in out
     assert TOKEN not in out
 
 
@@ -686,7 +688,7 @@ def test_non_ascii_token_sent_anyway_is_a_failing_check_not_a_crash(httpserver):
     checks = preflight.run_checks(_target(), client, which=_all_tools, secrets=[bad])
     token = _by_name(checks)["api token"]
     assert token.status == "fail" and "UnicodeEncodeError" in token.detail
-    assert [c.name for c in checks] == ["api token", "nfs share size", "pulumi cli", "kubectl"]
+    assert [c.name for c in checks] == ["api token", "nfs share size", "pinned versions", "pulumi cli", "kubectl"]
 
 
 def test_redact_masks_bearer_do_tokens_secrets_and_url_credentials():

@@ -1,14 +1,21 @@
 """DigitalOcean GPU Droplet sizes usable as DOKS node-pool sizes.
 
-Sources: docs.digitalocean.com droplets/details/features and /pricing (self-serve prices), vendor
-datasheets for the accelerators (dense, no sparsity). Contract-only slugs do not appear in
+The accelerators' hardware figures live here (vendor datasheets, dense, no sparsity); the sizes —
+slug, host resources, list price, regions, each price and availability with the date and source
+it was taken from — live in gpu_sizes.json, which `infra catalog sync` rewrites from the live
+`GET /v2/sizes` answer and `infra doctor` compares with it. Contract-only slugs do not appear in
 `GET /v2/sizes` and have no public price: their `usd_per_hour` is None and the stack must state
-the contract price (`gpu_pools[].usd_per_hour`) for cost figures.
+the contract price (`gpu_pools[].usd_per_hour`) for cost figures. `INFRA_GPU_CATALOG` points the
+toolkit at another catalog file (a synced copy under test, say).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,13 @@ class GpuSize:
     usd_per_hour: float | None  # None: contract pricing, not public
     contract_only: bool = False
     fabric: bool = False  # multi-node RDMA fabric sizes
+    spot: bool = False  # preemptible capacity at a spot price
+    price_as_of: str | None = None  # date (YYYY-MM-DD) the price was taken
+    price_source: str | None = None  # where, in words (gpu_sizes.json `sources`)
+    regions: tuple[str, ...] | None = None  # regions the source listed (per account); None: unknown
+    available: bool | None = None
+    availability_as_of: str | None = None
+    availability_source: str | None = None
 
     @property
     def vendor(self) -> str:
@@ -70,7 +84,8 @@ GIB = 1 << 30
 # the marketing "GB" of these parts is GiB of DRAM (the MI300X's 192 "GB" reports 191.7 GiB).
 #  - MI300X: rocm-smi `VRAM Total Memory (B): 205822885888` (≈ 191.7 GiB, 205.8e9 bytes).
 #  - MI325X: 256 GiB (marketing 256 GB × 2^30; no device report at hand).
-#  - MI350X: 288 GiB (marketing 288 GB × 2^30; no device report at hand).
+#  - MI350X / MI355X: 288 GiB (marketing 288 GB × 2^30; no device report at hand). The MI355X is
+#    the MI350X's higher-clocked part (2516 BF16 / 5033 FP8 TFLOPS dense), same memory and links.
 #  - H100 SXM: 79.2 GiB (≈ 85.0e9 bytes), the `total_gpu_memory` vLLM logs on an 80 GB H100
 #    (79.1–79.3 GiB across drivers and log samples; nvidia-smi shows 81559 MiB).
 #  - H200 SXM: 139.8 GiB, vLLM's `total_gpu_memory (139.81GiB)` on an H200 (nvidia-smi 143771 MiB).
@@ -79,32 +94,65 @@ GIB = 1 << 30
 MI300X = Accelerator("amd", "mi300x", "cdna3", 192, 205_822_885_888, 5.3, 1307, 2615, 448)
 MI325X = Accelerator("amd", "mi325x", "cdna3", 256, 256 * GIB, 6.0, 1307, 2615, 448)
 MI350X = Accelerator("amd", "mi350x", "cdna4", 288, 288 * GIB, 8.0, 2300, 4600, 1075)
+MI355X = Accelerator("amd", "mi355x", "cdna4", 288, 288 * GIB, 8.0, 2516, 5033, 1075)
 H100 = Accelerator("nvidia", "h100", "hopper", 80, int(79.2 * GIB), 3.35, 989, 1979, 450)
 H200 = Accelerator("nvidia", "h200", "hopper", 141, int(139.8 * GIB), 4.8, 989, 1979, 450)
 L40S = Accelerator("nvidia", "l40s", "ada", 48, 46068 << 20, 0.864, 362, 733, 32)
 RTX4000ADA = Accelerator("nvidia", "rtx4000ada", "ada", 20, 20 * GIB, 0.36, 82, 164, 32)
 RTX6000ADA = Accelerator("nvidia", "rtx6000ada", "ada", 48, 48 * GIB, 0.96, 364, 728, 32)
 
-_SIZES = [
-    GpuSize("gpu-mi300x1-192gb", MI300X, 1, 20, 240, 720, 5120, 1.99),
-    GpuSize("gpu-mi300x8-1536gb", MI300X, 8, 160, 1920, 2046, 40960, 15.92),
-    GpuSize("gpu-mi325x1-256gb-contracted", MI325X, 1, 20, 164, 720, 5120, None, True),
-    GpuSize("gpu-mi325x8-2048gb-contracted", MI325X, 8, 160, 1310, 2046, 40960, None, True),
-    GpuSize(
-        "gpu-mi325x8-2048gb-fabric-contracted", MI325X, 8, 160, 1310, None, 40960, None, True, True
-    ),
-    # Not yet documented by DO; figures from AMD's MI350X datasheet.
-    GpuSize("gpu-mi350x8-2304gb", MI350X, 8, 160, 1310, 2046, 40960, None, True),
-    GpuSize("gpu-h100x1-80gb", H100, 1, 20, 240, 720, 5120, 3.39),
-    GpuSize("gpu-h100x8-640gb", H100, 8, 160, 1920, 2046, 40960, 23.92),
-    GpuSize("gpu-h200x1-141gb", H200, 1, 24, 240, 720, 5120, 3.44),
-    GpuSize("gpu-h200x8-1128gb", H200, 8, 192, 1920, 2046, 40960, 27.52),
-    GpuSize("gpu-l40sx1-48gb", L40S, 1, 8, 64, 500, None, 1.57),
-    GpuSize("gpu-4000adax1-20gb", RTX4000ADA, 1, 8, 32, 500, None, 0.76),
-    GpuSize("gpu-6000adax1-48gb", RTX6000ADA, 1, 8, 64, 500, None, 1.57),
-]
+ACCELERATORS: dict[str, Accelerator] = {
+    a.model: a for a in (MI300X, MI325X, MI350X, MI355X, H100, H200, L40S, RTX4000ADA, RTX6000ADA)
+}
 
-GPU_SIZES: dict[str, GpuSize] = {s.slug: s for s in _SIZES}
+PACKAGED_CATALOG = Path(__file__).resolve().parent / "gpu_sizes.json"
+CATALOG_ENV_VAR = "INFRA_GPU_CATALOG"
+
+
+def catalog_path() -> Path:
+    """The catalog file in use: `INFRA_GPU_CATALOG` if set, else the packaged gpu_sizes.json."""
+    override = os.environ.get(CATALOG_ENV_VAR, "").strip()
+    return Path(override) if override else PACKAGED_CATALOG
+
+
+def size_from_entry(entry: dict[str, Any], sources: dict[str, str]) -> GpuSize:
+    """One gpu_sizes.json entry as a GpuSize (KeyError/ValueError on a malformed entry)."""
+    offer = entry["offer"]
+    if offer not in ("self-serve", "spot", "contract"):
+        raise ValueError(f"{entry['slug']}: offer {offer!r} is not self-serve, spot or contract")
+    price = entry.get("price") or {}
+    availability = entry.get("availability") or {}
+    regions = entry.get("regions")
+    return GpuSize(
+        slug=entry["slug"],
+        accelerator=ACCELERATORS[entry["accelerator"]],
+        gpus=int(entry["gpus"]),
+        vcpus=int(entry["vcpus"]),
+        ram_gib=int(entry["ram_gib"]),
+        boot_disk_gib=entry.get("boot_disk_gib"),
+        scratch_disk_gib=entry.get("scratch_disk_gib"),
+        usd_per_hour=entry.get("usd_per_hour"),
+        contract_only=offer == "contract",
+        fabric=bool(entry.get("fabric", False)),
+        spot=offer == "spot",
+        price_as_of=price.get("as_of"),
+        price_source=sources.get(price.get("source", ""), price.get("source")),
+        regions=None if regions is None else tuple(regions),
+        available=entry.get("available"),
+        availability_as_of=availability.get("as_of"),
+        availability_source=sources.get(availability.get("source", ""), availability.get("source")),
+    )
+
+
+def load_sizes(path: Path | None = None) -> dict[str, GpuSize]:
+    """slug → GpuSize from a catalog file (default: `catalog_path()`)."""
+    with open(path or catalog_path(), encoding="utf-8") as fh:
+        doc = json.load(fh)
+    sources = doc.get("sources") or {}
+    return {entry["slug"]: size_from_entry(entry, sources) for entry in doc["sizes"]}
+
+
+GPU_SIZES: dict[str, GpuSize] = load_sizes()
 
 HOURS_PER_MONTH = 730  # DO bills monthly caps at 672 h for Droplets; 730 h is the calendar month.
 

@@ -1,7 +1,8 @@
 """Every pinned version (images, charts, vLLM) in one place.
 
 A diff of this file is how an upgrade shows up in review. Each value can be overridden in the
-stack config where noted; nothing here is ever `latest`.
+stack config where noted; nothing here is ever `latest`. The Kubernetes minors each in-cluster
+pin supports, and where that was read, are in support_matrix.yaml (infra/compat.py).
 """
 
 VLLM_VERSION = "0.33.0"
@@ -32,10 +33,13 @@ KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_CHART_VERSION = "81.4.3"
 
 # KEDA: load-driven replica autoscaling for models on autoscaling pools (keda.sh/v1alpha1
-# ScaledObject, Prometheus scaler).
+# ScaledObject, Prometheus scaler). 2.18 is the first KEDA tested on Kubernetes 1.33 (2.17: 1.30 -
+# 1.32); 2.18.3 is the newest 2.18 patch tagged in kedacore/charts (v2.18.3). Between 2.17 and 2.18 the
+# ScaledObject CRD only gained the optional HPA-behavior `tolerance`, and the Prometheus trigger's
+# metadata (serverAddress, query, threshold, ignoreNullValues) is unchanged.
 KEDA_CHART_REPO = "https://kedacore.github.io/charts"
 KEDA_CHART = "keda"
-KEDA_CHART_VERSION = "2.17.0"
+KEDA_CHART_VERSION = "2.18.3"
 
 # vLLM production-stack request router (session / prefix-aware / round-robin routing). Tags are
 # `v<helm chart version>`, published by the project's scheduled release workflow; CLI flags used:

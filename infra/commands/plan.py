@@ -169,7 +169,8 @@ def render_summary(plan: Plan) -> str:
         f"{money(c['usd_per_month_min'])}–{money(c['usd_per_month_max'])} per month ({c['hours_per_month']} h)",
     ]
     for item in c["items"]:
-        lines.append(f"  {item['item']:<22} {money(item['usd_per_hour_min'])}–{money(item['usd_per_hour_max'])}/h")
+        basis = f"  ({item['price']})" if item.get("price") else ""
+        lines.append(f"  {item['item']:<22} {money(item['usd_per_hour_min'])}–{money(item['usd_per_hour_max'])}/h{basis}")
     for missing in c.get("not_included", []):
         lines.append(f"  not included: {missing}")
     if s.get("notes"):

@@ -158,22 +158,26 @@ def render_cert_manager_values() -> dict[str, Any]:
 
 
 def render_gpu_operator_values() -> dict[str, Any]:
-    """AMD GPU Operator chart values for DOKS.
+    """AMD GPU Operator chart values for DOKS (chart keys as in ROCm/gpu-operator
+    helm-charts-k8s/values.yaml at tag v1.5.0).
 
     DOKS installs the amdgpu driver and labels AMD nodes itself, so the operator's driver
     machinery (KMM), Node Feature Discovery and its NFD rule are not needed; we create our own
     DeviceConfig instead of the chart's default one so its spec is visible in the plan.
 
-    The chart's controller manager requires a control-plane node by default (node affinity on
-    `node-role.kubernetes.io/control-plane` or `/master`). DOKS runs the control plane outside
-    the cluster, so it would stay Pending forever: an empty term list drops that affinity, and
-    the GPU taint leaves the system pool as the only place it can run.
+    KMM is skipped with both `kmm.enabled: false` (do not install the KMM subchart) and
+    `kmm.watch: false` (the operator's KMM_WATCH_ENABLED: do not watch or use KMM resources):
+    upstream's "Skip KMM for alternative driver management" (docs/installation/kubernetes-helm.md
+    at v1.5.0). `enabled: false` alone means "use an existing KMM installation".
+
+    The controller manager needs no placement override: the chart's `controllerManager.affinity`
+    only *prefers* control-plane nodes (weight 1), so on DOKS, which has none in the cluster, it
+    schedules on the system pool (the GPU taint keeps it off GPU nodes).
     """
     return {
-        "controllerManager": {"nodeAffinity": {"nodeSelectorTerms": []}},
         "node-feature-discovery": {"enabled": False},
         "installdefaultNFDRule": False,
-        "kmm": {"enabled": False},
+        "kmm": {"enabled": False, "watch": False},
         "remediation": {"enabled": False},
         "crds": {"defaultCR": {"install": False, "upgrade": False}},
     }

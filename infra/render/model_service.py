@@ -50,6 +50,13 @@ NODE_HEADROOM_FRACTION = 0.10
 NODE_HEADROOM_MIN_CPU = 2
 NODE_HEADROOM_MIN_MEMORY_GIB = 8
 
+# The vLLM images' own entrypoint, spelled out. The production-stack router (vllm-project/
+# production-stack src/vllm_router/service_discovery.py `_check_engine_sleep_mode`, tag
+# vllm-stack-0.1.12) treats a container named `vllm` with no `command` as a sleep-mode engine and
+# polls its /is_sleeping, which vLLM serves only in dev mode (VLLM_SERVER_DEV_MODE); with an
+# explicit command it checks that command for `--enable-sleep-mode` instead, as for the
+# production-stack chart's own engines (`command: [vllm, serve, ...]`).
+VLLM_COMMAND = ("vllm", "serve")
 PRESTOP_SLEEP_SECONDS = 15  # time for endpoints, kube-proxy and the router to stop sending new requests
 DRAIN_SECONDS = 120  # vLLM --shutdown-timeout: in-flight requests finish, then the engine exits
 STARTUP_PROBE_PERIOD_SECONDS = 10
@@ -496,6 +503,7 @@ def render_deployment(spec: ModelServiceSpec) -> dict:
     container = {
         "name": "vllm",
         "image": spec.resolved_image,
+        "command": list(VLLM_COMMAND),
         "args": serve_args(spec),
         "ports": [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
         "env": engine_env(spec),

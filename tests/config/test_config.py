@@ -382,7 +382,7 @@ def test_a_pinned_revision_reaches_the_prefetch_the_engine_and_its_tokenizer():
     assert "--revision" not in serve_args(unpinned) and bench_tokenizer(unpinned) == unpinned.source
 
 
-@pytest.mark.parametrize("version", ["1.33", "1.33.1", "1.33.1-do.5", "1.34.0-do.12"])
+@pytest.mark.parametrize("version", ["1.33", "1.33.1", "1.33.1-do.5", "1.33.10-do.12"])
 def test_cluster_version_accepts_prefixes_and_exact_doks_slugs(version):
     values, secrets = stack_values("prod")
     _set("cluster.version", version)(values)
@@ -410,3 +410,20 @@ def test_exact_cluster_version_with_auto_upgrade_is_refused():
     (problem,) = info.value.problems
     assert problem.path == NS + "cluster.version"
     assert "'1.33.1-do.5'" in problem.message and "auto_upgrade: false" in problem.message
+
+
+@pytest.mark.parametrize("version, pin", [("1.34", "keda"), ("1.30", "keda"), ("1.34.1-do.0", "keda")])
+def test_a_kubernetes_minor_outside_a_deployed_pins_range_names_the_pin(version, pin):
+    values, secrets = stack_values("prod")
+    _set("cluster.version", version)(values)
+    _set("cluster.auto_upgrade", False)(values)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secrets)
+    (problem,) = info.value.problems
+    assert problem.path == NS + "cluster.version" and f"the pinned {pin} supports Kubernetes 1.31–1.33" in problem.message
+
+
+def test_a_pin_the_stack_does_not_deploy_does_not_constrain_its_version():
+    values, secrets = stack_values("dev")  # no observability, so no KEDA or kube-prometheus-stack
+    _set("cluster.version", "1.34")(values)
+    assert _load(values, secrets, stack="dev").cluster.version == "1.34"

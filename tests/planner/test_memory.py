@@ -50,7 +50,7 @@ def test_qwen3_235b_fp8_fits_tp2_on_mi325x():
         # budget = 0.90 × bytes the device reports, in 1e9 bytes
         ("gpu-mi300x8-1536gb", 205_822_885_888, 185.241),  # rocm-smi VRAM total, 191.7 GiB
         ("gpu-mi325x8-2048gb-contracted", 256 * 2**30, 247.390),  # 274.878e9
-        ("gpu-mi350x8-2304gb", 288 * 2**30, 278.314),  # 309.238e9
+        ("gpu-mi350x8-2304gb-contracted", 288 * 2**30, 278.314),  # 309.238e9
         ("gpu-h100x8-640gb", int(79.2 * 2**30), 76.536),  # 85.040e9, vLLM's total_gpu_memory
         ("gpu-h200x8-1128gb", int(139.8 * 2**30), 135.098),  # 150.109e9
     ],

@@ -120,14 +120,49 @@ def test_device_config_uses_the_inbox_driver_and_tolerates_the_taint():
 
 def test_gpu_operator_values_leave_driver_and_discovery_to_doks():
     values = render.render_gpu_operator_values()
-    assert values["kmm"] == {"enabled": False}
+    # Both keys: `enabled` skips the KMM subchart, `watch` stops the operator from using KMM.
+    assert values["kmm"] == {"enabled": False, "watch": False}
     assert values["node-feature-discovery"] == {"enabled": False}
     assert values["installdefaultNFDRule"] is False
     assert values["crds"]["defaultCR"]["install"] is False
     assert render.render_cert_manager_values() == {"crds": {"enabled": True}}
 
 
-def test_gpu_operator_controller_does_not_wait_for_a_control_plane_node():
-    # The chart pins its controller to control-plane nodes by default; DOKS has none to schedule on.
-    values = render.render_gpu_operator_values()
-    assert values["controllerManager"]["nodeAffinity"]["nodeSelectorTerms"] == []
+def _leaves(tree: dict, prefix: str = "") -> set[str]:
+    out = set()
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        out |= _leaves(value, path + ".") if isinstance(value, dict) else {path}
+    return out
+
+
+# Value paths of ROCm/gpu-operator helm-charts-k8s/values.yaml at tag v1.5.0 that the platform may
+# set (a value the chart does not read is silently ignored by Helm, as `controllerManager.
+# nodeAffinity` was).
+GPU_OPERATOR_V150_KEYS = {
+    "node-feature-discovery.enabled",
+    "installdefaultNFDRule",
+    "kmm.enabled",
+    "kmm.watch",
+    "remediation.enabled",
+    "remediation.installCRDs",
+    "crds.defaultCR.install",
+    "crds.defaultCR.upgrade",
+    "controllerManager.affinity",
+    "controllerManager.nodeSelector",
+    "upgradeCRD",
+}
+
+
+def test_gpu_operator_values_are_keys_the_pinned_chart_reads():
+    assert versions.AMD_GPU_OPERATOR_CHART_VERSION == "v1.5.0", "re-check the key list against the new chart"
+    assert _leaves(render.render_gpu_operator_values()) <= GPU_OPERATOR_V150_KEYS
+    # The chart's controller affinity only prefers control-plane nodes; nothing to override on DOKS.
+    assert "controllerManager" not in render.render_gpu_operator_values()
+
+
+def test_device_plugin_is_privileged_like_upstream():
+    """ROCm/k8s-device-plugin k8s-ds-amdgpu-dp.yaml at v1.31.0.9: privileged, capabilities dropped."""
+    (plugin,) = _daemonsets(render.render_device_plugin(versions.ROCM_DEVICE_PLUGIN_IMAGE))
+    security = plugin["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert security == {"privileged": True, "capabilities": {"drop": ["ALL"]}}

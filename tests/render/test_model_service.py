@@ -451,3 +451,22 @@ def test_stack_config_rejects_what_the_renderer_rejects(field, value, valid):
     spec_value = tuple(value) if field == "extra_args" else value
     assert _config_accepts(field, value) is valid
     assert _renderer_accepts(**{field: spec_value}) is valid
+
+
+def _router_thinks_sleep_mode(pod_spec: dict) -> bool:
+    """The production-stack router's test (service_discovery.py `_check_engine_sleep_mode` at tag
+    vllm-stack-0.1.12): the container named `vllm` without a command, or with
+    `--enable-sleep-mode` in its command, is a sleep-mode engine whose /is_sleeping it polls."""
+    for container in pod_spec["containers"]:
+        if container["name"] == "vllm":
+            command = container.get("command")
+            return not command or "--enable-sleep-mode" in command
+    return False
+
+
+def test_router_does_not_take_the_engine_for_a_sleep_mode_engine():
+    pod = render_deployment(make_spec())["spec"]["template"]["spec"]
+    (engine,) = [c for c in pod["containers"] if c["name"] == "vllm"]
+    # The images' entrypoint, spelled out: the args stay the `vllm serve` arguments.
+    assert engine["command"] == ["vllm", "serve"] and engine["args"][0] != "serve"
+    assert not _router_thinks_sleep_mode(pod)
