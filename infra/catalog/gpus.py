@@ -32,6 +32,7 @@ class Accelerator:
     fp8_tflops: float
     link_gb_s: float  # GPU-to-GPU bandwidth per GPU, one direction (Infinity Fabric / NVLink)
     supports_fp8: bool = True
+    fp4_tflops: float = 0.0  # dense FP4 (MXFP4/NVFP4) tensor throughput; 0: no FP4 units
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,13 @@ GIB = 1 << 30
 #  - RTX 4000 Ada / RTX 6000 Ada: 20 GiB / 48 GiB (marketing × 2^30; no device report at hand).
 MI300X = Accelerator("amd", "mi300x", "cdna3", 192, 205_822_885_888, 5.3, 1307, 2615, 448)
 MI325X = Accelerator("amd", "mi325x", "cdna3", 256, 256 * GIB, 6.0, 1307, 2615, 448)
-MI350X = Accelerator("amd", "mi350x", "cdna4", 288, 288 * GIB, 8.0, 2300, 4600, 1075)
-MI355X = Accelerator("amd", "mi355x", "cdna4", 288, 288 * GIB, 8.0, 2516, 5033, 1075)
+MI350X = Accelerator("amd", "mi350x", "cdna4", 288, 288 * GIB, 8.0, 2300, 4600, 1075, fp4_tflops=9200)
+# MI355X (DO offers it as spot sizes) and B200 (no DO size; the planner is calibrated on published
+# benchmarks that run it): AMD MI355X datasheet (dense): 2516.6 BF16, 5033.2 FP8, 10066 MXFP4 TFLOPS, 8 TB/s HBM3E, 7 Infinity
+# Fabric links of 153.6 GB/s; NVIDIA B200 (HGX, dense): 2250 BF16, 4500 FP8, 9000 FP4 TFLOPS, 8 TB/s,
+# NVLink 5 at 900 GB/s per direction.
+MI355X = Accelerator("amd", "mi355x", "cdna4", 288, 288 * GIB, 8.0, 2516.6, 5033.2, 1075, fp4_tflops=10066)
+B200 = Accelerator("nvidia", "b200", "blackwell", 180, int(178.4 * GIB), 8.0, 2250, 4500, 900, fp4_tflops=9000)
 H100 = Accelerator("nvidia", "h100", "hopper", 80, int(79.2 * GIB), 3.35, 989, 1979, 450)
 H200 = Accelerator("nvidia", "h200", "hopper", 141, int(139.8 * GIB), 4.8, 989, 1979, 450)
 L40S = Accelerator("nvidia", "l40s", "ada", 48, 46068 << 20, 0.864, 362, 733, 32)
@@ -155,6 +161,12 @@ def load_sizes(path: Path | None = None) -> dict[str, GpuSize]:
 GPU_SIZES: dict[str, GpuSize] = load_sizes()
 
 HOURS_PER_MONTH = 730  # DO bills monthly caps at 672 h for Droplets; 730 h is the calendar month.
+
+
+def modelling_node(accelerator: Accelerator, gpus: int = 8) -> GpuSize:
+    """A node of `gpus` × `accelerator` for the planner's arithmetic (memory fit, link groups): not
+    a size anyone can order, so no slug, host resources or price."""
+    return GpuSize(f"model-{accelerator.model}x{gpus}", accelerator, gpus, 0, 0, None, None, None)
 
 
 def gpu_size(slug: str) -> GpuSize | None:

@@ -28,6 +28,7 @@ DTYPE_BYTES: dict[str, float] = {
     "fp32": 4.0,
     "fp8": 1.0,
     "mxfp4": 4.25 / 8,
+    "nvfp4": 4.5 / 8,  # 4-bit elements with an FP8 scale per 16
     "int4": 4.25 / 8,
 }
 
@@ -374,6 +375,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
 # Markers in a model id that say how its weights are stored (checked in this order).
 _DTYPE_MARKERS: tuple[tuple[str, str], ...] = (
     (r"mxfp4", "mxfp4"),
+    (r"(?:^|[-_.])(?:nvfp4|fp4)(?:$|[-_.])", "nvfp4"),
     (r"(?:^|[-_.])(?:fp8|w8a8-fp8|f8)(?:$|[-_.])", "fp8"),
     (r"(?:^|[-_.])(?:awq|gptq|int4|w4a16)(?:$|[-_.])", "int4"),
     (r"(?:^|[-_.])(?:bf16|fp16)(?:$|[-_.])", "bf16"),

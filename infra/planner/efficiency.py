@@ -1,36 +1,45 @@
-"""Calibrated efficiency factors: how far real serving falls below the hardware's datasheet.
+"""Calibrated efficiency factors: how far real serving falls below the hardware's datasheet, and how
+sure the planner is.
 
 The performance model is a roofline plus explicit overheads; these factors say what fraction of
-peak bandwidth and compute a real engine reaches, and how large the fixed costs are (per step,
-per sequence, per layer, per collective). They are fitted per GPU family (`Accelerator.family`)
-by `benchmarks/calibrate.py` against published measurements and written to one JSON file,
-`infra/catalog/efficiency.json`; `infra tune calibrate` can re-fit them from in-cluster
-benchmarks and write the same format. Every fraction is clamped to (0, 1] so that no factor can
-push a prediction above the physical roofline.
+peak bandwidth and compute a real engine reaches, and how large the fixed costs are (per step, per
+sequence, per layer, per collective). They are fitted per GPU family (`Accelerator.family`), with
+two scales per engine (vLLM is the reference, 1.0; SGLang, TensorRT-LLM and AMD's ATOM are
+evidence measured on other engines), by `benchmarks/calibrate.py` against published measurements,
+and written to one JSON file, `infra/catalog/efficiency.json`; `infra tune calibrate` re-fits them
+from in-cluster benchmarks with the same routine (`infra.planner.fit`). Every fraction is clamped
+to (0, 1], so no factor can push a prediction above the physical roofline.
 
-File format (docs/planner.md has the full description):
+The file also holds the planner's measured error: for each GPU family × model class (dense/MoE),
+the spread of measured ÷ predicted output throughput when each source was left out of the fit.
+Every prediction carries that band; pools are sized on its low end until the layout is measured.
 
-    {"format": 1, "fitted_by": "...", "fitted_at": "...", "families": {
-        "default": {<every factor>}, "cdna3": {<overrides>}, "hopper": {<overrides>}}}
+    {"format": 2, "fitted_by": "...", "fitted_at": "...",
+     "families": {"default": {<every factor>}, "cdna3": {<overrides>}, ...},
+     "engines": {"vllm": {"overhead_scale": 1, "kernel_scale": 1}, "sglang": {...}, ...},
+     "uncertainty": {"cdna3/moe": {"low": 0.78, "high": 1.12, "rows": 120, "sources": 4}, ...}}
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 
 from infra.errors import UserError
 
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "catalog" / "efficiency.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+REFERENCE_ENGINE = "vllm"
 
 # Factors that are fractions of a datasheet peak; they may never exceed 1.
 _FRACTIONS = (
     "hbm_efficiency",
     "moe_hbm_efficiency",
+    "kv_hbm_efficiency",
     "compute_efficiency",
+    "attention_compute_efficiency",
     "moe_compute_efficiency",
     "link_efficiency",
 )
@@ -38,22 +47,22 @@ _FRACTIONS = (
 
 @dataclass(frozen=True)
 class EfficiencyFactors:
-    """One GPU family's factors (units in the names)."""
+    """One GPU family's factors (units in the names); the defaults are the priors of the fit."""
 
-    hbm_efficiency: float = 0.70  # share of HBM bandwidth reached streaming dense weights and KV
-    # Routed-expert weights (grouped GEMM kernels): a prior, not fitted (the published data has no
-    # MoE decode on current ROCm software). Production saw MoE decode on ROCm run about 2x below a
-    # textbook roofline (80% of HBM bandwidth, no overheads); with this value and the explicit
-    # overheads, Qwen3-235B-FP8 TP4-EP decode at 64 sequences on MI325X comes out 1.95x below it.
-    moe_hbm_efficiency: float = 0.70
+    hbm_efficiency: float = 0.70  # share of HBM bandwidth reached streaming dense weights
+    moe_hbm_efficiency: float = 0.55  # the same for routed-expert weights (grouped-GEMM kernels)
+    kv_hbm_efficiency: float = 0.45  # the same for attention reading the paged KV cache
     compute_efficiency: float = 0.45  # share of dense peak TFLOPS reached by large GEMMs (prefill)
-    moe_compute_efficiency: float = 0.25  # same, for routed-expert grouped GEMMs (small, ragged)
+    attention_compute_efficiency: float = 0.35  # share of BF16 peak reached by attention kernels
+    moe_compute_efficiency: float = 0.35  # same, for routed-expert grouped GEMMs with many tokens per expert
+    moe_tokens_half: float = 8.0  # tokens per expert at which a grouped GEMM reaches half that efficiency
     link_efficiency: float = 0.60  # share of GPU-link bandwidth reached by collectives
-    collective_latency_us: float = 3.0  # fixed part of one collective (launch)
-    collective_latency_per_peer_us: float = 5.0  # one synchronisation hop per peer: n GPUs cost n-1 hops
-    layer_overhead_us: float = 6.0  # per layer per step: kernel launches, norms, sync bubbles
-    step_overhead_ms: float = 3.0  # per engine step: scheduler, sampling, input prep (one per engine)
-    seq_overhead_us: float = 10.0  # per running sequence per step and per scheduler
+    collective_latency_us: float = 6.0  # fixed part of one collective (launch, first hop)
+    collective_latency_per_peer_us: float = 2.0  # one synchronisation hop per further peer
+    layer_overhead_us: float = 4.0  # per layer per step: kernel launches, norms, sync bubbles
+    step_overhead_ms: float = 2.0  # per engine step: scheduler, sampling, input prep (one per engine)
+    rank_overhead_us: float = 100.0  # per step and per further TP rank: batch broadcast, token gather
+    seq_overhead_us: float = 15.0  # per running sequence per step and per scheduler
     slice_half_width: float = 128.0  # GEMM output columns per GPU at which bandwidth use halves
     tpot_p90_factor: float = 1.15  # p90 over mean of per-request TPOT (batch composition varies)
 
@@ -67,15 +76,57 @@ class EfficiencyFactors:
 
 
 @dataclass(frozen=True)
+class EngineFactors:
+    """How another engine differs from vLLM on the same GPUs: its per-step and per-sequence CPU
+    work (scale on the overheads) and its kernels (scale on every efficiency, still clamped ≤ 1)."""
+
+    overhead_scale: float = 1.0
+    kernel_scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class Band:
+    """Measured ÷ predicted output throughput where each source was left out of the fit: the 10th
+    and 90th percentiles over `rows` measurements from `sources` independent sources."""
+
+    low: float
+    high: float
+    rows: int = 0
+    sources: int = 0
+
+    def to_json(self) -> dict:
+        return {"low": round(self.low, 3), "high": round(self.high, 3), "rows": self.rows, "sources": self.sources}
+
+
+# Without a measured band (no evaluation for this family and class): wide on purpose.
+UNMEASURED_BAND = Band(0.5, 1.3)
+
+
+@dataclass(frozen=True)
 class EfficiencyTable:
-    """Factors per GPU family, with a default for families never calibrated."""
+    """Factors per GPU family and engine, with a default for families never calibrated."""
 
     families: dict[str, EfficiencyFactors]
+    engines: dict[str, EngineFactors] = field(default_factory=dict)
+    uncertainty: dict[str, Band] = field(default_factory=dict)
     fitted_by: str = ""
     fitted_at: str = ""
 
-    def for_family(self, family: str) -> EfficiencyFactors:
-        return self.families.get(family) or self.families.get("default") or EfficiencyFactors()
+    def for_family(self, family: str, engine: str = REFERENCE_ENGINE) -> EfficiencyFactors:
+        """The factors of a GPU family as `engine` runs it (default: vLLM, what the platform deploys)."""
+        base = self.families.get(family) or self.families.get("default") or EfficiencyFactors()
+        scales = self.engines.get(engine)
+        if scales is None or engine == REFERENCE_ENGINE:
+            return base
+        changes = {name: getattr(base, name) * scales.kernel_scale for name in _FRACTIONS if name != "link_efficiency"}
+        changes["step_overhead_ms"] = base.step_overhead_ms * scales.overhead_scale
+        changes["seq_overhead_us"] = base.seq_overhead_us * scales.overhead_scale
+        return replace(base, **changes).clamped()
+
+    def band(self, family: str, moe: bool) -> Band:
+        """The planner's measured error for this GPU family and model class (measured ÷ predicted)."""
+        key = f"{family}/{'moe' if moe else 'dense'}"
+        return self.uncertainty.get(key) or self.uncertainty.get(f"all/{'moe' if moe else 'dense'}") or UNMEASURED_BAND
 
     def with_family(self, family: str, factors: EfficiencyFactors) -> EfficiencyTable:
         families = dict(self.families)
@@ -92,6 +143,8 @@ class EfficiencyTable:
             values = _round(asdict(self.families[name]))
             fams[name] = {k: v for k, v in values.items() if v != fams["default"][k]}
         out["families"] = fams
+        out["engines"] = {name: _round(asdict(self.engines[name])) for name in sorted(self.engines)}
+        out["uncertainty"] = {key: self.uncertainty[key].to_json() for key in sorted(self.uncertainty)}
         return out
 
 
@@ -99,29 +152,38 @@ def _round(values: dict) -> dict:
     return {k: round(float(v), 4) for k, v in values.items()}
 
 
-def _factors_from(data: dict, base: EfficiencyFactors, where: str) -> EfficiencyFactors:
-    known = {f.name for f in fields(EfficiencyFactors)}
+def _from(cls, data: dict, base, where: str):
+    known = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise UserError(
-            f"{where}: unknown efficiency factor(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-        )
+        raise UserError(f"{where}: unknown factor(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     try:
-        return replace(base, **{k: float(v) for k, v in data.items()}).clamped()
+        value = replace(base, **{k: float(v) for k, v in data.items()})
     except (TypeError, ValueError) as err:
         raise UserError(f"{where}: every factor must be a number ({err})") from None
+    return value.clamped() if hasattr(value, "clamped") else value
 
 
 def table_from_json(doc: dict, where: str = "efficiency.json") -> EfficiencyTable:
     if doc.get("format") != FORMAT_VERSION:
         raise UserError(f"{where}: format {doc.get('format')!r} is not supported; expected {FORMAT_VERSION}")
     fams = doc.get("families") or {}
-    default = _factors_from(fams.get("default", {}), EfficiencyFactors(), f"{where} families.default")
+    default = _from(EfficiencyFactors, fams.get("default", {}), EfficiencyFactors(), f"{where} families.default")
     families = {"default": default}
     for name, data in sorted(fams.items()):
         if name != "default":
-            families[name] = _factors_from(data, default, f"{where} families.{name}")
-    return EfficiencyTable(families, str(doc.get("fitted_by", "")), str(doc.get("fitted_at", "")))
+            families[name] = _from(EfficiencyFactors, data, default, f"{where} families.{name}")
+    engines = {
+        name: _from(EngineFactors, data, EngineFactors(), f"{where} engines.{name}")
+        for name, data in sorted((doc.get("engines") or {}).items())
+    }
+    uncertainty = {}
+    for key, data in sorted((doc.get("uncertainty") or {}).items()):
+        try:
+            uncertainty[key] = Band(float(data["low"]), float(data["high"]), int(data.get("rows", 0)), int(data.get("sources", 0)))
+        except (KeyError, TypeError, ValueError) as err:
+            raise UserError(f"{where} uncertainty.{key}: needs numbers low and high ({err})") from None
+    return EfficiencyTable(families, engines, uncertainty, str(doc.get("fitted_by", "")), str(doc.get("fitted_at", "")))
 
 
 @lru_cache(maxsize=8)

@@ -1,39 +1,55 @@
-"""Step times of one vLLM replica, and the latency and throughput they imply at a given load.
+"""Step times of vLLM replicas, and the latency and throughput they imply at a load.
 
-The engine advances all running sequences one token per step and mixes in chunks of waiting
-prompts (chunked prefill). One step on one GPU costs
+Many scenarios (model × GPU × layout × workload × calibrated factors) are evaluated at once as
+numpy arrays: the layout search scores every candidate shape in one pass and the calibration fits
+hundreds of published measurements in seconds. Every figure is per replica unless named otherwise.
 
-    engine overhead (per step + per running sequence, one scheduler per engine / DP rank)
-  + max(memory time, compute time)        roofline: bytes read / achieved bandwidth vs FLOPs / achieved peak
-  + per-layer floor × layers              kernel launches, norms, sync bubbles
-  + collectives × layers                  TP all-reduce (2 per layer), DP/EP gather+scatter on MoE layers,
-                                          each a latency that grows with group size plus bytes / link bandwidth
+One decode step of a replica with n running sequences (n/dp per data-parallel rank) costs
 
-Bytes read are the weights a step touches — all dense weights, and for MoE the expected number of
-distinct experts the batch activates (uniform routing: E·(1-(1-k/E)^n)), with the busiest EP rank
-setting the pace — plus the KV cache of every running sequence. Memory-bound GEMMs lose bandwidth
-when a GPU's slice is thin (few output columns per GPU): efficiency w / (w + w½).
+    engine overhead        c0 + c1 · n/dp              one scheduler per engine (DP rank): CPU work,
+                                                       sampling, input preparation
+  + layer floor            layers × f                  kernel launches, norms, sync bubbles
+  + TP all-reduce          2 per layer × (α + β·(tp-1)) + bytes / link    latency grows with the group
+  + EP/DP dispatch         2 per MoE layer × (α + β·(g-1)) + bytes / link (DP ranks meet at every MoE layer)
+  + dense GEMMs            max(weights read, FLOPs)     attention projections, dense MLPs, shared
+                                                       experts, LM head: bytes / (HBM · η_w · slice)
+  + attention              max(KV read, FLOPs)          every running sequence reads its KV cache:
+                                                       n/dp · context · KV bytes / (HBM · η_kv)
+  + routed experts         max(experts read, FLOPs)     the distinct experts the batch touches
+                                                       (uniform routing), the busiest EP rank setting
+                                                       the pace; grouped-GEMM FLOPs at an efficiency
+                                                       that falls with tokens per expert: m / (m + m½)
 
-Load is handled with a mean-field model: at arrival rate λ the GPUs spend a fraction of their time
-on prefill (λ · prompt tokens · cost per prefill token), which stretches every decode step; the
-number of running sequences follows Little's law, n = λ · (TTFT + (O-1) · TPOT); a new prompt waits
-for the current step, then for prefill work queued ahead of it (an M/D/1 approximation), then runs
-in chunks of the free `max_num_batched_tokens` budget. Goodput is the largest λ whose p90 TTFT and
-p90 TPOT stay within the SLO and whose n fits the KV cache and `max_num_seqs`.
+Each phase is a kernel sequence of its own, so phases add and each takes the larger of its memory
+and compute time. A thin per-GPU slice of a matrix (high TP) wastes bandwidth and GEMM tiles:
+efficiency × w / (w + w½) for w output columns per GPU. KV heads are replicated once TP exceeds
+them (an MLA latent on every rank): more TP reads more KV per sequence, not less.
+
+Prompts run in chunks of the free `max_num_batched_tokens` budget mixed into decode steps (vLLM's
+chunked prefill). At arrival rate λ the prompt work stretches every step: t = max((A + D)/(1 − c·r),
+(A + F + ...)/(1 − (c + f)·r)) for r prompt tokens/s, f the compute seconds per prompt token, c the
+collective seconds per token. A prompt waits for the running step, then (M/D/1) for the prompt work
+queued ahead, then runs its own chunks. Little's law ties the running sequences to the rate:
+n = λ · (TTFT + (O − 1) · t). Goodput is the largest λ whose p90 TTFT and p90 TPOT meet the SLO and
+whose n fits the KV cache and `max_num_seqs`; a closed loop of C clients (a benchmark) is the λ at
+which n = min(C, capacity), found by bisection, so it always has a finite answer.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
-from infra.catalog.gpus import GpuSize
+import numpy as np
+
+from infra.catalog.gpus import Accelerator
 from infra.catalog.models import ModelArch
 from infra.domain import Layout, Workload
 from infra.planner.efficiency import EfficiencyFactors
 from infra.planner.memory import weight_bytes_per_gpu
 
 INF = float("inf")
+_BISECT = 40  # bisection steps: 2^-40 of the bracket, far below any figure we print
 
 
 def slice_efficiency(width: float, half_width: float) -> float:
@@ -41,20 +57,14 @@ def slice_efficiency(width: float, half_width: float) -> float:
     return width / (width + half_width) if half_width > 0 else 1.0
 
 
-@dataclass(frozen=True)
-class StepBreakdown:
-    """Where the time of one decode step goes (seconds), for explanations."""
-
-    overhead_s: float
-    weights_s: float
-    kv_s: float
-    compute_s: float
-    floor_s: float
-    comm_s: float
-
-    @property
-    def total_s(self) -> float:
-        return self.overhead_s + max(self.weights_s + self.kv_s, self.compute_s) + self.floor_s + self.comm_s
+def compute_tflops(acc: Accelerator, arch: ModelArch) -> float:
+    """Dense peak TFLOPS of the GEMMs the engine runs: FP8 weights on FP8 tensor cores (w8a8); 4-bit
+    weights on FP4 cores where the GPU has them (MI355X, B200), else dequantised to BF16."""
+    if arch.compute_dtype == "fp8" and acc.supports_fp8:
+        return acc.fp8_tflops
+    if arch.weight_dtype in ("mxfp4", "nvfp4") and acc.fp4_tflops:
+        return acc.fp4_tflops
+    return acc.bf16_tflops
 
 
 def _dense_bytes_read_per_step(arch: ModelArch, tp: int, dp: int) -> float:
@@ -66,318 +76,307 @@ def _dense_bytes_read_per_step(arch: ModelArch, tp: int, dp: int) -> float:
     return held - arch.vocab_size * arch.hidden_size * 2.0 / tp
 
 
-class ReplicaModel:
-    """Precomputed per-step costs of one replica of `layout` serving `workload` on `gpu`."""
+@dataclass(frozen=True)
+class Scenario:
+    """One replica to model: what runs, where, under which traffic, with which factors.
 
-    __slots__ = (
-        "arch",
-        "gpu",
-        "layout",
-        "eff",
-        "tp",
-        "dp",
-        "g",
-        "input_tokens",
-        "prefill_tokens",
-        "output_tokens",
-        "ctx_mean",
-        "budget_tokens",
-        "dense_s",
-        "expert_full_s",
-        "expert_local",
-        "ep",
-        "n_experts",
-        "k_experts",
-        "kv_s_per_seq",
-        "flop_s_per_token",
-        "attn_flop_s_per_seq",
-        "prefill_s_per_token",
-        "prefill_s_single",
-        "prefill_dense_s",
-        "prefill_expert_s",
-        "comm_fixed_s",
-        "comm_s_per_token",
-        "floor_s",
-        "step_overhead_s",
-        "seq_overhead_s",
-        "tpot_p90",
-        "bw",
-    )
+    node_gpus: GPUs of the node the replica lives on (AMD nodes are a full mesh: a group of n GPUs
+    uses n-1 of a GPU's node-1 links).
+    """
 
-    def __init__(
-        self, arch: ModelArch, gpu: GpuSize, layout: Layout, workload: Workload, eff: EfficiencyFactors
-    ):
-        acc = gpu.accelerator
-        self.arch, self.gpu, self.layout, self.eff = arch, gpu, layout, eff
-        tp, dp = layout.tp, layout.dp
-        g = tp * dp
-        self.tp, self.dp, self.g = tp, dp, g
-        self.input_tokens = workload.input_tokens
-        self.prefill_tokens = max(1.0, workload.input_tokens * (1.0 - workload.prefix_cache_hit_rate))
-        self.output_tokens = max(1, workload.output_tokens)
-        # Mean context a decoding sequence attends over (prompt plus half the completion).
-        self.ctx_mean = workload.input_tokens + workload.output_tokens / 2.0
-        self.budget_tokens = layout.max_num_batched_tokens
-        bw = acc.hbm_bandwidth_tb_s * 1e12
-        self.bw = bw
+    arch: ModelArch
+    accelerator: Accelerator
+    node_gpus: int
+    layout: Layout
+    workload: Workload
+    factors: EfficiencyFactors
 
-        # -- memory time per step (seconds) ------------------------------------------------------
-        dense_bytes = _dense_bytes_read_per_step(arch, tp, dp)
-        dense_width = (arch.intermediate_size if not arch.is_moe else arch.hidden_size) / tp
-        self.dense_s = max(0.0, dense_bytes) / (
-            bw * eff.hbm_efficiency * slice_efficiency(dense_width, eff.slice_half_width)
-        )
-        self.ep = layout.ep and arch.is_moe
-        self.n_experts = arch.num_experts
-        self.k_experts = arch.num_experts_per_tok
-        if arch.is_moe:
-            expert_bytes = arch.expert_params * arch.expert_bytes_per_param * arch.num_moe_layers
-            width = arch.moe_intermediate_size if self.ep else arch.moe_intermediate_size / g
-            eff_bw = bw * eff.moe_hbm_efficiency * slice_efficiency(width, eff.slice_half_width)
-            # seconds for one GPU to read one expert (all MoE layers)
-            self.expert_full_s = expert_bytes / eff_bw
-            self.expert_local = arch.num_experts / g  # experts per GPU under EP
-        else:
-            self.expert_full_s = 0.0
-            self.expert_local = 0.0
-        kv_per_token = arch.kv_bytes_per_token(
-            layout.kv_cache_dtype, tp=tp, context_tokens=int(self.ctx_mean)
-        )
-        self.kv_s_per_seq = (
-            self.ctx_mean * kv_per_token / (bw * eff.hbm_efficiency)
-        )  # per sequence on its rank
 
-        # -- compute time ---------------------------------------------------------------------------
-        peak = (
-            (acc.fp8_tflops if arch.compute_dtype == "fp8" else acc.bf16_tflops)
-            * 1e12
-            * eff.compute_efficiency
-        )
-        peak_attn = acc.bf16_tflops * 1e12 * eff.compute_efficiency
-        linear_active = arch.params_active - arch.vocab_size * arch.hidden_size  # input embedding is free
-        lm_head = arch.vocab_size * arch.hidden_size
-        expert_active = arch.num_moe_layers * arch.num_experts_per_tok * arch.expert_params
-        dense_active = linear_active - expert_active  # attention, dense MLPs, shared experts, LM head
-        # Routed-expert GEMMs are small and ragged (n·k/E tokens per expert): their own efficiency.
-        peak_moe = peak / eff.compute_efficiency * eff.moe_compute_efficiency
-        # Thin per-GPU slices waste GEMM tiles: the same width penalty as for bandwidth.
-        peak = peak * slice_efficiency(dense_width, eff.slice_half_width)
-        if arch.is_moe:
-            expert_width = arch.moe_intermediate_size if self.ep else arch.moe_intermediate_size / g
-            peak_moe = peak_moe * slice_efficiency(expert_width, eff.slice_half_width)
-        if arch.attention == "mla":
-            attn_width = arch.num_attention_heads * (arch.kv_lora_rank + arch.qk_rope_head_dim)
-        else:
-            attn_width = arch.num_attention_heads * arch.head_dim
-        attn_per_ctx = 4.0 * arch.num_layers * attn_width  # QK^T and PV, per token attended
-        self.flop_s_per_token = (2.0 * dense_active / peak + 2.0 * expert_active / peak_moe) / g
-        self.attn_flop_s_per_seq = attn_per_ctx * self.ctx_mean / g / peak_attn
-        # Prefill: no LM head except the last token; causal attention over half the prompt on average.
-        prefill_dense = 2.0 * (dense_active - lm_head) / peak
-        prefill_expert = 2.0 * expert_active / peak_moe
-        prefill_attn = attn_per_ctx * (workload.input_tokens / 2.0) / peak_attn
-        # A prompt runs its attention and dense layers on its own DP rank's tp GPUs; routed experts
-        # are spread over all g GPUs. DP ranks meet at every MoE layer, so a rank prefilling alone
-        # holds the others up: prefill only spreads over as many ranks as prompts arrive per step.
-        self.prefill_dense_s = (prefill_dense + prefill_attn) / tp
-        self.prefill_expert_s = prefill_expert / g
-        self.prefill_s_single = self.prefill_dense_s + self.prefill_expert_s
-        self.prefill_s_per_token = self.prefill_dense_s / dp + self.prefill_expert_s  # best case
+class Scenarios:
+    """Per-step costs of many replicas, as arrays, and the load points they imply.
 
-        # -- collectives ------------------------------------------------------------------------------
-        node = gpu.gpus
-        link = acc.link_gb_s * 1e9 * eff.link_efficiency
+    Construction splits what a scenario *is* (bytes, FLOPs, token counts: `_shape`) from how
+    efficiently its GPU family runs it (the factors, `_with_factors`), so the calibration can try
+    new factors on the same scenarios without rebuilding them (`with_factors`).
+    """
 
-        def group_bw(n: int) -> float:
-            # AMD nodes are a full mesh: a group of n GPUs uses n-1 of a GPU's node-1 links.
-            # NVIDIA nodes switch all link bandwidth to any peer.
-            if acc.vendor == "amd" and node > 1:
-                return link * min(1.0, (n - 1) / (node - 1))
-            return link
+    def __init__(self, items: Sequence[Scenario]):
+        self.items = list(items)
+        self.size = len(self.items)
+        self._raw = _columns([_shape(it) for it in self.items])
+        self._apply(_columns([asdict(it.factors) for it in self.items]))
 
-        def latency(n: int) -> float:
-            # a fixed launch cost plus one synchronisation hop per peer in the group
-            return (eff.collective_latency_us + eff.collective_latency_per_peer_us * (n - 1)) * 1e-6
+    def with_factors(self, factors: dict[str, np.ndarray]) -> Scenarios:
+        """The same scenarios under other factors (arrays or scalars per factor name)."""
+        clone = object.__new__(Scenarios)
+        clone.items, clone.size, clone._raw = self.items, self.size, self._raw
+        base = _columns([asdict(it.factors) for it in self.items]) if not hasattr(self, "_factors") else self._factors
+        clone._apply({k: np.broadcast_to(np.asarray(factors.get(k, v), dtype=float), (self.size,)) for k, v in base.items()})
+        return clone
 
-        hidden_bytes = arch.hidden_size * 2.0
-        fixed = 0.0
-        per_token = 0.0
-        layers = arch.num_layers
-        moe_layers = arch.num_moe_layers
-        if tp > 1:
-            # attention output all-reduce on every layer; MLP all-reduce unless DP gathers experts
-            n_ar = layers + (layers - (moe_layers if dp > 1 else 0))
-            fixed += n_ar * latency(tp)
-            per_token += n_ar * 2.0 * (tp - 1) / tp * hidden_bytes / group_bw(tp) / dp
-        if dp > 1 and arch.is_moe:
-            # all-gather tokens before, reduce-scatter after each MoE layer across all g GPUs
-            fixed += 2 * moe_layers * latency(g)
-            per_token += 2 * moe_layers * (g - 1) / g * hidden_bytes / group_bw(g)
-        self.comm_fixed_s = fixed
-        self.comm_s_per_token = per_token
-        self.floor_s = layers * eff.layer_overhead_us * 1e-6
-        self.step_overhead_s = eff.step_overhead_ms * 1e-3
-        self.seq_overhead_s = eff.seq_overhead_us * 1e-6
-        self.tpot_p90 = eff.tpot_p90_factor
+    def take(self, index) -> Scenarios:
+        """The scenarios at `index` (an index array or a boolean mask), sharing nothing mutable."""
+        idx = np.arange(self.size)[index]
+        clone = object.__new__(Scenarios)
+        clone.items = [self.items[i] for i in idx]
+        clone.size = len(idx)
+        clone._raw = {k: v[idx] for k, v in self._raw.items()}
+        clone._apply({k: v[idx] for k, v in self._factors.items()})
+        return clone
 
-    # --- step times --------------------------------------------------------------------------------
-    def experts_read_s(self, n: float) -> float:
+    def _apply(self, f: dict[str, np.ndarray]) -> None:
+        self._factors = f
+        for name, values in self._raw.items():
+            setattr(self, name, values)
+        for name, values in _with_factors(self._raw, f).items():
+            setattr(self, name, values)
+
+    # --- one decode step ---------------------------------------------------------------------------
+    def experts_read_s(self, n):
         """Seconds to read the routed experts a batch of n tokens touches, on the busiest GPU."""
-        if not self.n_experts or n <= 0:
-            return 0.0
-        e, k = self.n_experts, self.k_experts
-        touched_share = 1.0 - (1.0 - k / e) ** n  # probability that a given expert is used
-        if self.ep and self.g > 1:
-            # EP: each GPU holds `local` whole experts; the GPU with the most touched experts sets the pace
-            local = self.expert_local
-            mean = local * touched_share
-            sd = math.sqrt(local * touched_share * (1.0 - touched_share))
-            busiest = min(local, mean + sd * math.sqrt(2.0 * math.log(self.g)))
-            return self.expert_full_s * busiest
-        # TP-sliced: every GPU reads its 1/g slice of every touched expert
-        return self.expert_full_s * e * touched_share / self.g
+        n = np.asarray(n, dtype=float)
+        e = np.maximum(self.n_experts, 1.0)
+        share = np.where(self.n_experts > 0, 1.0 - (1.0 - self.k_experts / e) ** np.maximum(n, 0.0), 0.0)
+        local = self.expert_local
+        mean = local * share
+        sd = np.sqrt(np.maximum(local * share * (1.0 - share), 0.0))
+        busiest = np.minimum(local, mean + sd * np.sqrt(2.0 * np.log(np.maximum(self.g, 1.0))))
+        ep_time = self.expert_full_s * busiest
+        sliced_time = self.expert_full_s * self.n_experts * share / self.g
+        return np.where(self.ep_sharded > 0, ep_time, sliced_time)
 
-    def parts(self, n: float) -> tuple[float, float, float, float]:
-        """(fixed time A, memory time M, decode compute time F, comm per token) for n running sequences."""
+    def experts_compute_s(self, n):
+        """Grouped-GEMM seconds of n tokens' routed experts: tokens per touched expert m set the
+        kernel's efficiency (m / (m + m½)); few tokens per expert run far below peak."""
+        n = np.asarray(n, dtype=float)
+        e = np.maximum(self.n_experts, 1.0)
+        share = 1.0 - (1.0 - self.k_experts / e) ** np.maximum(n, 1e-9)
+        touched = np.maximum(self.n_experts * share, 1e-9)
+        m = n * self.k_experts / touched
+        eff = m / (m + self.moe_tokens_half)
+        return np.where(self.n_experts > 0, n * self.expert_flop_s_per_token / np.maximum(eff, 1e-9), 0.0)
+
+    def parts(self, n):
+        """(fixed A, decode time D, decode compute F, collective seconds per token c) at n running."""
+        n = np.asarray(n, dtype=float)
         n_rank = n / self.dp
-        memory = self.dense_s + self.experts_read_s(n) + n_rank * self.kv_s_per_seq
-        compute = n * self.flop_s_per_token + n * self.attn_flop_s_per_seq
+        dense = np.maximum(self.dense_s, n_rank * self.dense_flop_s_per_token)
+        attention = np.maximum(n_rank * self.kv_s_per_seq, n_rank * self.attn_flop_s_per_seq)
+        experts = np.maximum(self.experts_read_s(n), self.experts_compute_s(n))
         fixed = self.step_overhead_s + self.seq_overhead_s * n_rank + self.floor_s + self.comm_fixed_s
-        fixed += n * self.comm_s_per_token
-        return fixed, memory, compute, self.comm_s_per_token
+        fixed = fixed + n * self.comm_s_per_token
+        compute = n_rank * (self.dense_flop_s_per_token + self.attn_flop_s_per_seq) + self.experts_compute_s(n)
+        return fixed, dense + attention + experts, compute, self.comm_s_per_token
 
-    def breakdown(self, n: float) -> StepBreakdown:
+    def decode_step_s(self, n):
+        fixed, decode, _, _ = self.parts(n)
+        return fixed + decode
+
+    def breakdown(self, n) -> dict[str, np.ndarray]:
+        """Where a decode step's time goes (seconds), for explanations."""
+        n = np.asarray(n, dtype=float)
         n_rank = n / self.dp
-        return StepBreakdown(
-            overhead_s=self.step_overhead_s + self.seq_overhead_s * n_rank,
-            weights_s=self.dense_s + self.experts_read_s(n),
-            kv_s=n_rank * self.kv_s_per_seq,
-            compute_s=n * (self.flop_s_per_token + self.attn_flop_s_per_seq),
-            floor_s=self.floor_s,
-            comm_s=self.comm_fixed_s + n * self.comm_s_per_token,
-        )
+        return {
+            "overhead": self.step_overhead_s + self.seq_overhead_s * n_rank + self.floor_s,
+            "weights": np.maximum(self.dense_s, n_rank * self.dense_flop_s_per_token)
+            + np.maximum(self.experts_read_s(n), self.experts_compute_s(n)),
+            "kv": np.maximum(n_rank * self.kv_s_per_seq, n_rank * self.attn_flop_s_per_seq),
+            "compute": n_rank * (self.dense_flop_s_per_token + self.attn_flop_s_per_seq) + self.experts_compute_s(n),
+            "comm": self.comm_fixed_s + n * self.comm_s_per_token,
+        }
 
-    def decode_step_s(self, n: float) -> float:
-        a, m, f, _ = self.parts(n)
-        return a + max(m, f)
+    # --- prompts ------------------------------------------------------------------------------------
+    def prefill_cost_s(self, rate, decode_s):
+        """Seconds of replica time per prompt token at this arrival rate (DP imbalance included): a
+        prompt's attention and dense layers run on one DP rank, so prefill only spreads over as many
+        ranks as prompts arrive per step."""
+        prompts_per_step = np.asarray(rate, dtype=float) * decode_s
+        spread = np.minimum(self.dp, np.maximum(1.0, prompts_per_step))
+        return self.prefill_dense_s / spread + self.prefill_expert_s
 
-    def prefill_cost_s(self, n: float, rate_rps: float, decode_s: float | None = None) -> float:
-        """GPU seconds per prefill token of the replica at this arrival rate (DP imbalance included)."""
-        if self.dp == 1:
-            return self.prefill_s_single
-        prompts_per_step = rate_rps * (self.decode_step_s(n) if decode_s is None else decode_s)
-        return self.prefill_dense_s / min(self.dp, max(1.0, prompts_per_step)) + self.prefill_expert_s
+    def state(self, n, rate):
+        """(mean step time, mean TTFT, p90 TTFT) with n running sequences at an arrival rate; inf
+        where the prompt work outgrows the GPUs or the per-step token budget."""
+        n = np.asarray(n, dtype=float)
+        rate = np.asarray(rate, dtype=float)
+        a, d, f_dec, c = self.parts(n)
+        decode = a + d
+        r = rate * self.prefill_tokens
+        f = self.prefill_cost_s(rate, decode)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d1 = 1.0 - c * r
+            d2 = 1.0 - (c + f) * r
+            t = np.maximum((a + d) / d1, (a + f_dec) / d2)
+            n_rank = n / self.dp
+            budget_ok = r * t / self.dp <= self.budget_tokens - n_rank
+            chunk = np.maximum(1.0, self.budget_tokens - n_rank)
+            service = np.ceil(self.prefill_tokens / chunk) * decode + self.prefill_tokens * (self.prefill_single_s + c)
+            rho = r * (f + c)
+            wait_mean = 0.5 * service * rho / (1.0 - rho)
+            wait_p90 = np.where(rho > 0.1, 0.5 * service * np.log(np.maximum(10.0 * rho, 1.0)) / (1.0 - rho), 0.0)
+        ok = (d1 > 0) & (d2 > 0) & (rho < 1.0) & budget_ok
+        t = np.where(ok, t, INF)
+        ttft = np.where(ok, 0.5 * t + service + wait_mean, INF)
+        ttft90 = np.where(ok, 0.9 * t + service + wait_p90, INF)
+        return t, ttft, ttft90
 
-    def state(self, n: float, rate_rps: float) -> tuple[float, float, float]:
-        """(mean step time, mean TTFT, p90 TTFT) with n running sequences at an arrival rate; INF when
-        the prefill work cannot keep up with arrivals or does not fit the per-step token budget.
+    def rate_limit(self, n):
+        """A rate above which the replica cannot keep up with the prompts at n running (an upper
+        bracket for the searches; the exact bound also depends on step time and budget)."""
+        _, _, _, c = self.parts(n)
+        return 1.0 / (self.prefill_tokens * (self.prefill_best_s + c))
 
-        The step time solves t = A + c·r·t + max(M, F + f·r·t), r being prefill tokens per second:
-        prompt work stretches every decode step. TTFT is the wait for the running step, an M/D/1
-        wait behind prefill work queued ahead (about half the M/M/1 wait at the same utilisation),
-        and the prompt's own chunks of the free token budget.
-        """
-        a, m, f_dec, c = self.parts(n)
-        decode = a + max(m, f_dec)
-        r = rate_rps * self.prefill_tokens
-        f = self.prefill_cost_s(n, rate_rps, decode)
-        d2 = 1.0 - (c + f) * r
-        if d2 <= 0.0:
-            return INF, INF, INF
-        t = max((a + m) / (1.0 - c * r), (a + f_dec) / d2)
-        n_rank = n / self.dp
-        if r * t / self.dp > self.budget_tokens - n_rank:
-            return INF, INF, INF
-        chunk = max(1.0, self.budget_tokens - n_rank)
-        service = math.ceil(self.prefill_tokens / chunk) * decode + self.prefill_tokens * (
-            self.prefill_s_single + c
-        )
-        rho = r * (f + c)
-        if rho >= 1.0:
-            return INF, INF, INF
-        wait_mean = 0.5 * service * rho / (1.0 - rho)
-        wait_p90 = 0.5 * service * math.log(10.0 * rho) / (1.0 - rho) if rho > 0.1 else 0.0
-        return t, 0.5 * t + service + wait_mean, 0.9 * t + service + wait_p90
-
-    def mean_step_s(self, n: float, prefill_tokens_per_s: float) -> float:
-        """Mean step time with n decoding sequences while prompts arrive at the given token rate."""
-        return self.state(n, prefill_tokens_per_s / self.prefill_tokens)[0]
-
-    # --- latency at a load -------------------------------------------------------------------------
-    def at_rate(self, rate_rps: float, n_max: float) -> LoadPoint:
-        """Steady state at an open-loop arrival rate (requests/s per replica): iterate Little's law
-        n = λ·(TTFT + (O-1)·TPOT) from n = 0; unstable when n outgrows n_max or work outgrows the GPUs."""
+    # --- load points ----------------------------------------------------------------------------------
+    def at_rate(self, rate, n_max) -> LoadPoints:
+        """Open-loop steady state at `rate` requests/s per replica: Little's law n = λ·(TTFT + (O-1)·t)
+        iterated from n = 0; unstable where n outgrows n_max or the work outgrows the GPUs."""
+        rate = np.broadcast_to(np.asarray(rate, dtype=float), (self.size,)).copy()
+        n_max = np.broadcast_to(np.asarray(n_max, dtype=float), (self.size,))
         o = self.output_tokens
-        n = 0.0
-        t, ttft, ttft90 = self.state(0.0, rate_rps)
-        for _ in range(40):
-            if t == INF:
-                return LoadPoint.unstable(rate_rps)
-            n_new = rate_rps * (ttft + (o - 1) * t)
-            if n_new > n_max:
-                return LoadPoint.unstable(rate_rps, n_new)
-            converged = abs(n_new - n) <= 1e-3 * max(1.0, n_new)
-            n = n_new
-            t, ttft, ttft90 = self.state(n, rate_rps)
-            if converged:
-                break
-        else:
-            return LoadPoint.unstable(rate_rps, n)
-        if t == INF:
-            return LoadPoint.unstable(rate_rps, n)
-        return LoadPoint(rate_rps, n, t, ttft, ttft90, t, t * self.tpot_p90, rate_rps * o, True)
-
-    def closed_loop(self, concurrency: float, n_max: float) -> LoadPoint:
-        """Benchmark-style steady state: `concurrency` clients each send a new request when the last ends.
-
-        Requests beyond what the engine can run (KV capacity, max_num_seqs) wait in its queue.
-        """
-        o = self.output_tokens
-        running = min(concurrency, n_max)
-        if running <= 0:
-            return LoadPoint.unstable(0.0)
-        rate = running / (o * self.decode_step_s(running))
+        n = np.zeros(self.size)
+        stable = np.ones(self.size, dtype=bool)
         for _ in range(60):
-            t, ttft, _ = self.state(running, rate)
-            if t == INF:
-                rate *= 0.8
-                continue
-            new_rate = running / (ttft + (o - 1) * t)
-            if abs(new_rate - rate) <= 1e-4 * rate:
-                rate = new_rate
+            t, ttft, _ = self.state(n, rate)
+            with np.errstate(invalid="ignore"):
+                n_new = rate * (ttft + (o - 1.0) * t)
+            stable &= np.isfinite(n_new) & (n_new <= n_max)
+            n_new = np.where(stable, n_new, n)
+            done = np.abs(n_new - n) <= 1e-4 * np.maximum(1.0, n_new)
+            n = n_new
+            if np.all(done | ~stable):
                 break
-            rate = 0.5 * (rate + new_rate)
-        t, ttft, ttft90 = self.state(running, rate)
-        if t == INF:
-            return LoadPoint.unstable(rate, running)
-        queued = max(0.0, concurrency - running)
-        queue_wait = queued / rate if rate > 0 else INF
-        return LoadPoint(
-            rate, running, t, ttft + queue_wait, ttft90 + queue_wait, t, t * self.tpot_p90, rate * o, True
-        )
+        t, ttft, ttft90 = self.state(n, rate)
+        stable &= np.isfinite(t)
+        return LoadPoints.build(self, rate, n, t, ttft, ttft90, stable)
 
-    def physical_ceiling_tokens_per_s(self, n: float) -> float:
+    def closed_loop(self, concurrency, n_max) -> LoadPoints:
+        """Benchmark steady state: `concurrency` clients per replica, each sending its next request
+        when the last one ends. The engine runs min(clients, n_max); the rest wait in its queue."""
+        c = np.broadcast_to(np.asarray(concurrency, dtype=float), (self.size,))
+        n_max = np.broadcast_to(np.asarray(n_max, dtype=float), (self.size,))
+        running = np.maximum(np.minimum(c, n_max), 1e-6)
+        o = self.output_tokens
+
+        def excess(rate):
+            t, ttft, _ = self.state(running, rate)
+            with np.errstate(invalid="ignore"):
+                value = rate * (ttft + (o - 1.0) * t) - running
+            return np.where(np.isfinite(value), value, INF)
+
+        lo = np.zeros(self.size)
+        hi = np.asarray(self.rate_limit(running), dtype=float)
+        for _ in range(_BISECT):
+            mid = 0.5 * (lo + hi)
+            above = excess(mid) > 0
+            hi = np.where(above, mid, hi)
+            lo = np.where(above, lo, mid)
+        rate = lo
+        t, ttft, ttft90 = self.state(running, rate)
+        queued = np.maximum(0.0, c - running)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wait = np.where(queued > 0, queued / np.maximum(rate, 1e-12), 0.0)
+        stable = np.isfinite(t) & (rate > 0)
+        return LoadPoints.build(self, rate, running, t, ttft + wait, ttft90 + wait, stable)
+
+    def static_batch(self, batch) -> LoadPoints:
+        """A batch of prompts submitted together and decoded together (a latency benchmark):
+        prefill of batch × prompt tokens, then O steps at that batch."""
+        b = np.broadcast_to(np.asarray(batch, dtype=float), (self.size,))
+        decode = self.decode_step_s(b)
+        chunks = np.ceil(b * self.prefill_tokens / np.maximum(1.0, self.budget_tokens))
+        prefill = b * self.prefill_tokens * self.prefill_best_s + chunks * (self.step_overhead_s + self.floor_s + self.dense_s)
+        latency = prefill + self.output_tokens * decode
+        rate = b / latency
+        return LoadPoints.build(self, rate, b, decode, prefill, prefill, np.ones(self.size, dtype=bool))
+
+    def goodput(self, n_max, ttft_p90_s, tpot_p90_s) -> tuple[np.ndarray, LoadPoints, np.ndarray]:
+        """Largest requests/s per replica within the SLO, its load point, and the constraint that
+        binds: "ttft", "tpot", "capacity" (KV cache, max_num_seqs) or "throughput" (the GPUs)."""
+        n_max = np.broadcast_to(np.asarray(n_max, dtype=float), (self.size,))
+        t_full = self.decode_step_s(n_max)
+        hi = np.minimum(n_max / (self.output_tokens * t_full), self.rate_limit(np.zeros(self.size)))
+        hi = np.where(np.isfinite(hi) & (hi > 0), hi, 1e-6)
+
+        def check(rate):
+            point = self.at_rate(rate, n_max)
+            ok = point.stable & (point.tpot_p90_s <= tpot_p90_s) & (point.ttft_p90_s <= ttft_p90_s)
+            why = np.where(
+                ~point.stable,
+                np.where(point.running >= n_max * 0.999, "capacity", "throughput"),
+                np.where(point.tpot_p90_s > tpot_p90_s, "tpot", np.where(point.ttft_p90_s > ttft_p90_s, "ttft", "")),
+            )
+            return ok, point, why
+
+        ok0, best, why0 = check(hi * 1e-6)
+        lo = np.zeros(self.size)
+        limit = np.where(ok0, "throughput", why0).astype(object)
+        for _ in range(24):
+            mid = 0.5 * (lo + hi)
+            ok, point, why = check(mid)
+            active = ok0 & (hi - lo > 1e-3 * hi)
+            lo = np.where(active & ok, mid, lo)
+            hi = np.where(active & ~ok, mid, hi)
+            limit = np.where(active & ~ok, why, limit)
+            best = best.where(active & ok, point)
+            if not np.any(active):
+                break
+        rate = np.where(ok0, lo, 0.0)
+        return rate, best, limit
+
+    def physical_ceiling_tokens_per_s(self, n):
         """Output tokens/s one replica could reach with n sequences at 100% of datasheet bandwidth and
         compute and no overheads: the roofline no prediction may exceed."""
-        acc = self.gpu.accelerator
-        arch = self.arch
-        tp, g = self.tp, self.g
-        dense = _dense_bytes_read_per_step(arch, tp, self.dp)
-        if arch.is_moe:
-            share = 1.0 - (1.0 - arch.num_experts_per_tok / arch.num_experts) ** n
-            experts = arch.routed_expert_weight_bytes / g * share
-        else:
-            experts = 0.0
-        kv = (
-            (n / self.dp)
-            * self.ctx_mean
-            * arch.kv_bytes_per_token(self.layout.kv_cache_dtype, tp=tp, context_tokens=int(self.ctx_mean))
+        n = np.asarray(n, dtype=float)
+        e = np.maximum(self.n_experts, 1.0)
+        share = np.where(self.n_experts > 0, 1.0 - (1.0 - self.k_experts / e) ** n, 0.0)
+        memory = (self.dense_bytes + self.expert_bytes_per_gpu * share + (n / self.dp) * self.kv_bytes_per_seq) / self.bw
+        compute = 2.0 * self.linear_active * n / self.g / self.peak
+        return n / np.maximum(memory, compute)
+
+
+@dataclass(frozen=True)
+class LoadPoints:
+    """Predicted steady states, one per scenario (arrays)."""
+
+    rate_rps: np.ndarray
+    running: np.ndarray
+    step_s: np.ndarray
+    ttft_mean_s: np.ndarray
+    ttft_p90_s: np.ndarray
+    tpot_mean_s: np.ndarray
+    tpot_p90_s: np.ndarray
+    output_tokens_per_s: np.ndarray
+    stable: np.ndarray
+
+    @staticmethod
+    def build(s: Scenarios, rate, running, t, ttft, ttft90, stable) -> LoadPoints:
+        stable = np.asarray(stable, dtype=bool) & np.isfinite(t)
+        inf = np.full(s.size, INF)
+        t = np.where(stable, t, inf)
+        return LoadPoints(
+            rate_rps=np.asarray(rate, dtype=float),
+            running=np.where(stable, running, inf),
+            step_s=t,
+            ttft_mean_s=np.where(stable, ttft, inf),
+            ttft_p90_s=np.where(stable, ttft90, inf),
+            tpot_mean_s=t,
+            tpot_p90_s=t * s.tpot_p90,
+            output_tokens_per_s=np.where(stable, np.asarray(rate, dtype=float) * s.output_tokens, 0.0),
+            stable=stable,
         )
-        memory_s = (dense + experts + kv) / (acc.hbm_bandwidth_tb_s * 1e12)
-        peak = (acc.fp8_tflops if arch.compute_dtype == "fp8" else acc.bf16_tflops) * 1e12
-        linear_active = arch.params_active - arch.vocab_size * arch.hidden_size
-        compute_s = 2.0 * linear_active * n / g / peak
-        return n / max(memory_s, compute_s)
+
+    def where(self, mask, other: LoadPoints) -> LoadPoints:
+        """This point where `mask` is false, `other`'s where it is true."""
+        return LoadPoints(*(np.where(mask, b, a) for a, b in zip(self.values(), other.values(), strict=True)))
+
+    def values(self) -> tuple:
+        return (
+            self.rate_rps, self.running, self.step_s, self.ttft_mean_s, self.ttft_p90_s,
+            self.tpot_mean_s, self.tpot_p90_s, self.output_tokens_per_s, self.stable,
+        )
+
+    def at(self, i: int) -> LoadPoint:
+        return LoadPoint(*(v[i].item() if hasattr(v[i], "item") else v[i] for v in self.values()))
 
 
 @dataclass(frozen=True)
@@ -394,47 +393,130 @@ class LoadPoint:
     output_tokens_per_s: float
     stable: bool
 
-    @staticmethod
-    def unstable(rate_rps: float, running: float = INF) -> LoadPoint:
-        return LoadPoint(rate_rps, running, INF, INF, INF, INF, INF, 0.0, False)
+
+# --------------------------------------------------------------------------- per-scenario constants
 
 
-def goodput(
-    model: ReplicaModel, n_max: float, ttft_p90_s: float, tpot_p90_s: float
-) -> tuple[float, LoadPoint, str]:
-    """Largest requests/s per replica within the SLO, its load point, and the constraint that binds.
+def _columns(rows: list[dict[str, float]]) -> dict[str, np.ndarray]:
+    return {name: np.asarray([float(r[name]) for r in rows], dtype=float) for name in rows[0]} if rows else {}
 
-    Constraints: p90 TTFT, p90 TPOT, and the running sequences fitting n_max (KV cache, max_num_seqs).
-    """
 
-    def check(rate: float) -> tuple[bool, LoadPoint, str]:
-        point = model.at_rate(rate, n_max)
-        if not point.stable:
-            return False, point, "capacity" if point.running > n_max else "throughput"
-        if point.tpot_p90_s > tpot_p90_s:
-            return False, point, "tpot"
-        if point.ttft_p90_s > ttft_p90_s:
-            return False, point, "ttft"
-        return True, point, ""
+def _shape(it: Scenario) -> dict[str, float]:
+    """What one scenario is, independent of how efficiently it runs: bytes, FLOPs, tokens, groups."""
+    arch, acc, layout, workload = it.arch, it.accelerator, it.layout, it.workload
+    tp, dp = layout.tp, layout.dp
+    g = tp * dp
+    ctx_mean = workload.input_tokens + workload.output_tokens / 2.0
+    kv_dtype = "fp8" if layout.kv_cache_dtype.startswith("fp8") else "auto"
+    ep = layout.ep and arch.is_moe
+    embed = arch.vocab_size * arch.hidden_size
+    linear_active = arch.params_active - embed  # the input embedding is a lookup
+    expert_active = arch.num_moe_layers * arch.num_experts_per_tok * arch.expert_params
+    if arch.attention == "mla":
+        # Decode attends in the absorbed form, over the latent (QK over kv_lora + rope, PV over
+        # kv_lora); prefill expands the latent into per-head keys and values (QK over nope + rope,
+        # PV over v_head): far fewer FLOPs per token attended (DeepSeek-V3 paper, vLLM's MLA backends).
+        attn_width = arch.num_attention_heads * (2 * arch.kv_lora_rank + arch.qk_rope_head_dim) / 2
+        prefill_attn_width = arch.num_attention_heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim) / 2
+    else:
+        attn_width = prefill_attn_width = arch.num_attention_heads * arch.head_dim
+    node = max(1, it.node_gpus)
 
-    # Upper bound: decode alone at full concurrency, or prefill alone saturating the GPUs.
-    t_full = model.decode_step_s(n_max)
-    hi = min(
-        n_max / (model.output_tokens * t_full),
-        1.0 / (model.prefill_tokens * (model.prefill_s_per_token + model.comm_s_per_token)),
-    )
-    lo = 0.0
-    ok, best, why = check(hi * 1e-6)
-    if not ok:
-        return 0.0, best, why
-    limit = "throughput"  # if no probe fails, the GPUs saturate before either latency limit
-    for _ in range(24):
-        mid = 0.5 * (lo + hi)
-        ok, point, why = check(mid)
-        if ok:
-            lo, best = mid, point
-        else:
-            hi, limit = mid, why
-        if hi - lo <= 1e-3 * hi:
-            break
-    return lo, best, limit
+    def link_share(k: int) -> float:
+        # AMD nodes are a full mesh (a group of k uses k-1 of node-1 links); NVLink switches all of it.
+        return min(1.0, (k - 1) / (node - 1)) if acc.vendor == "amd" and node > 1 else 1.0
+
+    layers, moe_layers = arch.num_layers, arch.num_moe_layers
+    # attention output all-reduce on every layer; the MLP all-reduce unless DP gathers the experts
+    n_allreduce = (layers + (layers - (moe_layers if dp > 1 else 0))) if tp > 1 else 0
+    # dispatch tokens to the experts' GPUs before, combine after each MoE layer, across all g
+    n_dispatch = 2 * moe_layers if dp > 1 and arch.is_moe else 0
+    return {
+        "tp": tp,
+        "dp": dp,
+        "g": g,
+        "ep_sharded": 1.0 if ep and g > 1 else 0.0,
+        "bw": acc.hbm_bandwidth_tb_s * 1e12,
+        "peak": compute_tflops(acc, arch) * 1e12,
+        "peak_attn": acc.bf16_tflops * 1e12,
+        "link": acc.link_gb_s * 1e9,
+        "input_tokens": workload.input_tokens,
+        "output_tokens": max(1, workload.output_tokens),
+        "prefill_tokens": max(1.0, workload.input_tokens * (1.0 - workload.prefix_cache_hit_rate)),
+        "budget_tokens": layout.max_num_batched_tokens,
+        "ctx_mean": ctx_mean,
+        "dense_bytes": max(0.0, _dense_bytes_read_per_step(arch, tp, dp)),
+        "dense_width": (arch.intermediate_size if not arch.is_moe else arch.hidden_size) / tp,
+        "kv_bytes_per_seq": ctx_mean * arch.kv_bytes_per_token(kv_dtype, tp=tp, context_tokens=int(ctx_mean)),
+        "n_experts": float(arch.num_experts),
+        "k_experts": float(arch.num_experts_per_tok),
+        "one_expert_bytes": arch.expert_params * arch.expert_bytes_per_param * arch.num_moe_layers if arch.is_moe else 0.0,
+        "expert_width": (arch.moe_intermediate_size if ep else arch.moe_intermediate_size / g) if arch.is_moe else 1.0,
+        "expert_local": arch.num_experts / g if arch.is_moe else 0.0,
+        "expert_bytes_per_gpu": arch.routed_expert_weight_bytes / g if arch.is_moe else 0.0,
+        "moe": 1.0 if arch.is_moe else 0.0,
+        "embed": embed,
+        "linear_active": linear_active,
+        "dense_active": linear_active - expert_active,  # attention, dense MLPs, shared experts, LM head
+        "expert_active": expert_active,
+        "attn_per_ctx": 4.0 * arch.num_layers * attn_width,  # QK^T and PV FLOPs per token attended
+        "prefill_attn_per_ctx": 4.0 * arch.num_layers * prefill_attn_width,
+        "layers": layers,
+        "n_allreduce": n_allreduce,
+        "n_dispatch": n_dispatch,
+        "hidden_bytes": arch.hidden_size * 2.0,
+        "link_share_tp": link_share(tp),
+        "link_share_g": link_share(g),
+    }
+
+
+def _with_factors(r: dict[str, np.ndarray], f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per-step and per-token seconds from the shapes and the factors (all arrays)."""
+    half = f["slice_half_width"]
+    dense_slice = np.where(half > 0, r["dense_width"] / (r["dense_width"] + half), 1.0)
+    expert_slice = np.where(half > 0, r["expert_width"] / (r["expert_width"] + half), 1.0)
+    dense_peak = r["peak"] * f["compute_efficiency"] * dense_slice
+    moe_peak = r["peak"] * f["moe_compute_efficiency"] * expert_slice
+    attn_peak = r["peak_attn"] * f["attention_compute_efficiency"]
+    tp, dp, g = r["tp"], r["dp"], r["g"]
+    expert_flop = np.where(r["moe"] > 0, 2.0 * r["expert_active"] / g / moe_peak, 0.0)
+    prefill_dense_s = (
+        2.0 * (r["dense_active"] - r["embed"]) / dense_peak + r["prefill_attn_per_ctx"] * (r["input_tokens"] / 2.0) / attn_peak
+    ) / tp
+    link = r["link"] * f["link_efficiency"]
+    lat0, lat1 = f["collective_latency_us"] * 1e-6, f["collective_latency_per_peer_us"] * 1e-6
+    comm_fixed = r["n_allreduce"] * (lat0 + lat1 * (tp - 1)) + r["n_dispatch"] * (lat0 + lat1 * (g - 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_token_tp = np.where(tp > 1, 2.0 * (tp - 1) / tp * r["hidden_bytes"] / (link * r["link_share_tp"]) / dp, 0.0)
+        per_token_g = np.where(g > 1, (g - 1) / g * r["hidden_bytes"] / (link * r["link_share_g"]), 0.0)
+    comm_per_token = r["n_allreduce"] * per_token_tp + r["n_dispatch"] * per_token_g
+    return {
+        "dense_s": r["dense_bytes"] / (r["bw"] * f["hbm_efficiency"] * dense_slice),
+        "kv_s_per_seq": r["kv_bytes_per_seq"] / (r["bw"] * f["kv_hbm_efficiency"]),
+        "expert_full_s": r["one_expert_bytes"] / (r["bw"] * f["moe_hbm_efficiency"] * expert_slice),
+        "moe_tokens_half": f["moe_tokens_half"],
+        "dense_flop_s_per_token": 2.0 * r["dense_active"] / tp / dense_peak,
+        "expert_flop_s_per_token": expert_flop,
+        "attn_flop_s_per_seq": r["attn_per_ctx"] * r["ctx_mean"] / tp / attn_peak,
+        # prefill: compute-bound; grouped GEMMs over a whole chunk run near their best efficiency
+        "prefill_dense_s": prefill_dense_s,
+        "prefill_expert_s": expert_flop,
+        "prefill_single_s": prefill_dense_s + expert_flop,
+        "prefill_best_s": prefill_dense_s / dp + expert_flop,
+        "comm_fixed_s": comm_fixed,
+        "comm_s_per_token": comm_per_token,
+        "floor_s": r["layers"] * f["layer_overhead_us"] * 1e-6,
+        # one scheduler per engine, plus the broadcast of its batch to and the gather from every rank
+        "step_overhead_s": f["step_overhead_ms"] * 1e-3 + f["rank_overhead_us"] * 1e-6 * (tp - 1),
+        "seq_overhead_s": f["seq_overhead_us"] * 1e-6,
+        "tpot_p90": f["tpot_p90_factor"],
+    }
+
+
+def replica_model(arch: ModelArch, accelerator: Accelerator, node_gpus: int, layout: Layout, workload: Workload,
+                  factors: EfficiencyFactors) -> Scenarios:
+    """One scenario as a batch of one (tests and explanations)."""
+    return Scenarios([Scenario(arch, accelerator, node_gpus, layout, workload, factors)])
+
+
+__all__ = ["INF", "LoadPoint", "LoadPoints", "Scenario", "Scenarios", "compute_tflops", "replica_model", "slice_efficiency"]

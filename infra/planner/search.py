@@ -17,9 +17,9 @@ from infra.catalog.gpus import GpuSize
 from infra.catalog.models import ModelArch
 from infra.domain import Layout, Slo, Workload
 from infra.planner.checks import check_layout, shape_problems
-from infra.planner.efficiency import EfficiencyTable, load_efficiency
+from infra.planner.efficiency import Band, EfficiencyTable, load_efficiency
 from infra.planner.memory import MemoryBreakdown, default_max_model_len, memory_per_gpu
-from infra.planner.performance import INF, LoadPoint, ReplicaModel, goodput
+from infra.planner.performance import INF, LoadPoint, Scenario, Scenarios
 
 HEADROOM = 1.2  # nodes are sized for peak_rps × 1.2, so the p90 SLO holds through bursts
 BATCHED_TOKEN_OPTIONS = (4096, 8192, 16384)
@@ -85,10 +85,21 @@ class Candidate:
     reason: str
     problems: tuple[str, ...] = ()
     closed_loop: ClosedLoop | None = None
+    # measured ÷ predicted goodput where the planner was tested on sources it was not fitted to
+    band: Band = Band(1.0, 1.0)
 
     @property
     def name(self) -> str:
         return self.layout.name
+
+    @property
+    def goodput_low_rps_per_node(self) -> float:
+        """The conservative end of the band: what sizes a pool until the layout is measured."""
+        return self.goodput_rps_per_node * min(1.0, self.band.low)
+
+    @property
+    def goodput_high_rps_per_node(self) -> float:
+        return self.goodput_rps_per_node * max(1.0, self.band.high)
 
     @property
     def short_reason(self) -> str:
@@ -112,6 +123,7 @@ class Candidate:
             **lay.fields(),
             "fits": self.fits,
             "goodput_rps_per_node": _r(self.goodput_rps_per_node, 3),
+            "goodput_band_rps_per_node": [_r(self.goodput_low_rps_per_node, 3), _r(self.goodput_high_rps_per_node, 3)],
             "output_tokens_per_s_per_gpu": _r(self.output_tokens_per_s_per_gpu, 1),
             "ttft_p90_ms": _r(self.ttft_p90_ms, 1),
             "tpot_p90_ms": _r(self.tpot_p90_ms, 2),
@@ -206,16 +218,17 @@ def usd_per_million_output_tokens(
     return usd_per_node_hour / (goodput_rps_per_node * output_tokens * 3600.0) * 1e6
 
 
-def _bottleneck(model: ReplicaModel, n: float) -> str:
-    b = model.breakdown(n)
-    parts = {
-        "overhead": b.overhead_s + b.floor_s,
-        "comm": b.comm_s,
-        "weights": b.weights_s if b.weights_s + b.kv_s >= b.compute_s else 0.0,
-        "kv": b.kv_s if b.weights_s + b.kv_s >= b.compute_s else 0.0,
-        "compute": b.compute_s if b.compute_s > b.weights_s + b.kv_s else 0.0,
+def _bottleneck(parts: dict[str, float]) -> str:
+    """What a decode step spends most of its time on, from `Scenarios.breakdown` at one index."""
+    memory = parts["weights"] + parts["kv"]
+    named = {
+        "overhead": parts["overhead"],
+        "comm": parts["comm"],
+        "weights": parts["weights"] if memory >= parts["compute"] else 0.0,
+        "kv": parts["kv"] if memory >= parts["compute"] else 0.0,
+        "compute": parts["compute"] if parts["compute"] > memory else 0.0,
     }
-    return max(sorted(parts), key=lambda k: parts[k])
+    return max(sorted(named), key=lambda k: named[k])
 
 
 def _price(gpu: GpuSize, usd_per_hour: float | None) -> float | None:
@@ -230,95 +243,107 @@ class _Context:
         self.price = _price(gpu, usd_per_hour)
         table = efficiency if efficiency is not None else load_efficiency()
         self.eff = table.for_family(gpu.accelerator.family)
+        self.band = table.band(gpu.accelerator.family, arch.is_moe)
         self.context_tokens = workload.input_tokens + workload.output_tokens
 
 
-def _evaluate(
-    ctx: _Context, layout: Layout, *, tune_max_num_seqs: bool, concurrency: int | None
-) -> Candidate:
+def _unfit(ctx: _Context, layout: Layout, problems: list[str], mem: MemoryBreakdown) -> Candidate:
+    memory_only = not mem.fits and all(mem.problem in p for p in problems)
+    limit = "memory" if memory_only else "layout"
+    reason = f"{layout.name} cannot run: " + "; ".join(problems or [mem.problem]) + "."
+    return Candidate(
+        layout, False, mem, layout.gpus_per_node_used, 0.0, 0.0, 0.0, 0.0, None, None, None, None,
+        ctx.price, None, limit, "", reason, tuple(problems or [mem.problem]), band=ctx.band,
+    )
+
+
+def _evaluate_many(
+    ctx: _Context, layouts: list[Layout], *, tune_max_num_seqs: bool, concurrency: int | None
+) -> list[Candidate]:
+    """Every layout's memory fit, goodput within the SLO, load point and reason, the fitting ones
+    evaluated together as one batch of scenarios."""
     arch, gpu, workload, slo = ctx.arch, ctx.gpu, ctx.workload, ctx.slo
-    if layout.max_model_len is None:
-        layout = layout.with_(max_model_len=default_max_model_len(arch, ctx.context_tokens))
-    problems = check_layout(arch, gpu, layout)
-    mem = memory_per_gpu(arch, gpu, _kv_normalised(layout), ctx.context_tokens)
-    gpus_used = layout.gpus_per_node_used
-    if problems or not mem.fits:
-        memory_only = not mem.fits and all(mem.problem in p for p in problems)
-        limit = "memory" if memory_only else "layout"
-        reason = f"{layout.name} cannot run: " + "; ".join(problems or [mem.problem]) + "."
-        return Candidate(
-            layout,
-            False,
-            mem,
-            gpus_used,
-            0.0,
-            0.0,
-            0.0,
-            0.0,
-            None,
-            None,
-            None,
-            None,
-            ctx.price,
-            None,
-            limit,
-            "",
-            reason,
-            tuple(problems or [mem.problem]),
-        )
-    model = ReplicaModel(arch, gpu, _kv_normalised(layout), workload, ctx.eff)
-    engine_cap = (MAX_NUM_SEQS_CAP if tune_max_num_seqs else layout.max_num_seqs) * layout.dp
-    n_max = float(min(mem.max_concurrency_per_replica, engine_cap))
-    rate, point, limit = goodput(model, n_max, slo.ttft_p90_ms / 1e3, slo.tpot_p90_ms / 1e3)
-    if tune_max_num_seqs:
-        per_rank = point.running / layout.dp if point.stable else 0.0
-        kv_per_rank = max(1, mem.max_concurrency_per_replica // layout.dp)
-        # Twice the mean running sequences (bursts), as a power of two, within the KV cache and the cap.
-        seqs = min(MAX_NUM_SEQS_CAP, kv_per_rank, max(32, _pow2_at_least(2.0 * per_rank)))
-        layout = layout.with_(max_num_seqs=int(seqs))
-    r = layout.replicas_per_node
-    per_node = rate * r
-    out_tok_gpu = per_node * workload.output_tokens / gpus_used if gpus_used else 0.0
-    usd_per_m = usd_per_million_output_tokens(ctx.price, per_node, workload.output_tokens)
-    nodes = nodes_for_peak(workload.peak_rps, per_node)
-    running = point.running if point.stable else 0.0
-    bottleneck = _bottleneck(model, max(1.0, running))
+    out: list[Candidate | None] = []
+    runnable: list[tuple[int, Layout, MemoryBreakdown]] = []
+    for layout in layouts:
+        if layout.max_model_len is None:
+            layout = layout.with_(max_model_len=default_max_model_len(arch, ctx.context_tokens))
+        problems = check_layout(arch, gpu, layout)
+        mem = memory_per_gpu(arch, gpu, _kv_normalised(layout), ctx.context_tokens)
+        if problems or not mem.fits:
+            out.append(_unfit(ctx, layout, problems, mem))
+        else:
+            runnable.append((len(out), layout, mem))
+            out.append(None)
+    if not runnable:
+        return out  # type: ignore[return-value]
+    model = Scenarios(
+        [Scenario(arch, gpu.accelerator, gpu.gpus, _kv_normalised(lay), workload, ctx.eff) for _, lay, _ in runnable]
+    )
+    caps = [
+        float(min(mem.max_concurrency_per_replica, (MAX_NUM_SEQS_CAP if tune_max_num_seqs else lay.max_num_seqs) * lay.dp))
+        for _, lay, mem in runnable
+    ]
+    rates, points, limits = model.goodput(caps, slo.ttft_p90_ms / 1e3, slo.tpot_p90_ms / 1e3)
+    running = [points.running[i] if points.stable[i] else 0.0 for i in range(model.size)]
+    parts = model.breakdown([max(1.0, r) for r in running])
     closed = None
     if concurrency is not None:
-        per_replica = concurrency / r
-        cl = model.closed_loop(per_replica, n_max)
-        closed = ClosedLoop(
-            concurrency=concurrency,
-            total_tokens_per_s_per_node=cl.rate_rps * (workload.input_tokens + workload.output_tokens) * r,
-            output_tokens_per_s_per_node=cl.output_tokens_per_s * r,
-            ttft_mean_ms=cl.ttft_mean_s * 1e3,
-            tpot_mean_ms=cl.tpot_mean_s * 1e3,
-            ttft_p90_ms=cl.ttft_p90_s * 1e3,
-            tpot_p90_ms=cl.tpot_p90_s * 1e3,
+        closed = model.closed_loop([concurrency / lay.replicas_per_node for _, lay, _ in runnable], caps)
+    for i, (slot, layout, mem) in enumerate(runnable):
+        point = points.at(i)
+        rate = float(rates[i])
+        limit = str(limits[i])
+        if tune_max_num_seqs:
+            per_rank = point.running / layout.dp if point.stable else 0.0
+            kv_per_rank = max(1, mem.max_concurrency_per_replica // layout.dp)
+            # Twice the mean running sequences (bursts), as a power of two, within the KV cache and the cap.
+            seqs = min(MAX_NUM_SEQS_CAP, kv_per_rank, max(32, _pow2_at_least(2.0 * per_rank)))
+            layout = layout.with_(max_num_seqs=int(seqs))
+        r = layout.replicas_per_node
+        per_node = rate * r
+        gpus_used = layout.gpus_per_node_used
+        out_tok_gpu = per_node * workload.output_tokens / gpus_used if gpus_used else 0.0
+        breakdown = {k: float(v[i]) for k, v in parts.items()}
+        bottleneck = _bottleneck(breakdown)
+        cl = None
+        if closed is not None:
+            cl = ClosedLoop(
+                concurrency=concurrency,
+                total_tokens_per_s_per_node=float(closed.rate_rps[i]) * ctx.context_tokens * r,
+                output_tokens_per_s_per_node=float(closed.output_tokens_per_s[i]) * r,
+                ttft_mean_ms=float(closed.ttft_mean_s[i]) * 1e3,
+                tpot_mean_ms=float(closed.tpot_mean_s[i]) * 1e3,
+                ttft_p90_ms=float(closed.ttft_p90_s[i]) * 1e3,
+                tpot_p90_ms=float(closed.tpot_p90_s[i]) * 1e3,
+            )
+        reason = _reason(layout, mem, arch, model.input_tokens[i], rate, point, limit, bottleneck, breakdown, slo)
+        if rate <= 0:
+            limit = "slo"
+        low = per_node * min(1.0, ctx.band.low)
+        out[slot] = Candidate(
+            layout=layout,
+            fits=True,
+            memory=mem,
+            gpus_per_node=gpus_used,
+            goodput_rps_per_replica=rate,
+            goodput_rps_per_node=per_node,
+            output_tokens_per_s_per_gpu=out_tok_gpu,
+            running_per_replica=point.running if point.stable else 0.0,
+            step_ms=point.step_s * 1e3 if point.stable else None,
+            ttft_p90_ms=point.ttft_p90_s * 1e3 if point.stable else None,
+            tpot_p90_ms=point.tpot_p90_s * 1e3 if point.stable else None,
+            # Until the layout is measured, a pool is sized on the conservative end of the band.
+            nodes_needed=nodes_for_peak(workload.peak_rps, low),
+            usd_per_hour=ctx.price,
+            usd_per_million_output_tokens=usd_per_million_output_tokens(ctx.price, per_node, workload.output_tokens),
+            limit=limit,
+            bottleneck=bottleneck,
+            reason=reason,
+            closed_loop=cl,
+            band=ctx.band,
         )
-    reason = _reason(layout, mem, model, rate, point, limit, bottleneck, slo)
-    if rate <= 0:
-        limit = "slo"
-    return Candidate(
-        layout=layout,
-        fits=True,
-        memory=mem,
-        gpus_per_node=gpus_used,
-        goodput_rps_per_replica=rate,
-        goodput_rps_per_node=per_node,
-        output_tokens_per_s_per_gpu=out_tok_gpu,
-        running_per_replica=running,
-        step_ms=point.step_s * 1e3 if point.stable else None,
-        ttft_p90_ms=point.ttft_p90_s * 1e3 if point.stable else None,
-        tpot_p90_ms=point.tpot_p90_s * 1e3 if point.stable else None,
-        nodes_needed=nodes,
-        usd_per_hour=ctx.price,
-        usd_per_million_output_tokens=usd_per_m,
-        limit=limit,
-        bottleneck=bottleneck,
-        reason=reason,
-        closed_loop=closed,
-    )
+    return out  # type: ignore[return-value]
 
 
 def predict_closed_loop(
@@ -330,7 +355,7 @@ def predict_closed_loop(
     efficiency: EfficiencyTable | None = None,
 ) -> ClosedLoop | None:
     """Closed-loop prediction for one explicit layout at `concurrency` clients per node, split evenly
-    over its replicas (what `infra layout --concurrency` and the calibration use). None if it cannot run."""
+    over its replicas (what `infra layout --concurrency` uses). None if it cannot run."""
     table = efficiency if efficiency is not None else load_efficiency()
     eff = table.for_family(gpu.accelerator.family)
     context = workload.input_tokens + workload.output_tokens
@@ -340,10 +365,10 @@ def predict_closed_loop(
     mem = memory_per_gpu(arch, gpu, lay, context)
     if not mem.fits:
         return None
-    model = ReplicaModel(arch, gpu, lay, workload, eff)
+    model = Scenarios([Scenario(arch, gpu.accelerator, gpu.gpus, lay, workload, eff)])
     r = layout.replicas_per_node
     n_max = float(min(mem.max_concurrency_per_replica, layout.max_num_seqs * layout.dp))
-    cl = model.closed_loop(concurrency / r, n_max)
+    cl = model.closed_loop(concurrency / r, n_max).at(0)
     return ClosedLoop(
         concurrency=concurrency,
         total_tokens_per_s_per_node=cl.rate_rps * context * r,
@@ -359,29 +384,29 @@ def _kv_normalised(layout: Layout) -> Layout:
     return layout.with_(kv_cache_dtype="fp8") if layout.kv_cache_dtype.startswith("fp8") else layout
 
 
-def _reason(layout, mem, model, rate, point: LoadPoint, limit, bottleneck, slo) -> str:
+def _reason(layout, mem, arch, input_tokens, rate, point: LoadPoint, limit, bottleneck, b: dict, slo) -> str:
     g = layout.gpus_per_replica
     head = (
         f"{layout.name}: {layout.replicas_per_node} replica(s) of {g} GPU(s); per GPU {mem.weights_gb:.1f} GB weights "
         f"and {mem.kv_cache_gb:.1f} GB KV cache ({mem.kv_bytes_per_token_per_gpu / 1024:.0f} KiB/token"
-        f"{', KV heads replicated across TP ranks' if model.arch.attention == 'gqa' and layout.tp > model.arch.num_kv_heads else ''}"
-        f"{', MLA latent on every TP rank' if model.arch.attention == 'mla' and layout.tp > 1 else ''}), room for "
+        f"{', KV heads replicated across TP ranks' if arch.attention == 'gqa' and layout.tp > arch.num_kv_heads else ''}"
+        f"{', MLA latent on every TP rank' if arch.attention == 'mla' and layout.tp > 1 else ''}), room for "
         f"{mem.max_concurrency_per_replica} sequences of {mem.context_tokens} tokens per replica."
     )
     if rate <= 0:
-        return head + " " + _miss_text(model, point, limit, bottleneck, slo)
-    b = model.breakdown(max(1.0, point.running))
-    prefill_ms = max(0.0, point.step_s - b.total_s) * 1e3
+        return head + " " + _miss_text(int(input_tokens), point, limit, bottleneck, slo)
+    total = b["overhead"] + b["weights"] + b["kv"] + b["comm"]
+    prefill_ms = max(0.0, point.step_s - total) * 1e3
     return head + (
         f" At {rate * layout.replicas_per_node:.2f} req/s per node ({point.running:.0f} running per replica) a step "
         f"takes {point.step_s * 1e3:.1f} ms: decode mostly {_BOTTLENECK_TEXT[bottleneck]} "
-        f"(overhead {1e3 * (b.overhead_s + b.floor_s):.1f}, weights {1e3 * b.weights_s:.1f}, KV {1e3 * b.kv_s:.1f}, "
-        f"compute {1e3 * b.compute_s:.1f}, collectives {1e3 * b.comm_s:.1f} ms) plus {prefill_ms:.1f} ms of "
+        f"(overhead {1e3 * b['overhead']:.1f}, weights {1e3 * b['weights']:.1f}, KV {1e3 * b['kv']:.1f}, "
+        f"compute {1e3 * b['compute']:.1f}, collectives {1e3 * b['comm']:.1f} ms) plus {prefill_ms:.1f} ms of "
         f"interleaved prompt chunks; {_LIMIT_TEXT.get(limit, limit)}."
     )
 
 
-def _miss_text(model: ReplicaModel, point: LoadPoint, limit: str, bottleneck: str, slo: Slo) -> str:
+def _miss_text(input_tokens: int, point: LoadPoint, limit: str, bottleneck: str, slo: Slo) -> str:
     """Which objective the lowest load already breaks, with the figures from that same load point:
     a TTFT miss blamed on TPOT sends the user to relax the wrong objective."""
     if not point.stable:
@@ -391,7 +416,7 @@ def _miss_text(model: ReplicaModel, point: LoadPoint, limit: str, bottleneck: st
     if ttft > slo.ttft_p90_ms:
         missed.append(
             f"p90 TTFT about {ttft:.0f} ms vs {slo.ttft_p90_ms:g} ms (queueing plus prefill of a "
-            f"{model.input_tokens}-token prompt)"
+            f"{input_tokens}-token prompt)"
         )
     else:
         kept.append(f"p90 TTFT {ttft:.0f} ms is within {slo.ttft_p90_ms:g} ms")
@@ -480,7 +505,7 @@ def evaluate_layout(
     search's winner that `plan_model` adds for explicit layouts would dominate its cost.
     """
     ctx = _Context(arch, gpu, workload, slo, usd_per_hour, efficiency)
-    return _evaluate(ctx, layout, tune_max_num_seqs=False, concurrency=concurrency)
+    return _evaluate_many(ctx, [layout], tune_max_num_seqs=False, concurrency=concurrency)[0]
 
 
 def plan_model(
@@ -535,31 +560,31 @@ def plan_model(
         and (replicas_per_node is None or s_r == replicas_per_node)
     ]
 
-    def evaluate(shape, tokens: int) -> Candidate:
-        s_tp, s_ep, s_dp, s_r = shape
-        lay = Layout(
-            tp=s_tp,
-            ep=s_ep,
-            dp=s_dp,
-            replicas_per_node=s_r,
-            max_num_batched_tokens=tokens,
-            kv_cache_dtype=kv_dtype,
-        )
-        return _evaluate(ctx, lay, tune_max_num_seqs=True, concurrency=concurrency)
+    def layouts(shape_list, tokens: int) -> list[Layout]:
+        return [
+            Layout(tp=s_tp, ep=s_ep, dp=s_dp, replicas_per_node=s_r, max_num_batched_tokens=tokens, kv_cache_dtype=kv_dtype)
+            for s_tp, s_ep, s_dp, s_r in shape_list
+        ]
 
     # Every shape at the middle token budget; the other budgets only for the leading shapes (a
     # budget moves TTFT and activation memory, rarely the order of shapes).
-    first = {shape: evaluate(shape, BATCHED_TOKEN_OPTIONS[1]) for shape in shapes}
-    leading = sorted(shapes, key=lambda sh: _rank_key(first[sh]))[:REFINE_SHAPES]
+    first = dict(zip(shapes, _evaluate_many(ctx, layouts(shapes, BATCHED_TOKEN_OPTIONS[1]), tune_max_num_seqs=True,
+                                            concurrency=concurrency), strict=True))
+    leading = [sh for sh in sorted(shapes, key=lambda sh: _rank_key(first[sh]))[:REFINE_SHAPES] if first[sh].fits]
+    others = [t for t in BATCHED_TOKEN_OPTIONS if t != BATCHED_TOKEN_OPTIONS[1]]
+    refined = {
+        tokens: dict(zip(leading, _evaluate_many(ctx, layouts(leading, tokens), tune_max_num_seqs=True,
+                                                 concurrency=concurrency), strict=True))
+        for tokens in others
+    }
     candidates: list[Candidate] = []
     for shape in shapes:
         best = first[shape]
-        if shape in leading and best.fits:
-            for tokens in BATCHED_TOKEN_OPTIONS:
-                if tokens != BATCHED_TOKEN_OPTIONS[1]:
-                    cand = evaluate(shape, tokens)
-                    if _better(cand, best, prefer_smaller=tokens < best.layout.max_num_batched_tokens):
-                        best = cand
+        if shape in leading:
+            for tokens in others:
+                cand = refined[tokens][shape]
+                if _better(cand, best, prefer_smaller=tokens < best.layout.max_num_batched_tokens):
+                    best = cand
         candidates.append(best)
     if not candidates:
         raise_no_shape(arch, gpu, tp, ep, dp, replicas_per_node)

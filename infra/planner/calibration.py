@@ -1,0 +1,177 @@
+"""Calibrate the planner on published measurements and measure its error honestly.
+
+1. Fit the factors to every current measurement (`infra.planner.fit`).
+2. Leave one source out: for each independent source, fit without it and predict its rows. The
+   spread of measured ÷ predicted over those rows is the planner's error on data it has not seen:
+   the headline figure (benchmarks/README.md, docs/planner.md) and the uncertainty band every
+   prediction carries (per GPU family × model class; `Band`).
+
+Rows measured on engine builds from before mid-2025 (early DeepSeek-R1 MLA/MoE kernels) describe
+software nobody should deploy: they are reported, not fitted. Everything here is pure and
+deterministic; `benchmarks/calibrate.py` runs it and writes the results.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from infra.planner.efficiency import Band, EfficiencyTable, table_from_json
+from infra.planner.evidence import Observation, Prepared, predict_prepared, prepare
+from infra.planner.fit import FitSpec, factors_for, fit_table, subset
+
+CURRENT_SINCE = "2025-06"  # engine builds measured before this month are reported, not fitted
+BAND_QUANTILES = (0.10, 0.90)
+MIN_BAND_ROWS = 8  # a family × class with fewer held-out rows takes its class's band across families
+
+
+def is_current(o: Observation) -> bool:
+    return not o.date or o.date[:7] >= CURRENT_SINCE
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The fitted table (with its bands), the table of each leave-one-source-out fold, and the
+    fitted and held-out predictions of every observation's output tokens/s."""
+
+    observations: tuple[Observation, ...]
+    table: EfficiencyTable
+    folds: dict[str, EfficiencyTable]
+    fitted: np.ndarray  # predicted output tok/s with the full fit
+    held_out: np.ndarray  # predicted with the fold that left the row's source out (NaN: not evaluated)
+
+    @property
+    def measured(self) -> np.ndarray:
+        return np.asarray([o.output_tok_s or np.nan for o in self.observations], dtype=float)
+
+
+def calibrate(
+    observations: Sequence[Observation],
+    start: EfficiencyTable,
+    spec: FitSpec = FitSpec(),
+    fold_spec: FitSpec | None = None,
+    *,
+    fitted_by: str = "",
+    fitted_at: str = "",
+    progress: Callable[[str], None] | None = None,
+) -> Calibration:
+    """Fit on every current observation, then once per source without it (warm-started)."""
+    obs = tuple(observations)
+    prep = prepare(obs, start)
+    current = np.asarray([is_current(o) for o in obs])
+    full = fit_table(subset(prep, current), start, spec, fitted_by=fitted_by, fitted_at=fitted_at).table
+    fold_spec = fold_spec or replace(spec, max_nfev=max(10, spec.max_nfev // 2))
+    folds: dict[str, EfficiencyTable] = {}
+    for source in sorted({o.source for o, c in zip(obs, current, strict=True) if c}):
+        train = current & np.asarray([o.source != source for o in obs])
+        folds[source] = fit_table(subset(prep, train), full, fold_spec).table
+        if progress:
+            progress(source)
+    held_out = held_out_predictions(prep, folds)
+    fitted = predict_prepared(prep, factors_for(prep, full)).output_tok_s
+    cal = Calibration(obs, full, folds, fitted, held_out)
+    return replace(cal, table=replace(full, uncertainty=bands(cal)))
+
+
+def held_out_predictions(prep: Prepared, folds: dict[str, EfficiencyTable]) -> np.ndarray:
+    """Each row predicted by the fold that did not see its source (NaN for sources without a fold)."""
+    out = np.full(len(prep.observations), np.nan)
+    for source, table in folds.items():
+        mask = np.asarray([o.source == source for o in prep.observations])
+        if mask.any():
+            sub = subset(prep, mask)
+            out[mask] = predict_prepared(sub, factors_for(sub, table)).output_tok_s
+    return out
+
+
+def bands(cal: Calibration) -> dict[str, Band]:
+    """Measured ÷ predicted (held out) per GPU family × model class, and per class overall."""
+    ratio = cal.measured / cal.held_out
+    groups: dict[str, list[tuple[float, str]]] = {}
+    for o, r in zip(cal.observations, ratio, strict=True):
+        if not (np.isfinite(r) and is_current(o)):
+            continue
+        groups.setdefault(f"{o.family}/{o.model_class}", []).append((float(r), o.source))
+        groups.setdefault(f"all/{o.model_class}", []).append((float(r), o.source))
+    out = {}
+    for key, values in sorted(groups.items()):
+        if len(values) < MIN_BAND_ROWS and not key.startswith("all/"):
+            continue
+        rs = np.asarray([v for v, _ in values])
+        lo, hi = np.quantile(rs, BAND_QUANTILES)
+        out[key] = Band(float(lo), float(hi), len(rs), len({s for _, s in values}))
+    return out
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+@dataclass(frozen=True)
+class ErrorSummary:
+    """Median absolute percentage error of predicted output tokens/s, and the median prediction
+    over measurement, for one group of rows."""
+
+    name: str
+    rows: int
+    sources: int
+    median_ape: float
+    median_ratio: float  # predicted ÷ measured
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "rows": self.rows,
+            "sources": self.sources,
+            "median_ape": round(self.median_ape, 4),
+            "median_predicted_over_measured": round(self.median_ratio, 4),
+        }
+
+
+def summarise(name: str, observations: Sequence[Observation], predicted, measured, mask) -> ErrorSummary | None:
+    rows = [
+        (float(p), float(m), o.source)
+        for o, p, m, keep in zip(observations, predicted, measured, mask, strict=True)
+        if keep and np.isfinite(p) and np.isfinite(m) and m > 0
+    ]
+    if not rows:
+        return None
+    return ErrorSummary(
+        name,
+        len(rows),
+        len({s for _, _, s in rows}),
+        statistics.median(abs(p / m - 1) for p, m, _ in rows),
+        statistics.median(p / m for p, m, _ in rows),
+    )
+
+
+def headline(cal: Calibration, *, held_out: bool = True) -> dict[str, ErrorSummary]:
+    """The figures the docs lead with: all current rows, ROCm MoE rows, and per source and per
+    GPU family × model class × engine."""
+    obs = cal.observations
+    pred = cal.held_out if held_out else cal.fitted
+    meas = cal.measured
+    current = np.asarray([is_current(o) for o in obs])
+    groups: dict[str, np.ndarray] = {
+        "all": current,
+        "rocm-moe": current & np.asarray([o.rocm_moe for o in obs]),
+        "vllm": current & np.asarray([o.engine == "vllm" for o in obs]),
+    }
+    for source in sorted({o.source for o in obs}):
+        groups[f"source:{source}"] = current & np.asarray([o.source == source for o in obs])
+    for key in sorted({(o.family, o.model_class, o.engine) for o in obs}):
+        groups["group:" + "/".join(key)] = current & np.asarray([(o.family, o.model_class, o.engine) == key for o in obs])
+    if not held_out:
+        groups["early-software"] = ~current
+    out = {}
+    for name, mask in groups.items():
+        s = summarise(name, obs, pred, meas, mask)
+        if s is not None:
+            out[name] = s
+    return out
+
+
+def folds_from_json(doc: dict) -> dict[str, EfficiencyTable]:
+    return {source: table_from_json(t, f"folds.{source}") for source, t in sorted(doc.items())}
