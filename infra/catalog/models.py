@@ -39,7 +39,9 @@ class ModelArch:
 
     Dense models have num_experts == 0. MoE layers hold `num_experts` routed experts of
     `moe_intermediate_size` each (SwiGLU: 3 matrices) plus `num_shared_experts` always-on experts;
-    the first `first_k_dense_layers` layers use a dense MLP of `intermediate_size` instead.
+    the first `first_k_dense_layers` layers use a dense MLP of `intermediate_size` instead, and of
+    the layers after them every `moe_layer_step`-th is MoE (the last of each group, as Llama 4's
+    `interleave_moe_layer_step` and Qwen2-MoE's `decoder_sparse_step` count), the others dense.
     Attention is "gqa" (K and V heads of `head_dim`) or "mla" (DeepSeek's compressed latent of
     `kv_lora_rank` + `qk_rope_head_dim` per token and layer).
     """
@@ -60,6 +62,7 @@ class ModelArch:
     num_shared_experts: int = 0
     shared_expert_intermediate_size: int = 0
     first_k_dense_layers: int = 0
+    moe_layer_step: int = 1  # after first_k_dense_layers, every Nth layer is MoE (1: all of them)
     attention: str = "gqa"  # "gqa" | "mla"
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
@@ -77,7 +80,9 @@ class ModelArch:
 
     @property
     def num_moe_layers(self) -> int:
-        return self.num_layers - self.first_k_dense_layers if self.is_moe else 0
+        if not self.is_moe:
+            return 0
+        return (self.num_layers - self.first_k_dense_layers) // max(1, self.moe_layer_step)
 
     @property
     def num_dense_mlp_layers(self) -> int:
@@ -289,6 +294,10 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(_qwen3_dense("Qwen/Qwen3-32B", 64, 5120, 64, 8, 25600), (rf"qwen3-32b{_N}",)),
     CatalogEntry(_qwen3_dense("Qwen/Qwen3-8B", 36, 4096, 32, 8, 12288), (rf"qwen3-8b{_N}",)),
+    # Qwen/Qwen3-14B's config.json as vendored in
+    #   inference-sim/inference-sim@f90a1e3a6787da17c2cd463dab6fb2660b1b1760 model_configs/qwen3-14b/config.json
+    # (14.8 B total / 13.2 B without embeddings on the model card).
+    CatalogEntry(_qwen3_dense("Qwen/Qwen3-14B", 40, 5120, 40, 8, 17408), (rf"qwen3-14b{_N}",)),
     CatalogEntry(
         ModelArch("meta-llama/Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, 131072),
         (rf"llama-3\.1-8b{_N}", rf"llama-3-8b{_N}", rf"llama3\.1-8b{_N}"),
@@ -304,6 +313,60 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry(
         ModelArch("meta-llama/Llama-2-70b-hf", 80, 8192, 64, 8, 128, 28672, 32000, 4096),
         (rf"llama-2-70b{_N}", rf"llama2-70b{_N}"),
+    ),
+    # Llama 4 (text part of Llama4ForConditionalGeneration): every MoE layer has one always-on shared
+    # expert plus top-1 of the routed experts, all `intermediate_size` (8192) wide; dense layers use
+    # `intermediate_size_mlp` (16384). Chunked local attention (8192-token chunks on the RoPE layers)
+    # and the NoPE layers are not modelled: every layer is counted as keeping full-context KV, which
+    # overstates long-context KV, never understates it. FP8 checkpoints (RedHatAI -FP8-dynamic) keep
+    # attention in BF16; counting it at 1 byte understates weights by ~3 GB.
+    # text_config of
+    #   ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce
+    #   aic-core/src/aiconfigurator_core/model_configs/meta-llama--Llama-4-Scout-17B-16E-Instruct_config.json
+    # and the same figures in
+    #   inference-sim/inference-sim@f90a1e3a6787da17c2cd463dab6fb2660b1b1760
+    #   model_configs/llama-4-scout-17b-16e-instruct-fp8-dynamic/config.json (RedHatAI's FP8 twin).
+    # The Instruct config's context (10485760) stands for the family; the base checkpoint says less.
+    CatalogEntry(
+        ModelArch(
+            "meta-llama/Llama-4-Scout-17B-16E",
+            48,
+            5120,
+            40,
+            8,
+            128,
+            16384,
+            202048,
+            10485760,
+            num_experts=16,
+            num_experts_per_tok=1,
+            moe_intermediate_size=8192,
+            num_shared_experts=1,
+        ),
+        (r"llama-4-scout",),
+    ),
+    # text_config of
+    #   ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce
+    #   aic-core/src/aiconfigurator_core/model_configs/meta-llama--Llama-4-Maverick-17B-128E-Instruct_config.json:
+    # interleave_moe_layer_step 2, so layers 1, 3, ..., 47 are MoE and the other 24 dense.
+    CatalogEntry(
+        ModelArch(
+            "meta-llama/Llama-4-Maverick-17B-128E",
+            48,
+            5120,
+            40,
+            8,
+            128,
+            16384,
+            202048,
+            1048576,
+            num_experts=128,
+            num_experts_per_tok=1,
+            moe_intermediate_size=8192,
+            num_shared_experts=1,
+            moe_layer_step=2,
+        ),
+        (r"llama-4-maverick",),
     ),
     CatalogEntry(
         ModelArch(
@@ -329,9 +392,46 @@ CATALOG: tuple[CatalogEntry, ...] = (
             qk_nope_head_dim=128,
             v_head_dim=128,
         ),
+        # DeepSeek-V3.1 has this shape too (the same fields; only its FP8 scale format, ue8m0, differs):
+        #   ai-dynamo/aiconfigurator@39033e8cd1f8aa03770a7820bce974ea9238eff9
+        #   src/aiconfigurator/model_configs/deepseek-ai--DeepSeek-V3.1_config.json
         (r"deepseek-v3", r"deepseek-r1"),
         # Distills are Qwen/Llama models; V3.2 adds sparse attention this model does not describe.
         exclude=(r"distill", r"v3\.2"),
+    ),
+    # Kimi K2: the DeepSeek-V3 architecture (model_type kimi_k2) with 384 routed experts, 64 heads,
+    # one dense layer and block-FP8 weights:
+    #   ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce
+    #   aic-core/src/aiconfigurator_core/model_configs/moonshotai--Kimi-K2-Instruct_config.json
+    # K2.5 and later (multimodal) are other configs. Kimi-K2-Thinking has this shape (262144 context)
+    # but the copy of its config read here carries no quantization block, so its weight format is
+    # unconfirmed: it is not matched (give its config.json with hf_config).
+    CatalogEntry(
+        ModelArch(
+            "moonshotai/Kimi-K2-Instruct",
+            61,
+            7168,
+            64,
+            64,
+            128,
+            18432,
+            163840,
+            131072,
+            "fp8",
+            num_experts=384,
+            num_experts_per_tok=8,
+            moe_intermediate_size=2048,
+            num_shared_experts=1,
+            first_k_dense_layers=1,
+            attention="mla",
+            q_lora_rank=1536,
+            kv_lora_rank=512,
+            qk_rope_head_dim=64,
+            qk_nope_head_dim=128,
+            v_head_dim=128,
+        ),
+        (r"kimi-k2(?![.0-9])",),
+        exclude=(r"thinking",),
     ),
     CatalogEntry(
         ModelArch(
@@ -352,6 +452,79 @@ CATALOG: tuple[CatalogEntry, ...] = (
             sliding_window_layers=18,
         ),
         (rf"gpt-oss-120b{_N}",),
+    ),
+    # 24 layers alternating 128-token sliding and full attention, 32 MXFP4 experts (top-4):
+    #   ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce
+    #   aic-core/src/aiconfigurator_core/model_configs/openai--gpt-oss-20b_config.json
+    CatalogEntry(
+        ModelArch(
+            "openai/gpt-oss-20b",
+            24,
+            2880,
+            64,
+            8,
+            64,
+            2880,
+            201088,
+            131072,
+            "mxfp4",
+            num_experts=32,
+            num_experts_per_tok=4,
+            moe_intermediate_size=2880,
+            sliding_window=128,
+            sliding_window_layers=12,
+        ),
+        (rf"gpt-oss-20b{_N}",),
+    ),
+    # GLM-4.5-Air (Glm4MoeForCausalLM): 46 layers, the first dense, 128 experts + 1 shared. The
+    # store holds zai-org's own config page without readable contents; these figures are from
+    # https://huggingface.co/PrimeIntellect/INTELLECT-3-Base/blob/main/config.json, a continued
+    # pre-training of GLM-4.5-Air-Base that republishes its architecture fields unchanged (46 layers
+    # are what llama.cpp's glm4-moe loader calls "GLM-4.5-Air, 106B-A12B"). The MTP layer
+    # (num_nextn_predict_layers 1) is not in num_hidden_layers and not counted here.
+    CatalogEntry(
+        ModelArch(
+            "zai-org/GLM-4.5-Air",
+            46,
+            4096,
+            96,
+            8,
+            128,
+            10944,
+            151552,
+            131072,
+            num_experts=128,
+            num_experts_per_tok=8,
+            moe_intermediate_size=1408,
+            num_shared_experts=1,
+            first_k_dense_layers=1,
+        ),
+        (r"glm-4\.5-air",),
+    ),
+    # GLM-4.6: 92 layers, the first three dense, 160 experts + 1 shared, 200k context. From
+    # https://huggingface.co/RedHatAI/GLM-4.6-NVFP4/blob/main/config.json and
+    # https://huggingface.co/inference-optimization/GLM-4.6-FP8-dynamic/blob/main/config.json
+    # (re-quantisations of zai-org/GLM-4.6 with its architecture fields unchanged; zai-org/GLM-4.7's
+    # config has the same shape). GLM-4.5 is this shape with a 128k context per its card, but no
+    # config.json of it was read, so it is not matched; GLM-4.6V (vision) is a different model.
+    CatalogEntry(
+        ModelArch(
+            "zai-org/GLM-4.6",
+            92,
+            5120,
+            96,
+            8,
+            128,
+            12288,
+            151552,
+            202752,
+            num_experts=160,
+            num_experts_per_tok=8,
+            moe_intermediate_size=1536,
+            num_shared_experts=1,
+            first_k_dense_layers=3,
+        ),
+        (r"glm-4\.6(?![0-9v])",),
     ),
     CatalogEntry(
         ModelArch(
@@ -455,7 +628,9 @@ def arch_from_hf_config(config: dict, model_id: str) -> ModelArch:
         num_attention_heads=heads,
         num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
         head_dim=int(cfg.get("head_dim") or hidden // heads),
-        intermediate_size=int(cfg.get("intermediate_size") or 4 * hidden),
+        # Llama 4 names its dense-layer width `intermediate_size_mlp`; its `intermediate_size` is the
+        # expert width (read below as the MoE width when there is no `moe_intermediate_size`).
+        intermediate_size=int(cfg.get("intermediate_size_mlp") or cfg.get("intermediate_size") or 4 * hidden),
         vocab_size=vocab,
         max_context=int(cfg.get("max_position_embeddings") or 4096),
         weight_dtype=_quant_dtype(cfg.get("quantization_config"), torch_dtype),
@@ -469,6 +644,9 @@ def arch_from_hf_config(config: dict, model_id: str) -> ModelArch:
         num_shared_experts=_shared_experts(cfg) if experts else 0,
         shared_expert_intermediate_size=int(cfg.get("shared_expert_intermediate_size") or 0),
         first_k_dense_layers=int(cfg.get("first_k_dense_replace") or 0) if experts else 0,
+        moe_layer_step=max(
+            1, int(cfg.get("interleave_moe_layer_step") or cfg.get("decoder_sparse_step") or 1)
+        ),
         attention="mla" if kv_lora else "gqa",
         q_lora_rank=int(cfg.get("q_lora_rank") or 0),
         kv_lora_rank=kv_lora,
@@ -484,9 +662,13 @@ def arch_from_hf_config(config: dict, model_id: str) -> ModelArch:
 def _shared_experts(cfg: dict) -> int:
     """Always-on experts per MoE layer. DeepSeek-style configs count them (`n_shared_experts`, each
     `moe_intermediate_size` wide); Qwen2-MoE-style configs have no count but one shared expert of
-    `shared_expert_intermediate_size` (Qwen2-57B-A14B: 20480 wide, ~6 B of its 14 B active)."""
+    `shared_expert_intermediate_size` (Qwen2-57B-A14B: 20480 wide, ~6 B of its 14 B active).
+    Llama 4 configs say nothing, but every Llama 4 MoE layer has one shared expert as wide as a
+    routed one (transformers `Llama4TextMoe.shared_expert`)."""
     count = int(cfg.get("n_shared_experts") or 0)
     if count == 0 and int(cfg.get("shared_expert_intermediate_size") or 0) > 0:
+        return 1
+    if count == 0 and str(cfg.get("model_type") or "").startswith("llama4"):
         return 1
     return count
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -28,6 +29,23 @@ from infra.errors import UserError
         ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3", "fp8"),
         ("openai/gpt-oss-120b", "openai/gpt-oss-120b", "mxfp4"),
         ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mistralai/Mixtral-8x7B-v0.1", "bf16"),
+        ("deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3", "fp8"),
+        ("Qwen/Qwen3-14B", "Qwen/Qwen3-14B", "bf16"),
+        ("Qwen/Qwen3-14B-FP8", "Qwen/Qwen3-14B", "fp8"),
+        ("meta-llama/Llama-4-Scout-17B-16E", "meta-llama/Llama-4-Scout-17B-16E", "bf16"),
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "meta-llama/Llama-4-Scout-17B-16E", "bf16"),
+        ("RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "meta-llama/Llama-4-Scout-17B-16E", "fp8"),
+        ("meta-llama/Llama-4-Maverick-17B-128E", "meta-llama/Llama-4-Maverick-17B-128E", "bf16"),
+        ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "meta-llama/Llama-4-Maverick-17B-128E", "bf16"),
+        ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "meta-llama/Llama-4-Maverick-17B-128E", "fp8"),
+        ("zai-org/GLM-4.5-Air", "zai-org/GLM-4.5-Air", "bf16"),
+        ("zai-org/GLM-4.5-Air-FP8", "zai-org/GLM-4.5-Air", "fp8"),
+        ("zai-org/GLM-4.6", "zai-org/GLM-4.6", "bf16"),
+        ("zai-org/GLM-4.6-FP8", "zai-org/GLM-4.6", "fp8"),
+        ("openai/gpt-oss-20b", "openai/gpt-oss-20b", "mxfp4"),
+        ("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Instruct", "fp8"),
+        ("moonshotai/Kimi-K2-Base", "moonshotai/Kimi-K2-Instruct", "fp8"),
+        ("moonshotai/Kimi-K2-Instruct-0905", "moonshotai/Kimi-K2-Instruct", "fp8"),
     ],
 )
 def test_hugging_face_ids_resolve_to_their_family_and_dtype(source, catalog_id, dtype):
@@ -50,6 +68,15 @@ def test_hugging_face_ids_resolve_to_their_family_and_dtype(source, catalog_id, 
         "deepseek-ai/DeepSeek-V3.2-Exp",
         "Qwen/Qwen3-80B",
         "acme/unknown-7b",
+        # other architectures that share a name prefix with a catalog family
+        "moonshotai/Kimi-K2.5",
+        "moonshotai/Kimi-K2-Thinking",
+        "zai-org/GLM-4.5",
+        "zai-org/GLM-4.5V",
+        "zai-org/GLM-4.6V",
+        "zai-org/GLM-4.6V-Flash",
+        "zai-org/GLM-4.7-Flash",
+        "meta-llama/Llama-4-Behemoth",
     ],
 )
 def test_ids_outside_the_catalog_are_none(source):
@@ -60,6 +87,13 @@ def test_sizes_do_not_bleed_into_each_other():
     assert resolve_model("meta-llama/Llama-3.1-8B").hidden_size == 4096
     assert resolve_model("meta-llama/Llama-3.1-70B").hidden_size == 8192
     assert resolve_model("Qwen/Qwen3-8B").num_layers == 36
+    assert resolve_model("Qwen/Qwen3-14B").num_layers == 40
+    assert resolve_model("meta-llama/Llama-4-Scout-17B-16E-Instruct").num_experts == 16
+    assert resolve_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct").num_experts == 128
+    assert resolve_model("zai-org/GLM-4.5-Air").num_layers == 46
+    assert resolve_model("zai-org/GLM-4.6").num_layers == 92
+    assert resolve_model("openai/gpt-oss-20b").num_layers == 24
+    assert resolve_model("openai/gpt-oss-120b").num_layers == 36
 
 
 def test_long_context_variants_get_their_context():
@@ -87,6 +121,70 @@ def test_parameter_counts_match_the_model_cards(source, total_b, active_b):
     assert arch.params_active_b == pytest.approx(active_b, rel=0.02)
 
 
+@pytest.mark.parametrize(
+    ("source", "total_b", "active_b", "active_excludes"),
+    [
+        # Model cards count "active" differently; `active_excludes` says what each one leaves out.
+        # Llama 4 cards: Scout 109B / 17B and Maverick 400B / 17B for the whole multimodal model (the
+        # ~0.9 B vision tower is not described here, hence the text-only total sits ~1 % low).
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", 109.0, 17.0, "nothing"),
+        ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", 400.0, 17.0, "nothing"),
+        # GLM cards: GLM-4.5-Air 106B / 12B, GLM-4.6 355B / 32B, active without embedding and LM head.
+        ("zai-org/GLM-4.5-Air", 106.0, 12.0, "embeddings"),
+        ("zai-org/GLM-4.6", 355.0, 32.0, "embeddings"),
+        # gpt-oss card: 20.9B total / 3.6B active, the input embedding not counted as active.
+        ("openai/gpt-oss-20b", 20.9, 3.6, "input embedding"),
+        # Qwen3-14B card: 14.8B, 13.2B of them outside the embeddings.
+        ("Qwen/Qwen3-14B", 14.8, 14.8, "nothing"),
+        # Kimi K2 card: 1T total / 32B activated.
+        ("moonshotai/Kimi-K2-Instruct", 1000.0, 32.0, "nothing"),
+    ],
+)
+def test_new_families_match_their_model_cards(source, total_b, active_b, active_excludes):
+    arch = resolve_model(source)
+    not_active = {
+        "nothing": 0,
+        "input embedding": arch.vocab_size * arch.hidden_size,
+        "embeddings": arch.embedding_params,
+    }[active_excludes]
+    assert arch.params_total / 1e9 == pytest.approx(total_b, rel=0.03)
+    assert (arch.params_active - not_active) / 1e9 == pytest.approx(active_b, rel=0.03)
+
+
+def test_qwen3_14b_non_embedding_parameters_match_the_card():
+    arch = resolve_model("Qwen/Qwen3-14B")
+    assert (arch.params_total - arch.embedding_params) / 1e9 == pytest.approx(13.2, rel=0.01)
+
+
+def test_interleaved_moe_layers_count_only_every_nth_layer():
+    """Maverick's interleave_moe_layer_step 2: 24 MoE layers of 128 experts + 1 shared expert (8192
+    wide), 24 dense layers of a 16384-wide MLP. Scout has experts on all 48 layers."""
+    maverick = resolve_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
+    assert (maverick.num_moe_layers, maverick.num_dense_mlp_layers) == (24, 24)
+    assert maverick.routed_expert_params == 24 * 128 * 3 * 5120 * 8192
+    attention = 5120 * (40 * 128) * 2 + 5120 * 2 * 8 * 128
+    dense = (
+        48 * attention
+        + 24 * 3 * 5120 * 16384  # dense MLP layers
+        + 24 * (3 * 5120 * 8192 + 5120 * 128)  # shared expert and router of each MoE layer
+    )
+    assert maverick.dense_params == dense
+    assert maverick.params_total == dense + maverick.routed_expert_params + 2 * 202048 * 5120
+    scout = resolve_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    assert (scout.num_moe_layers, scout.num_dense_mlp_layers) == (48, 0)
+    # FP8 Maverick: linear layers at 1 byte, embeddings and LM head at 2
+    fp8 = resolve_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8")
+    assert fp8.weight_bytes_total == pytest.approx(
+        (fp8.params_total - fp8.embedding_params) * 1.0 + fp8.embedding_params * 2.0
+    )
+
+
+def test_moe_layer_step_counts_after_the_leading_dense_layers():
+    arch = replace(resolve_model("zai-org/GLM-4.6"), moe_layer_step=2)
+    assert arch.num_moe_layers == (92 - 3) // 2
+    assert arch.num_dense_mlp_layers == 92 - (92 - 3) // 2
+
+
 def test_fp8_weights_keep_bf16_embeddings():
     fp8 = resolve_model("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8")
     # 232.6 B linear params at 1 byte + 2 × 151936 × 4096 embedding/LM-head params at 2 bytes
@@ -108,6 +206,21 @@ def test_kv_bytes_per_token_hand_checked():
     # MLA: (512 latent + 64 rope) per layer, the same on every TP rank
     assert deepseek.kv_bytes_per_token() == 61 * 576 * 2
     assert deepseek.kv_bytes_per_token(tp=8) == deepseek.kv_bytes_per_token()
+
+
+def test_kv_bytes_of_the_new_families_hand_checked():
+    # GQA, 8 KV heads of 128: 2 (K,V) × layers × 8 × 128 × 2 bytes
+    assert resolve_model("zai-org/GLM-4.6").kv_bytes_per_token() == 2 * 92 * 8 * 128 * 2
+    assert resolve_model("zai-org/GLM-4.5-Air").kv_bytes_per_token() == 2 * 46 * 8 * 128 * 2
+    assert resolve_model("meta-llama/Llama-4-Maverick-17B-128E").kv_bytes_per_token() == 2 * 48 * 8 * 128 * 2
+    assert resolve_model("Qwen/Qwen3-14B").kv_bytes_per_token() == 2 * 40 * 8 * 128 * 2
+    # Kimi K2: MLA latent (512 + 64) per layer, like DeepSeek-V3
+    assert resolve_model("moonshotai/Kimi-K2-Instruct").kv_bytes_per_token() == 61 * 576 * 2
+    # gpt-oss-20b: 12 full and 12 sliding (128-token) layers of 8 KV heads × 64
+    oss = resolve_model("openai/gpt-oss-20b")
+    assert oss.kv_bytes_per_token(context_tokens=8192) == pytest.approx(
+        2 * 8 * 64 * 2 * (12 + 12 * 128 / 8192)
+    )
 
 
 def test_sliding_window_layers_hold_only_their_window():
@@ -252,6 +365,44 @@ def test_hf_config_mla_and_mxfp4_and_text_config(tmp_path):
         )
     )
     assert oss.weight_dtype == "mxfp4" and oss.sliding_window_layers == 2 and oss.num_experts_per_tok == 4
+
+
+def test_hf_config_llama4_interleaved_moe_and_shared_expert(tmp_path):
+    """The text_config of meta-llama/Llama-4-Maverick-17B-128E-Instruct (the fields the planner
+    reads): `intermediate_size_mlp` is the dense width, `intermediate_size` the expert width, every
+    second layer is MoE, and each MoE layer has one shared expert the config does not mention."""
+    text_config = {
+        "model_type": "llama4_text",
+        "hidden_size": 5120,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384,
+        "interleave_moe_layer_step": 2,
+        "num_local_experts": 128,
+        "num_experts_per_tok": 1,
+        "vocab_size": 202048,
+        "max_position_embeddings": 1048576,
+        "torch_dtype": "bfloat16",
+    }
+    path = _write(
+        tmp_path, {"model_type": "llama4", "text_config": text_config, "tie_word_embeddings": False}
+    )
+    arch = load_hf_config(path, "meta-llama/Llama-4-Maverick-17B-128E-Instruct")
+    catalog = resolve_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
+    assert (arch.moe_layer_step, arch.num_shared_experts, arch.intermediate_size) == (2, 1, 16384)
+    assert arch.params_total == catalog.params_total
+    assert arch.params_active == catalog.params_active
+    scout = load_hf_config(
+        _write(
+            tmp_path,
+            {"text_config": {**text_config, "interleave_moe_layer_step": 1, "num_local_experts": 16}},
+        ),
+        "scout",
+    )
+    assert scout.params_total == resolve_model("meta-llama/Llama-4-Scout-17B-16E").params_total
 
 
 def test_source_may_be_a_config_path(tmp_path):
