@@ -63,7 +63,7 @@ def calibrate(
     prep = prepare(obs, start)
     current = np.asarray([is_current(o) for o in obs])
     full = fit_table(subset(prep, current), start, spec, fitted_by=fitted_by, fitted_at=fitted_at).table
-    fold_spec = fold_spec or replace(spec, max_nfev=max(10, spec.max_nfev // 2))
+    fold_spec = fold_spec or spec
     folds: dict[str, EfficiencyTable] = {}
     for source in sorted({o.source for o, c in zip(obs, current, strict=True) if c}):
         train = current & np.asarray([o.source != source for o in obs])

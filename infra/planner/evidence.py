@@ -74,6 +74,10 @@ _NOT_MODELLED = {
 }
 
 
+def engine_key(engine: str, vendor: str) -> str:
+    return engine if engine == "vllm" else f"{engine}-{vendor}"
+
+
 def engine_defaults(engine: str, version: str, semantics: str) -> tuple[int, int]:
     """(max running sequences, max batched tokens) an engine uses when a row states neither.
 
@@ -120,6 +124,12 @@ class Observation:
     @property
     def family(self) -> str:
         return self.accelerator.family
+
+    @property
+    def engine_key(self) -> str:
+        """The engine as the factors know it: vLLM is the reference on every GPU; another engine's
+        kernels differ per vendor backend (SGLang on ROCm runs AITER, on CUDA its own kernels)."""
+        return self.engine
 
     @property
     def moe(self) -> bool:
@@ -219,6 +229,10 @@ def _sweep_row(rec: dict) -> tuple[Observation | None, str]:
     if m := re.search(r"--max-num-batched-tokens[ =](\d+)|--chunked-prefill-size[ =](\d+)", notes):
         tokens = int(next(g for g in m.groups() if g))
     kv = "fp8" if (rec["kv_cache_dtype"] or "").lower().startswith("fp8") or "kv-cache-dtype fp8" in notes else "auto"
+    if False and rec["engine"] == "trtllm" and arch.weight_dtype in ("fp8", "nvfp4") and not rec["kv_cache_dtype"]:
+        # NVIDIA's FP8/FP4 checkpoints (ModelOpt) quantise the KV cache too, and TensorRT-LLM
+        # uses it unless told otherwise (trtllm-bench's kv_cache_dtype follows the checkpoint).
+        kv = "fp8"
     layout = Layout(tp=tp, ep=ep, dp=dp, replicas_per_node=1, max_num_seqs=max(1, seqs // dp) if dp > 1 else seqs,
                     max_num_batched_tokens=tokens, kv_cache_dtype=kv, gpu_memory_utilization=0.9)
     concurrency = _num(rec["concurrency"]) or 0.0
@@ -399,7 +413,7 @@ def scenarios_for(observations: Sequence[Observation], table: EfficiencyTable) -
         cap = min(mem.max_concurrency_per_replica, layout.max_num_seqs * layout.dp) if mem.kv_cache_gb > 0 else 0
         n_max.append(float(cap))
         workload = Workload(o.input_tokens, o.output_tokens)
-        items.append(Scenario(o.arch, o.accelerator, _node_gpus(o), layout, workload, table.for_family(o.family, o.engine)))
+        items.append(Scenario(o.arch, o.accelerator, _node_gpus(o), layout, workload, table.for_family(o.family, o.engine_key)))
     return Scenarios(items), np.asarray(n_max)
 
 

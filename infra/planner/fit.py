@@ -91,9 +91,9 @@ class _Problem:
         self.prep, self.spec = prep, spec
         obs = prep.observations
         self.families = sorted({o.family for o in obs})
-        self.engines = sorted({o.engine for o in obs if o.engine != REFERENCE_ENGINE})
+        self.engines = sorted({o.engine_key for o in obs if o.engine_key != REFERENCE_ENGINE})
         self.fam_idx = np.asarray([self.families.index(o.family) for o in obs])
-        self.eng_idx = np.asarray([self.engines.index(o.engine) if o.engine in self.engines else -1 for o in obs])
+        self.eng_idx = np.asarray([self.engines.index(o.engine_key) if o.engine_key in self.engines else -1 for o in obs])
         self.default = start.families.get("default", EfficiencyFactors())
         self.start = start
         names = list(spec.family_factors) + list(spec.global_factors)
@@ -252,5 +252,5 @@ def subset(prep: Prepared, mask: Sequence[bool] | np.ndarray) -> Prepared:
 
 def factors_for(prep: Prepared, table: EfficiencyTable) -> dict[str, np.ndarray]:
     """Per-observation factor arrays from a table (family and engine of each row)."""
-    rows = [asdict(table.for_family(o.family, o.engine)) for o in prep.observations]
+    rows = [asdict(table.for_family(o.family, o.engine_key)) for o in prep.observations]
     return {k: np.asarray([r[k] for r in rows], dtype=float) for k in rows[0]} if rows else {}
