@@ -688,3 +688,32 @@ def test_model_service_children_go_with_the_cluster_and_router_children_are_dele
     assert model_children and all(r["options"]["deletedWith"] == cluster for r in model_children)
     # A public router's Service of type LoadBalancer must be deleted so that DOKS removes the DO LB.
     assert router_children and not any(r["options"]["deletedWith"] for r in router_children)
+
+
+def test_plan_shape_problems_name_every_path_and_kind():
+    from infra.plandiff import plan_shape_problems
+
+    plan = {
+        "stack": " ", "project": None,
+        "resources": [
+            {"type": "t", "name": "n", "inputs": {}, "options": {"dependsOn": {}}, "parent": 3, "inputDependencies": []},
+            {"type": "t", "name": "n", "inputs": {}, "options": []},
+            5,
+        ],
+        "models": [3, {"name": "", "layout": {"name": 1}}],
+        "cost": [],
+    }
+    assert plan_shape_problems(plan) == [
+        ("stack", "is a blank string, expected a name"),
+        ("project", "is null, expected a name"),
+        ("resources[0].options.dependsOn", "is an object, expected a list"),
+        ("resources[0].parent", "is a number, expected a resource name or null"),
+        ("resources[0].inputDependencies", "is a list, expected an object"),
+        ("resources[1].options", "is a list, expected an object"),
+        ("resources[2]", "is a number, expected an object with type, name, inputs and options"),
+        ("models[0]", "is a number, expected an object with name and layout"),
+        ("models[1].name", "is an empty string, expected a model name"),
+        ("models[1].layout.name", "is a number, expected a layout name"),
+        ("cost", "is a list, expected an object"),
+        ("resources[1]", "t `n` appears twice"),
+    ]
