@@ -103,12 +103,12 @@ def run(args: argparse.Namespace) -> int:
     return preflight.exit_code(checks)
 
 
-_MARK = {"pass": Text("PASS", style="green"), "warn": Text("WARN", style="yellow"), "fail": Text("FAIL", style="bold red")}
+_MARK = {"pass": ("PASS", "green"), "warn": ("WARN", "yellow"), "fail": ("FAIL", "bold red")}
 
 
 def render_checks(checks: Sequence[Check], *, terminal: bool | None = None) -> str:
     """One row per check: status, check, detail, and the fix for anything not passing; then the counts."""
-    rows = [(_MARK[c.status], c.name, c.detail, c.fix if c.status != "pass" else "") for c in checks]
+    rows = [(Text(*_MARK[c.status]), c.name, c.detail, c.fix if c.status != "pass" else "") for c in checks]
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("pass", "warn", "fail")}
     return (
         tables.render(("STATUS", "CHECK", "DETAIL", "FIX"), rows, terminal=terminal)

