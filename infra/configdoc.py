@@ -22,6 +22,8 @@ Keys live under the project namespace `inference-platform:` in `stacks/Pulumi.<s
 keys are errors at every level, so a typo never silently does nothing. Structured values are YAML
 mappings (or `pulumi config set --path 'models[0].slo.ttft_p90_ms' 2000`). Every validation error
 names the key path, the bad value and what is allowed; all errors of a file are reported together.
+Editors check a stack file as it is typed against `docs/stack.schema.json` (generated from the same
+model by `python -m infra.stackschema`), which each stack file names on its first line.
 
 Environment defaults: `prod` turns on the HA control plane, `protect` on stateful resources and
 observability; `staging` turns on observability; `dev` turns on neither.

@@ -60,19 +60,6 @@ def json_kind(value: Any) -> str:
     return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
-_KIND_NAMES = {dict: "an object", list: "a list", int: "an integer", str: "a string"}
-
-
-def expect_kind(value: Any, kind: type, expected: str | None = None) -> str | None:
-    """None when `value` is a `kind` (a boolean is never a number, a blank string never a string),
-    else `is KIND, expected EXPECTED` (EXPECTED defaults to the kind's name), for the caller to
-    prefix with where the value sits and then raise or collect."""
-    if isinstance(value, kind) and not isinstance(value, bool) and (kind is not str or value.strip()):
-        return None
-    got = "an empty string" if value == "" else json_kind(value)
-    return f"is {got}, expected {expected or _KIND_NAMES[kind]}"
-
-
 def yaml_error_line(path: Any, err: Exception) -> str:
     """`FILE: not valid YAML at line L, column C: PROBLEM (CONTEXT)`: one line, from a PyYAML or
     ruamel error (both carry 0-based marks); falls back to the error's first line."""

@@ -14,9 +14,12 @@ change in the plan; those are followed through the recorded input dependencies a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from infra.errors import expect_kind, json_kind
+from pydantic import ConfigDict, StringConstraints
+
+from infra.errors import json_kind
+from infra.json_shapes import Shape, ShapeError, expected, validate
 from infra.offline import mock_id, money
 
 # Resource types whose loss costs data, capacity or a long rebuild.
@@ -311,54 +314,67 @@ _PLAN_HINT = "write plans with `infra plan STACK --json FILE`"
 _MAX_SHAPE_PROBLEMS = 5
 
 
+NonBlank = Annotated[str, StringConstraints(pattern=r"\S")]
+
+
+class PlanOptions(Shape):
+    dependsOn: list[Any] | None = expected("a list", None)  # noqa: N815 - the engine's key
+    ignoreChanges: list[Any] | None = expected("a list", None)  # noqa: N815
+
+
+class PlanResource(Shape):
+    model_config = ConfigDict(json_schema_extra={"expected": "an object with type, name, inputs and options"})
+
+    type: NonBlank = expected("a resource type token")
+    name: NonBlank = expected("a resource name")
+    inputs: dict[str, Any] = expected("an object")
+    options: PlanOptions = expected("an object")
+    parent: str | None = expected("a resource name or null", None)
+    inputDependencies: dict[str, Any] | None = expected("an object", None)  # noqa: N815
+
+
+class PlanLayout(Shape):
+    name: NonBlank = expected("a layout name")
+
+
+class PlanModel(Shape):
+    model_config = ConfigDict(json_schema_extra={"expected": "an object with name and layout"})
+
+    name: NonBlank = expected("a model name")
+    layout: PlanLayout = expected("an object")
+
+
+class PlanFile(Shape):
+    """What `diff_plans` reads of a plan `infra plan --json` writes (other keys are ignored):
+    `stack` and `project` names and `resources`, each with a `type`, `name`, `inputs` and
+    `options`; `models` (each with a `name` and a `layout` holding its `name`) and `cost` are
+    optional."""
+
+    stack: NonBlank = expected("a name")
+    project: NonBlank = expected("a name")
+    resources: list[PlanResource] = expected("a list of resources")
+    models: list[PlanModel] | None = expected("a list", None)
+    cost: dict[str, Any] | None = expected("an object", None)
+
+
 def plan_shape_problems(data: Any) -> list[tuple[str, str]]:
-    """(where, what is wrong) for every way `data` is not a plan as `infra plan --json` writes it:
-    an object with `stack` and `project` names and `resources`, each an object with string `type`
-    and `name`, object `inputs` and `options`; `models` (each with a `name` and a `layout` object
-    holding its `name`) and `cost` are optional. Empty when the plan can be diffed."""
+    """(where, what is wrong) for every way `data` is not a `PlanFile`, plus resources listed
+    twice. Empty when the plan can be diffed."""
     if not isinstance(data, dict):
         return [("", f"the plan is {json_kind(data)}, expected an object with stack, project and resources")]
-    problems: list[tuple[str, str]] = []
-
-    def expect(where: str, value: Any, kind: type, what: str) -> bool:
-        problem = f"is missing, expected {what}" if value is None else expect_kind(value, kind, what)
-        if problem:
-            problems.append((where, problem))
-        return problem is None
-
-    for key in ("stack", "project"):
-        expect(key, data.get(key), str, "a name")
+    try:
+        validate(PlanFile, data)
+        problems: list[tuple[str, str]] = []
+    except ShapeError as err:
+        problems = list(err.problems)
     seen: set[tuple[str, str]] = set()
-    if expect("resources", data.get("resources"), list, "a list of resources"):
-        for i, res in enumerate(data["resources"]):
-            at = f"resources[{i}]"
-            if not expect(at, res, dict, "an object with type, name, inputs and options"):
-                continue
-            ok = expect(f"{at}.type", res.get("type"), str, "a resource type token")
-            ok = expect(f"{at}.name", res.get("name"), str, "a resource name") and ok
-            expect(f"{at}.inputs", res.get("inputs"), dict, "an object")
-            if expect(f"{at}.options", res.get("options"), dict, "an object"):
-                for key in ("dependsOn", "ignoreChanges"):
-                    if res["options"].get(key) is not None:
-                        expect(f"{at}.options.{key}", res["options"][key], list, "a list")
-            if res.get("parent") is not None:
-                expect(f"{at}.parent", res["parent"], str, "a resource name or null")
-            if res.get("inputDependencies") is not None:
-                expect(f"{at}.inputDependencies", res["inputDependencies"], dict, "an object")
-            if ok:
-                key = (res["type"], res["name"])
-                if key in seen:
-                    problems.append((at, f"{res['type']} `{res['name']}` appears twice"))
-                seen.add(key)
-    if data.get("models") is not None and expect("models", data["models"], list, "a list"):
-        for i, model in enumerate(data["models"]):
-            at = f"models[{i}]"
-            if expect(at, model, dict, "an object with name and layout"):
-                expect(f"{at}.name", model.get("name"), str, "a model name")
-                if expect(f"{at}.layout", model.get("layout"), dict, "an object"):
-                    expect(f"{at}.layout.name", model["layout"].get("name"), str, "a layout name")
-    if data.get("cost") is not None:
-        expect("cost", data["cost"], dict, "an object")
+    for i, res in enumerate(data["resources"] if isinstance(data.get("resources"), list) else []):
+        if not isinstance(res, dict) or not all(isinstance(res.get(k), str) for k in ("type", "name")):
+            continue
+        key = (res["type"], res["name"])
+        if key in seen:
+            problems.append((f"resources[{i}]", f"{res['type']} `{res['name']}` appears twice"))
+        seen.add(key)
     return problems
 
 

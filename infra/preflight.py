@@ -23,11 +23,24 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlparse
 
+from pydantic import BaseModel
+
 from infra.catalog.gpus import gpu_size
-from infra.errors import expect_kind, json_kind
+from infra.do_answers import (
+    PAGES,
+    AccountAnswer,
+    AccountLimits,
+    AccountStatus,
+    DoksVersion,
+    KubernetesOptions,
+    KubernetesOptionsAnswer,
+    Region,
+    Size,
+)
+from infra.json_shapes import ShapeError, validate
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -405,6 +418,7 @@ def run_checks(
     missing_token: str = "",
     missing_fix: str = "",
     secrets: Sequence[str | None] = (),
+    progress: Callable[[str], None] = lambda what: None,
 ) -> list[Check]:
     """Every pre-flight check for `target`, in the order a person would fix them.
 
@@ -412,6 +426,7 @@ def run_checks(
     `missing_fix` what to do if not the generic advice): the API checks collapse into one failing
     check. Local tool checks use `which` (injectable for tests). Every detail and fix is passed
     through `redact` with `secrets` (the token), so no credential reaches the terminal.
+    `progress(what)` is told before each API call (the command shows it on a terminal).
     """
     checks: list[Check] = []
     if client is None:
@@ -426,18 +441,19 @@ def run_checks(
             )
         )
     else:
-        checks += _api_checks(target, client)
+        checks += _api_checks(target, client, progress)
     checks.append(check_nfs_size(target.nfs_size_gib))
     checks.append(check_pinned_versions(target.kubernetes_version_prefix))
     checks += check_local_tools(which)
     return [Check(c.name, c.status, redact(c.detail, secrets), redact(c.fix, secrets)) for c in checks]
 
 
-def _api_checks(target: DoctorTarget, client: Any) -> list[Check]:
+def _api_checks(target: DoctorTarget, client: Any, progress: Callable[[str], None]) -> list[Check]:
     checks: list[Check] = []
 
+    progress("the account (GET /v2/account)")
     try:
-        account = _account(client.account.get())
+        account = parse_answer(AccountAnswer, client.account.get()).account
     except Exception as err:  # noqa: BLE001 - every failure becomes a failing check
         failure = describe_api_error(err, "the account", "/v2/account")
         checks.append(Check("api token", "fail", failure.message, failure.fix))
@@ -467,10 +483,11 @@ def _api_checks(target: DoctorTarget, client: Any) -> list[Check]:
         (
             "kubernetes options",
             "/v2/kubernetes/options",
-            lambda: _kubernetes_options(client.kubernetes.list_options()),
+            lambda: parse_answer(KubernetesOptionsAnswer, client.kubernetes.list_options()).options,
             lambda data: check_kubernetes_options(data, target),
         ),
     ):
+        progress(f"{name} (GET {path})")
         try:
             data = fetch()
         except Exception as err:  # noqa: BLE001 - every failure becomes a failing check
@@ -484,70 +501,51 @@ def _api_checks(target: DoctorTarget, client: Any) -> list[Check]:
 
 
 def _guarded(name: str, path: str, make: Callable[[], list[Check]]) -> list[Check]:
-    """Run a check on an answer whose outer shape was validated; a value of the wrong type deeper
-    inside (a number where a list belongs, ...) is a failing check, not a traceback."""
+    """Run a check on a validated answer; a part of it that is not the shape the check reads
+    (a check's own model, e.g. AccountLimits) is a failing check naming the field, not a traceback."""
     try:
         return make()
-    except (AttributeError, KeyError, TypeError, ValueError) as err:
-        detail = f"unexpected answer from GET {path}: {type(err).__name__}: {_first_line(err)}"
-        return [Check(name, "fail", detail, _MALFORMED_FIX)]
+    except MalformedAnswer as err:
+        return [Check(name, "fail", f"unexpected answer from GET {path}: {err}", _MALFORMED_FIX)]
 
 
-def _expect(value: Any, kind: type, where: str) -> Any:
-    problem = expect_kind(value, kind)
-    if problem:
-        raise MalformedAnswer(f"{where} {problem}")
-    return value
+M = TypeVar("M", bound=BaseModel)
 
 
-def _objects(value: Any, key: str) -> list[dict]:
-    """A JSON list (the answer's `key`) whose every entry is an object."""
-    for index, entry in enumerate(_expect(value, list, f"`{key}`")):
-        _expect(entry, dict, f"`{key}[{index}]`")
-    return value
-
-
-def _account(body: Any) -> dict:
-    """The `account` object of a /v2/account answer."""
-    return _expect(_expect(body, dict, "the body").get("account"), dict, "`account`")
-
-
-def _kubernetes_options(body: Any) -> dict:
-    """The `options` object of a /v2/kubernetes/options answer, its lists checked."""
-    options = _expect(_expect(body, dict, "the body").get("options"), dict, "`options`")
-    for key in ("regions", "versions"):
-        if options.get(key) is not None:
-            _objects(options[key], f"options.{key}")
-    return options
+def parse_answer(model: type[M], data: Any, *, prefix: str = "") -> M:
+    """`data` as `model`, or MalformedAnswer naming the first field that is not what DO documents
+    (its kind only, never its value)."""
+    try:
+        return validate(model, data, prefix=prefix)
+    except ShapeError as err:
+        where, what = err.problems[0]
+        raise MalformedAnswer(f"`{where}` {what}" if where else f"the body {what}") from None
 
 
 _MAX_PAGES = 100  # 20,000 entries: far more than any DO list endpoint returns
 
 
-def _all_pages(list_fn: Callable[..., Any], key: str, path: str = "") -> list[dict]:
+def _all_pages(list_fn: Callable[..., Any], key: str, path: str = "") -> list[Any]:
     """Collect every page of a paginated DO list endpoint (`meta.total` says how many exist)."""
-    items: list[dict] = []
+    page_model = PAGES[key]
+    items: list[Any] = []
     for page in range(1, _MAX_PAGES + 1):
-        body = _expect(list_fn(per_page=_PAGE_SIZE, page=page), dict, "the body")
-        batch = body.get(key)
-        batch = [] if batch is None else _objects(batch, key)
+        body = parse_answer(page_model, list_fn(per_page=_PAGE_SIZE, page=page))
+        batch = getattr(body, key) or []
         items += batch
-        meta = body.get("meta")
-        meta = {} if meta is None else _expect(meta, dict, "`meta`")
-        total = meta.get("total")
-        if total is not None:
-            _expect(total, int, "`meta.total`")
+        total = body.meta.total if body.meta else None
         if not batch or total is None or len(items) >= total:
             return items
     raise MalformedAnswer(f"`meta.total` still not reached after {_MAX_PAGES} pages")
 
 
-def check_account(account: Mapping[str, Any]) -> Check:
-    status = account.get("status", "unknown")
-    email = account.get("email") or "the account"
+def check_account(account: Mapping[str, Any] | AccountStatus) -> Check:
+    answer = parse_answer(AccountStatus, account, prefix="account")
+    status = answer.status or "unknown"
+    email = answer.email or "the account"
     if status == "active":
         return Check("api token", "pass", f"token valid for {email} (status active)")
-    reason = account.get("status_message") or ""
+    reason = answer.status_message or ""
     return Check(
         "api token",
         "fail",
@@ -556,16 +554,8 @@ def check_account(account: Mapping[str, Any]) -> Check:
     )
 
 
-def check_droplet_limit(account: Mapping[str, Any], planned_max_nodes: int) -> Check:
-    limit = account.get("droplet_limit")
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-        return Check(
-            "droplet limit",
-            "fail",
-            f"unexpected answer from GET /v2/account: `account.droplet_limit` is {json_kind(limit)}, "
-            "expected a whole number",
-            _MALFORMED_FIX,
-        )
+def check_droplet_limit(account: Mapping[str, Any] | AccountLimits, planned_max_nodes: int) -> Check:
+    limit = parse_answer(AccountLimits, account, prefix="account").droplet_limit
     if limit is None:
         return Check(
             "droplet limit", "warn", "the API did not report a droplet limit", "ask DigitalOcean support"
@@ -581,18 +571,19 @@ def check_droplet_limit(account: Mapping[str, Any], planned_max_nodes: int) -> C
     )
 
 
-def check_region(regions: Sequence[Mapping[str, Any]], region: str) -> Check:
-    for entry in regions:
-        if entry.get("slug") == region:
-            if entry.get("available", True):
-                return Check("region", "pass", f"{region} ({entry.get('name', region)}) is available")
+def check_region(regions: Sequence[Mapping[str, Any] | Region], region: str) -> Check:
+    entries = [parse_answer(Region, r, prefix=f"regions[{i}]") for i, r in enumerate(regions)]
+    for entry in entries:
+        if entry.slug == region:
+            if entry.available:
+                return Check("region", "pass", f"{region} ({entry.name or region}) is available")
             return Check(
                 "region",
                 "fail",
                 f"{region} exists but does not accept new resources",
                 "choose another region in the stack's `region`",
             )
-    known = sorted(str(r["slug"]) for r in regions if r.get("available", True) and r.get("slug"))
+    known = sorted(r.slug for r in entries if r.available and r.slug)
     return Check("region", "fail", f"{region} is not a DigitalOcean region", _one_of("use one of", known))
 
 
@@ -603,13 +594,13 @@ def _one_of(prefix: str, choices: Sequence[str]) -> str:
     return f"{prefix.rsplit(' one of', 1)[0]}: none offered by the API for this account; ask DigitalOcean support"
 
 
-def check_pool_sizes(sizes: Sequence[Mapping[str, Any]], target: DoctorTarget) -> list[Check]:
+def check_pool_sizes(sizes: Sequence[Mapping[str, Any] | Size], target: DoctorTarget) -> list[Check]:
     """Each pool's Droplet size must exist, be available and be offered in the region.
 
     Contract-only GPU sizes never appear in /v2/sizes, so their absence is a warning: only the
     account team can confirm they are allocated to this account in this region.
     """
-    by_slug = {s.get("slug"): s for s in sizes}
+    by_slug = {s.slug: s for s in (parse_answer(Size, s, prefix=f"sizes[{i}]") for i, s in enumerate(sizes))}
     checks = []
     for pool in target.pools:
         name = f"pool {pool.name} size"
@@ -635,8 +626,8 @@ def check_pool_sizes(sizes: Sequence[Mapping[str, Any]], target: DoctorTarget) -
                     )
                 )
             continue
-        regions = [str(r) for r in size.get("regions") or []]
-        if not size.get("available", True):
+        regions = size.regions or []
+        if not size.available:
             checks.append(
                 Check(
                     name, "fail", f"{pool.size_slug} is not available for new Droplets", "choose another size"
@@ -681,19 +672,20 @@ def check_catalog_drift(sizes: Sequence[Mapping[str, Any]], catalog: Mapping[str
     return Check("catalog prices", "pass", detail)
 
 
-def _size_detail(size: Mapping[str, Any], region: str) -> str:
-    detail = f"{size['slug']} offered in {region}"
-    gpu = size.get("gpu_info") or {}
-    if gpu.get("count"):
-        detail += f", {gpu['count']}x {gpu.get('model', 'GPU')}"
-    if size.get("price_hourly"):
-        detail += f", ${size['price_hourly']}/h"
+def _size_detail(size: Size, region: str) -> str:
+    detail = f"{size.slug} offered in {region}"
+    gpu = size.gpu_info
+    if gpu is not None and gpu.count:
+        detail += f", {gpu.count}x {gpu.model or 'GPU'}"
+    if size.price_hourly:
+        detail += f", ${size.price_hourly:g}/h"
     return detail
 
 
-def check_kubernetes_options(options: Mapping[str, Any], target: DoctorTarget) -> list[Check]:
+def check_kubernetes_options(options: Mapping[str, Any] | KubernetesOptions, target: DoctorTarget) -> list[Check]:
+    answer = parse_answer(KubernetesOptions, options, prefix="options")
     checks = []
-    doks_regions = {r.get("slug") for r in options.get("regions") or []}
+    doks_regions = {r.slug for r in answer.regions or []}
     if target.region in doks_regions:
         checks.append(Check("kubernetes region", "pass", f"DOKS is offered in {target.region}"))
     else:
@@ -702,15 +694,16 @@ def check_kubernetes_options(options: Mapping[str, Any], target: DoctorTarget) -
                 "kubernetes region",
                 "fail",
                 f"DOKS is not offered in {target.region}",
-                _one_of("choose one of", sorted(str(s) for s in doks_regions if s)),
+                _one_of("choose one of", sorted(s for s in doks_regions if s)),
             )
         )
 
     prefix = target.kubernetes_version_prefix.rstrip(".")
-    versions = [v for v in options.get("versions") or [] if _version_matches(v, prefix)]
-    offered = sorted({_minor(v) for v in options.get("versions") or [] if _minor(v)})
+    offered_versions = answer.versions or []
+    versions = [v for v in offered_versions if _version_matches(v, prefix)]
+    offered = sorted({_minor(v) for v in offered_versions if _minor(v)})
     if versions:
-        newest = max(versions, key=_version_key).get("slug", "?")
+        newest = max(versions, key=_version_key).slug or "?"
         checks.append(Check("kubernetes version", "pass", f"{prefix} is offered (newest patch {newest})"))
     else:
         checks.append(
@@ -724,9 +717,9 @@ def check_kubernetes_options(options: Mapping[str, Any], target: DoctorTarget) -
     return checks
 
 
-def _version_matches(version: Mapping[str, Any], prefix: str) -> bool:
-    kube = str(version.get("kubernetes_version") or version.get("slug") or "")
-    slug = str(version.get("slug", ""))
+def _version_matches(version: DoksVersion, prefix: str) -> bool:
+    kube = version.kubernetes_version or version.slug or ""
+    slug = version.slug or ""
     return (
         kube == prefix
         or kube.startswith(prefix + ".")
@@ -735,13 +728,13 @@ def _version_matches(version: Mapping[str, Any], prefix: str) -> bool:
     )
 
 
-def _version_key(version: Mapping[str, Any]) -> tuple[int, ...]:
+def _version_key(version: DoksVersion) -> tuple[int, ...]:
     """`1.33.1-do.5` → (1, 33, 1, 5): order by Kubernetes patch, then DOKS revision."""
-    return tuple(int(n) for n in re.findall(r"\d+", str(version.get("slug", ""))))
+    return tuple(int(n) for n in re.findall(r"\d+", version.slug or ""))
 
 
-def _minor(version: Mapping[str, Any]) -> str:
-    parts = str(version.get("kubernetes_version") or "").split(".")
+def _minor(version: DoksVersion) -> str:
+    parts = (version.kubernetes_version or "").split(".")
     return ".".join(parts[:2]) if len(parts) >= 2 else ""
 
 
@@ -806,28 +799,6 @@ def check_local_tools(which: Callable[[str], str | None] = shutil.which) -> list
         else:
             checks.append(Check(check, missing, f"`{exe}` is not on PATH{why}", f"install it: {url}"))
     return checks
-
-
-# ---------------------------------------------------------------------------------------------
-# Rendering
-
-
-_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
-
-
-def render_table(checks: Sequence[Check]) -> str:
-    """A fixed-width table: status, check, detail, and the fix for anything not passing."""
-    rows = [("STATUS", "CHECK", "DETAIL", "FIX")]
-    rows += [(_MARK[c.status], c.name, c.detail, c.fix if c.status != "pass" else "") for c in checks]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = []
-    for row in rows:
-        cells = [row[i].ljust(widths[i]) for i in range(3)] + [row[3]]
-        lines.append("  ".join(cells).rstrip())
-    counts = {s: sum(1 for c in checks if c.status == s) for s in ("pass", "warn", "fail")}
-    lines.append("")
-    lines.append(f"checks: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail")
-    return "\n".join(lines)
 
 
 def exit_code(checks: Sequence[Check]) -> int:

@@ -58,6 +58,21 @@ def plan_of(stack: str):
 EXTERNAL_MARKERS = ("promtool", "actionlint", "vllm_wheel", "e2e")
 
 
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    """`infra ARGV` in this process (`infra.cli.main`): exit code, stdout, stderr. One subprocess
+    smoke test per command (tests/commands/test_smoke.py) covers the real entry point."""
+    from infra.cli import main
+
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of every row of the ASCII tables in a command's output (`| a | b |`), headers included."""
+    return [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in text.splitlines() if line.startswith("| ")]
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(item.get_closest_marker(name) for name in EXTERNAL_MARKERS):

@@ -6,14 +6,13 @@ import copy
 import json
 import re
 import subprocess
-import sys
 
 import pytest
 import yaml
 
 from infra.offline import SECRET_MARKER, build_plan
 from infra.plandiff import diff_plans, render_markdown
-from tests.conftest import ROOT, STACKS, make_project, plan_of
+from tests.conftest import ROOT, STACKS, make_project, plan_of, run_cli
 
 CLUSTER = "digitalocean:index/kubernetesCluster:KubernetesCluster"
 POOL = "digitalocean:index/kubernetesNodePool:KubernetesNodePool"
@@ -149,20 +148,18 @@ def test_diff_flags_deleted_stateful_resource():
     assert any("DELETE" in line and "Vpc" in line for line in diff.dangerous())
 
 
-def test_plan_cli_json_and_manifests(tmp_path):
+def test_plan_cli_json_and_manifests(tmp_path, capsys):
     out_json = tmp_path / "plan.json"
     out_dir = tmp_path / "manifests"
-    proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "staging", "--json", str(out_json), "--out", str(out_dir)],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
-    assert "Models:" in proc.stdout and "Cost:" in proc.stdout
-    data = json.loads(out_json.read_text())
-    assert {"stack", "project", "resources", "models", "cost"} <= data.keys()
-    assert all({"type", "name", "parent", "inputs", "options"} <= r.keys() for r in data["resources"])
+    code, out, err = run_cli(["plan", "staging", "--json", str(out_json), "--out", str(out_dir)], capsys)
+    assert code == 0, err
+    assert "Models:" in out and "Cost:" in out and "GPU pools:" in out
+    assert out_json.read_text() == plan_of("staging").to_json()
+    listed = [ln for ln in (out_dir / ".infra-manifests").read_text().splitlines() if not ln.startswith("#")]
+    assert listed and sorted(p.name for p in out_dir.glob("*.yaml")) == sorted(listed)
 
 
-def test_diff_cli_between_files(tmp_path):
+def test_diff_cli_between_files(tmp_path, capsys):
     a = tmp_path / "a.json"
     b = tmp_path / "b.json"
     old = plan_of("prod").to_dict()
@@ -172,32 +169,31 @@ def test_diff_cli_between_files(tmp_path):
             r["inputs"]["region"] = "nyc2"
     a.write_text(json.dumps(old))
     b.write_text(json.dumps(new))
-    proc = subprocess.run([sys.executable, "-m", "infra.cli", "diff", str(a), str(b), "--fail-on-replace"],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 3
-    assert "REPLACE" in proc.stdout and "region" in proc.stdout
+    code, out, _ = run_cli(["diff", str(a), str(b), "--fail-on-replace"], capsys)
+    assert code == 3
+    assert "REPLACE" in out and "region" in out
 
 
-def test_diff_against_git_ref(tmp_path):
+def test_diff_against_git_ref(tmp_path, capsys, monkeypatch):
     """`infra diff STACK --base REF` plans the base revision in a worktree; HEAD vs HEAD is empty."""
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:
         pytest.skip("not a git checkout")
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "infra", "components", "stacks"],
                            capture_output=True, text=True).stdout.strip()
-    proc = subprocess.run([sys.executable, "-m", "infra.cli", "diff", "dev", "--base", "HEAD"],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert "Offline plan diff" in proc.stdout
+    monkeypatch.chdir(ROOT)
+    code, out, err = run_cli(["diff", "dev", "--base", "HEAD"], capsys)
+    assert code == 0, err
+    assert "Offline plan diff" in out
     if not dirty:
-        assert "No changes" in proc.stdout
+        assert "No changes" in out
 
 
-def test_diff_unknown_ref_is_a_clear_error():
-    proc = subprocess.run([sys.executable, "-m", "infra.cli", "diff", "dev", "--base", "no-such-ref-xyz"],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2
-    assert "no-such-ref-xyz" in proc.stderr and "Traceback" not in proc.stderr
+def test_diff_unknown_ref_is_a_clear_error(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code, _, err = run_cli(["diff", "dev", "--base", "no-such-ref-xyz"], capsys)
+    assert code == 2
+    assert "no-such-ref-xyz" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -365,14 +361,16 @@ def test_plan_out_refuses_a_directory_it_did_not_write(tmp_path):
     assert (tmp_path / "Pulumi.yaml").read_text() == "name: keep-me\n"
 
 
-def test_plan_out_cli_refuses_before_planning(tmp_path):
+def test_plan_out_cli_refuses_before_planning(tmp_path, capsys, monkeypatch):
     (tmp_path / "Pulumi.yaml").write_text("name: keep-me\n")
-    proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "dev", "--out", str(tmp_path)],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert str(tmp_path) in proc.stderr and ".infra-manifests" in proc.stderr
-    assert "Models:" not in proc.stdout  # refused before the plan ran
+    from infra.commands import plan
+
+    monkeypatch.setattr(plan, "build_plan", lambda *a, **k: pytest.fail("planned before checking --out"))
+    code, out, err = run_cli(["plan", "dev", "--out", str(tmp_path)], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert str(tmp_path) in err and ".infra-manifests" in err
+    assert "Models:" not in out
     assert _names(tmp_path) == ["Pulumi.yaml"]
 
 
@@ -522,16 +520,15 @@ def _staging_with(tmp_path, mutate):
     return tmp_path
 
 
-def test_unmeetable_ttft_on_layout_auto_fails_like_a_config_error(tmp_path):
+def test_unmeetable_ttft_on_layout_auto_fails_like_a_config_error(tmp_path, capsys):
     def tight(config):
         config["inference-platform:models"][0]["slo"]["ttft_p90_ms"] = 10
 
     root = _staging_with(tmp_path, tight)
-    proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "staging", "--root", str(root)],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr and "Models:" not in proc.stdout
-    (line,) = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    code, out, err = run_cli(["plan", "staging", "--root", str(root)], capsys)
+    assert code == 2, out + err
+    assert "Traceback" not in err and "Models:" not in out
+    (line,) = [ln for ln in err.splitlines() if ln.strip()]
     assert "models[qwen3-235b].slo" in line and "p90 TTFT 10 ms / TPOT 50 ms" in line
     assert "best p90 TTFT is" in line and "best p90 TPOT" in line and "relax ttft_p90_ms to at least" in line
     assert "TPOT about" not in line
@@ -642,13 +639,12 @@ def test_growing_the_nfs_share_replaces_no_claim(tmp_path):
     assert any(PVC in line for line in diff_plans(old, unguarded).dangerous())
 
 
-def test_retired_version_prefix_is_a_one_line_plan_error(tmp_path):
+def test_retired_version_prefix_is_a_one_line_plan_error(tmp_path, capsys):
     root = _staging_with(tmp_path, _set_cluster(version="1.29"))
-    proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "staging", "--root", str(root)],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr
-    (line,) = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    code, out, err = run_cli(["plan", "staging", "--root", str(root)], capsys)
+    assert code == 2, out + err
+    assert "Traceback" not in err
+    (line,) = [ln for ln in err.splitlines() if ln.strip()]
     assert "inference-platform:cluster.version: '1.29'" in line and "'1.29.'" in line
 
 
@@ -688,3 +684,32 @@ def test_model_service_children_go_with_the_cluster_and_router_children_are_dele
     assert model_children and all(r["options"]["deletedWith"] == cluster for r in model_children)
     # A public router's Service of type LoadBalancer must be deleted so that DOKS removes the DO LB.
     assert router_children and not any(r["options"]["deletedWith"] for r in router_children)
+
+
+def test_plan_shape_problems_name_every_path_and_kind():
+    from infra.plandiff import plan_shape_problems
+
+    plan = {
+        "stack": " ", "project": None,
+        "resources": [
+            {"type": "t", "name": "n", "inputs": {}, "options": {"dependsOn": {}}, "parent": 3, "inputDependencies": []},
+            {"type": "t", "name": "n", "inputs": {}, "options": []},
+            5,
+        ],
+        "models": [3, {"name": "", "layout": {"name": 1}}],
+        "cost": [],
+    }
+    assert plan_shape_problems(plan) == [
+        ("stack", "is a blank string, expected a name"),
+        ("project", "is null, expected a name"),
+        ("resources[0].options.dependsOn", "is an object, expected a list"),
+        ("resources[0].parent", "is a number, expected a resource name or null"),
+        ("resources[0].inputDependencies", "is a list, expected an object"),
+        ("resources[1].options", "is a list, expected an object"),
+        ("resources[2]", "is a number, expected an object with type, name, inputs and options"),
+        ("models[0]", "is a number, expected an object with name and layout"),
+        ("models[1].name", "is an empty string, expected a model name"),
+        ("models[1].layout.name", "is a number, expected a layout name"),
+        ("cost", "is a list, expected an object"),
+        ("resources[1]", "t `n` appears twice"),
+    ]

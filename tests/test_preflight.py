@@ -20,7 +20,7 @@ from infra import preflight
 from infra.commands import doctor
 from infra.errors import ConfigError
 from infra.preflight import Check, DoctorTarget, PoolTarget
-from tests.conftest import ROOT, make_project
+from tests.conftest import ROOT, make_project, table_rows
 
 TOKEN = "dop_v1_" + "0123456789abcdef" * 4
 
@@ -419,23 +419,30 @@ def test_token_and_url_follow_digitalocean_tool_conventions():
 
 
 def test_table_shows_fixes_only_for_problems():
-    table = preflight.render_table(
+    table = doctor.render_checks(
         [
             Check("region", "pass", "atl1 is available", "never shown"),
             Check("pulumi cli", "fail", "`pulumi` is not on PATH", "install it"),
-            Check("kubectl", "warn", "missing", "install kubectl"),
-        ]
+            Check("kubectl", "warn", "missing [redacted]", "install kubectl"),
+        ],
+        terminal=False,
     )
-    lines = table.splitlines()
-    assert lines[0].split() == ["STATUS", "CHECK", "DETAIL", "FIX"]
-    assert lines[1].startswith("PASS") and "never shown" not in table
-    assert lines[2].startswith("FAIL") and lines[2].endswith("install it")
-    # columns line up: the DETAIL column starts at the same offset on every row
-    offsets = {
-        line.index(word) for line, word in zip(lines[1:4], ["atl1", "`pulumi`", "missing"], strict=True)
-    }
-    assert len(offsets) == 1
-    assert lines[-1] == "checks: 1 pass, 1 warn, 1 fail"
+    assert table_rows(table) == [
+        ["STATUS", "CHECK", "DETAIL", "FIX"],
+        ["PASS", "region", "atl1 is available", ""],
+        ["FAIL", "pulumi cli", "`pulumi` is not on PATH", "install it"],
+        ["WARN", "kubectl", "missing [redacted]", "install kubectl"],  # text, not rich markup
+    ]
+    assert "never shown" not in table and "\x1b" not in table  # no colour codes off a terminal
+    # columns line up: every line of the table is as wide as the first
+    lines = table.splitlines()[:-2]
+    assert len({len(line) for line in lines}) == 1 and lines[0].startswith("+-")
+    assert table.splitlines()[-1] == "checks: 1 pass, 1 warn, 1 fail"
+
+
+def test_on_a_terminal_the_table_has_colour_and_box_lines():
+    table = doctor.render_checks([Check("pulumi cli", "fail", "missing", "install it")], terminal=True)
+    assert "\x1b[" in table and "╭" in table and "FAIL" in table
 
 
 # ------------------------------------------------------------------------------------ the command
@@ -487,12 +494,8 @@ def test_command_prints_the_table_and_exits_zero_when_nothing_fails(cli, httpser
     monkeypatch.setenv("DIGITALOCEAN_API_URL", httpserver.url_for("/"))
     assert cli(["doctor", "prod"]) == 0
     out = capsys.readouterr().out
-    rows = {
-        line.split()[1] + " " + line.split()[2]: line.split()[0]
-        for line in out.splitlines()
-        if line.startswith(("PASS", "WARN", "FAIL"))
-    }
-    assert rows["pool mi325x"] == "WARN" and rows["pool mi300x"] == "PASS"
+    rows = {row[1]: row[0] for row in table_rows(out)}
+    assert rows["pool mi325x size"] == "WARN" and rows["pool mi300x size"] == "PASS"
     # The fake answer's three sizes and 2025 prices are not the catalog's: a warning, not a failure.
     assert rows["catalog prices"] == "WARN"
     assert "checks: 11 pass, 2 warn, 0 fail" in out
@@ -637,7 +640,7 @@ def test_custom_token_echoed_by_the_api_is_redacted(httpserver):
     httpserver.expect_request("/v2/kubernetes/options").respond_with_json(OPTIONS)
     client = preflight.make_client(token, httpserver.url_for("").rstrip("/"))
     checks = preflight.run_checks(_target(), client, which=_all_tools, secrets=[token])
-    text = preflight.render_table(checks)
+    text = doctor.render_checks(checks)
     assert "no user for [redacted]" in text and token not in text
 
 
@@ -721,7 +724,10 @@ def test_credentials_in_the_api_url_are_not_echoed(cli, httpserver, monkeypatch,
         ("/v2/account", {"account": {"status": "active", "droplet_limit": "25"}}, "droplet limit", "`account.droplet_limit` is a string"),
         ("/v2/regions", {"regions": REGIONS, "meta": {"total": "3"}}, "region", "`meta.total` is a string, expected an integer"),
         ("/v2/regions", {"regions": ["atl1"], "meta": {"total": 1}}, "region", "`regions[0]` is a string, expected an object"),
-        ("/v2/sizes", {"sizes": [dict(SIZES[0], regions=7)], "meta": {"total": 1}}, "node sizes", "unexpected answer from GET /v2/sizes: TypeError"),
+        ("/v2/sizes", {"sizes": [dict(SIZES[0], regions=7)], "meta": {"total": 1}}, "node sizes", "GET /v2/sizes: `sizes[0].regions` is a number, expected a list"),
+        ("/v2/sizes", {"sizes": [dict(SIZES[0], gpu_info={"count": "8"})], "meta": {"total": 1}}, "node sizes", "`sizes[0].gpu_info.count` is a string, expected an integer"),
+        ("/v2/account", {"account": {"status": "active", "droplet_limit": -1}}, "droplet limit", "`account.droplet_limit` is -1, expected a whole number"),
+        ("/v2/account", {"account": {"status": 1, "droplet_limit": 25}}, "api token", "`account.status` is a number, expected a string"),
         ("/v2/kubernetes/options", [OPTIONS], "kubernetes options", "GET /v2/kubernetes/options: the body is a list"),
         ("/v2/kubernetes/options", {"options": {"versions": {"1.33": {}}}}, "kubernetes options", "`options.versions` is an object, expected a list"),
     ],
@@ -797,3 +803,12 @@ def test_exact_doks_version_slug_is_checked_as_offered_or_not():
     assert exact[1].status == "pass"
     gone = preflight.check_kubernetes_options(options, _target(kubernetes_version_prefix="1.33.1-do.1"))
     assert gone[1].status == "fail"
+
+
+def test_a_bad_account_field_fails_only_the_check_that_reads_it_and_never_echoes_it(httpserver):
+    _serve(httpserver, account={"account": {"status": "active", "email": "a@b.c", "droplet_limit": "secret-ish value"}})
+    checks = _by_name(preflight.run_checks(_target(), _client(httpserver), which=_all_tools))
+    assert checks["api token"].status == "pass"
+    limit = checks["droplet limit"]
+    assert limit.status == "fail" and "`account.droplet_limit` is a string, expected a whole number" in limit.detail
+    assert "secret-ish" not in limit.detail

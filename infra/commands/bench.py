@@ -1,8 +1,9 @@
 """`infra bench <stack> <model>`: render (and with --apply, run) benchmark sweeps per layout.
 
-Without --apply it only writes manifests and a kubectl runner (`run.sh`) into --out, so it works
-offline with no credentials. With --apply it runs the same steps through the Kubernetes API
-(one layout at a time) and collects the results into --out/results for `infra tune ingest`.
+It always writes the manifests, `sweep.json` and an offline kubectl runner (`run.sh`) into --out,
+so it works offline with no credentials. With --apply it runs the sweep through the Kubernetes API
+(one layout at a time) and collects the results into --out/results for `infra tune ingest`. Both
+runners follow one step list (infra/tuning/sweep_steps.py): run.sh is generated from it.
 """
 
 from __future__ import annotations
@@ -10,16 +11,15 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.cli_args import positive_int
+from infra.commands.bench_runner import apply_bundle
 from infra.commands.files import check_output_dir, write_failed
 from infra.domain import Layout, parse_layout_name
 from infra.errors import Problem, UserError
 from infra.tuning.bench import (
-    RESULT_LINE_PREFIX,
     BenchOptions,
     BenchTarget,
     LayoutSweep,
@@ -204,135 +204,3 @@ def choose_sweeps(
     if len({layout.name for layout, _ in chosen}) != len(chosen):
         raise UserError([Problem("--layouts", "a layout is listed twice")])
     return [make_sweep(layout, rates or default_rates(predicted), opts, predicted) for layout, predicted in chosen]
-
-
-# --- --apply -------------------------------------------------------------------------------------
-
-
-def apply_bundle(bundle, out: Path, *, kubeconfig: Path | None, poll_seconds: int = 30) -> list[tuple[str, str]]:
-    """Run the sweep through the Kubernetes API, one layout at a time, as run.sh does with kubectl.
-
-    Returns the layouts whose sweep Job did not complete, with its state: their points so far are
-    collected and the next layout still runs, but the caller must not report a clean run.
-    """
-    try:
-        from kubernetes import client, config, utils
-    except ImportError:
-        raise UserError(
-            "--apply needs the `kubernetes` Python package (pip install 'kubernetes>=31'); "
-            f"or run {out}/run.sh with kubectl"
-        ) from None
-    try:
-        config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None)
-    except Exception as err:  # the client raises ConfigException and plain OSErrors
-        raise UserError(f"cannot load kubeconfig ({err}); fetch it with `doctl kubernetes cluster kubeconfig save <cluster>`") from None
-    api = client.ApiClient()
-    batch = client.BatchV1Api(api)
-    core = client.CoreV1Api(api)
-    namespace = bundle.target.service.namespace
-    if bundle.prefetch:
-        name = bundle.prefetch["metadata"]["name"]
-        _create(utils, api, bundle.prefetch)
-        state = _wait_job(batch, namespace, name, bundle.prefetch["spec"]["activeDeadlineSeconds"], poll_seconds)
-        if state != "complete":
-            raise UserError(
-                f"weight prefetch job {name} {state}; nothing was benchmarked "
-                f"(see `kubectl -n {namespace} logs job/{name}`)"
-            )
-    incomplete: list[tuple[str, str]] = []
-    for (directory, objects), sweep in zip(bundle.layouts, bundle.sweeps, strict=True):
-        job = objects[-1]["metadata"]["name"]
-        print(f"=== {sweep.layout.name}: applying {directory}")
-        for obj in objects:
-            _create(utils, api, obj)
-        try:
-            state = _wait_job(batch, namespace, job, objects[-1]["spec"]["activeDeadlineSeconds"], poll_seconds)
-            if state != "complete":
-                incomplete.append((sweep.layout.name, state))
-            shown = "failed (collecting what it measured)" if state == "failed" else state
-            print(f"    job {job}: {shown}")
-            pods = core.list_namespaced_pod(namespace, label_selector=f"job-name={job}").items
-            written = 0
-            for pod in pods:
-                # Unparsed: the client would otherwise json-decode a log that happens to be JSON.
-                response = core.read_namespaced_pod_log(
-                    pod.metadata.name, namespace, container="bench", _preload_content=False
-                )
-                log = response.data.decode("utf-8", errors="replace")
-                written += collect_results(log, out / "results" / sweep.layout.name)
-            print(f"    collected {written} result files into {out}/results/{sweep.layout.name}")
-        finally:
-            _delete(api, objects)
-    print(f"next: infra tune ingest {out}/results --stack {bundle.target.stack} --model {bundle.target.model}")
-    return incomplete
-
-
-def collect_results(log: str, directory: Path) -> int:
-    """Write every `BENCH_RESULT <file> <json>` line of a sweep Job's log as <directory>/<file>."""
-    count = 0
-    for line in log.splitlines():
-        if not line.startswith(RESULT_LINE_PREFIX + " "):
-            continue
-        parts = line.split(" ", 2)
-        if len(parts) != 3 or "/" in parts[1] or not parts[1].endswith(".json"):
-            continue
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / parts[1]).write_text(parts[2].strip() + "\n", encoding="utf-8")
-        count += 1
-    return count
-
-
-def _create(utils, api, obj: dict) -> None:
-    try:
-        utils.create_from_dict(api, obj, namespace=obj["metadata"].get("namespace"))
-    except utils.FailToCreateError as err:
-        if not all(getattr(e, "status", None) == 409 for e in err.api_exceptions):  # 409: exists
-            raise UserError(f"creating {obj['kind']} {obj['metadata']['name']} failed: {err}") from None
-
-
-def _wait_job(batch, namespace: str, name: str, deadline_s: int, poll_seconds: float) -> str:
-    """`complete`, `failed` or `timed out`, from the Job's conditions.
-
-    Conditions, not the pod counters: a Job with a backoffLimit (the prefetch retries six times)
-    has failed pods long before the Job itself has failed.
-    """
-    end = time.monotonic() + deadline_s + 60
-    while time.monotonic() < end:
-        status = batch.read_namespaced_job_status(name, namespace).status
-        state = job_state(status.conditions or [])
-        if state:
-            return state
-        time.sleep(poll_seconds)
-    return "timed out"
-
-
-def job_state(conditions) -> str | None:
-    """The finished state a Job's conditions report, or None while it runs."""
-    for condition in conditions:
-        if condition.status != "True":
-            continue
-        if condition.type in ("Complete", "SuccessCriteriaMet"):
-            return "complete"
-        if condition.type in ("Failed", "FailureTarget"):
-            return "failed"
-    return None
-
-
-def _delete(api, objects: list[dict]) -> None:
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
-    apps, core, batch = client.AppsV1Api(api), client.CoreV1Api(api), client.BatchV1Api(api)
-    # Bodies are not parsed: the API answers a delete with a Status or with the object itself,
-    # depending on the kind and on finalizers, and nothing here needs either.
-    deleters = {
-        "Job": lambda n, ns: batch.delete_namespaced_job(n, ns, propagation_policy="Background", _preload_content=False),
-        "Service": lambda n, ns: core.delete_namespaced_service(n, ns, _preload_content=False),
-        "Deployment": lambda n, ns: apps.delete_namespaced_deployment(n, ns, _preload_content=False),
-    }
-    for obj in reversed(objects):
-        try:
-            deleters[obj["kind"]](obj["metadata"]["name"], obj["metadata"]["namespace"])
-        except ApiException as err:
-            if err.status != 404:
-                raise

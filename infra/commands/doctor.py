@@ -1,6 +1,7 @@
 """`infra doctor <stack>`: pre-flight checks against the DigitalOcean API before `pulumi up`.
 
-Prints one table (pass / warn / fail, with a fix for each problem) and exits 1 when anything
+Prints one table (pass / warn / fail, with a fix for each problem; a spinner on a terminal while
+the API is asked) and exits 1 when anything
 failed, 0 otherwise; a stack file that does not validate exits 2 like every other command.
 """
 
@@ -8,13 +9,18 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from infra import preflight
 from infra.cli_args import non_negative_int
+from infra.commands import tables
+from infra.commands.progress import status
 from infra.errors import Problem, UserError
-from infra.preflight import DoctorTarget, PoolTarget
+from infra.preflight import Check, DoctorTarget, PoolTarget
 from infra.project import project_root
 
 
@@ -85,11 +91,26 @@ def run(args: argparse.Namespace) -> int:
         shown = preflight.redact(api_url, [found.token])
         raise UserError([Problem(f"{preflight.API_URL_ENV_VAR} {shown!r}", problem)])
     client = preflight.make_client(found.token, api_url, retries=args.retries) if found.token else None
-    checks = preflight.run_checks(
-        target, client, missing_token=found.detail, missing_fix=found.fix, secrets=[found.token]
-    )
+    with status(f"checking stack {args.stack} against the DigitalOcean API") as update:
+        checks = preflight.run_checks(
+            target, client, missing_token=found.detail, missing_fix=found.fix, secrets=[found.token],
+            progress=lambda name: update(f"checking {name}"),
+        )
     source = f", {found.detail}" if found.token else ""
     header = f"infra doctor {args.stack}: region {target.region}, API {api_url}{source}"
     print(preflight.redact(header, [found.token]))
-    print(preflight.render_table(checks))
+    print(render_checks(checks))
     return preflight.exit_code(checks)
+
+
+_MARK = {"pass": ("PASS", "green"), "warn": ("WARN", "yellow"), "fail": ("FAIL", "bold red")}
+
+
+def render_checks(checks: Sequence[Check], *, terminal: bool | None = None) -> str:
+    """One row per check: status, check, detail, and the fix for anything not passing; then the counts."""
+    rows = [(Text(*_MARK[c.status]), c.name, c.detail, c.fix if c.status != "pass" else "") for c in checks]
+    counts = {s: sum(1 for c in checks if c.status == s) for s in ("pass", "warn", "fail")}
+    return (
+        tables.render(("STATUS", "CHECK", "DETAIL", "FIX"), rows, terminal=terminal)
+        + f"\n\nchecks: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail"
+    )

@@ -17,6 +17,7 @@ import sys
 from infra.catalog.gpus import GPU_SIZES, gpu_size
 from infra.catalog.models import resolve_model
 from infra.cli_args import fraction, positive_float, positive_int
+from infra.commands import tables
 from infra.errors import UserError
 from infra.planner import Slo, Workload, load_efficiency, plan_model
 
@@ -111,25 +112,16 @@ def _fmt(value, spec: str, none: str = "-") -> str:
     return none if value is None else format(value, spec)
 
 
-def render_table(candidates, *, closed_loop: bool = False) -> str:
-    """A fixed-width table of candidates, best first."""
-    head = [
-        "layout",
-        "fits",
-        "kv tokens",
-        "max conc",
-        "req/s/node",
-        "tok/s/gpu",
-        "ttft p90",
-        "tpot p90",
-        "nodes",
-        "$/h",
-        "$/1M out",
+def render_table(candidates, *, closed_loop: bool = False, terminal: bool | None = None) -> str:
+    """One row per candidate, best first: layout and reason read left to right, numbers align right."""
+    head: list = ["layout", "fits"] + [
+        tables.right(h)
+        for h in ("kv tokens", "max conc", "req/s/node", "tok/s/gpu", "ttft p90", "tpot p90", "nodes", "$/h", "$/1M out")
     ]
     if closed_loop:
-        head += ["conc", "tok/s/node", "ttft mean", "tpot mean"]
+        head += [tables.right(h) for h in ("conc", "tok/s/node", "ttft mean", "tpot mean")]
     head.append("reason")
-    rows = [head]
+    rows = []
     for c in candidates:
         m = c.memory
         row = [
@@ -155,11 +147,4 @@ def render_table(candidates, *, closed_loop: bool = False) -> str:
             ]
         row.append(c.short_reason)
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    last = len(head) - 1  # layout and reason read left to right; numbers align right
-
-    def cell(i: int, text: str) -> str:
-        return text.ljust(widths[i]) if i in (0, last) else text.rjust(widths[i])
-
-    lines = ["  ".join(cell(i, text) for i, text in enumerate(r)).rstrip() for r in rows]
-    return "\n".join(lines)
+    return tables.render(head, rows, terminal=terminal)

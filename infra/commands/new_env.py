@@ -26,6 +26,7 @@ from infra.config import (
 )
 from infra.errors import UserError, yaml_error_line
 from infra.project import project_root
+from infra.stackschema import MODELINE
 
 _STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
@@ -160,6 +161,7 @@ def run(args) -> int:
         if isinstance(config[key], dict) and set(config[key]) == {"secure"}:
             del config[key]  # ciphertext is bound to the source stack's secrets provider
     doc.yaml_set_start_comment(
+        f"{MODELINE.removeprefix('# ')}\n"
         f"{args.name}: created with `infra new-env {args.name} --from {args.source}`. Review every value below —\n"
         "it is a copy of that stack's — then set this stack's secrets with `pulumi config set --secret`.\n"
         "Every key is documented in docs/configuration.md."

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from infra.catalog.doks import is_exact_version
+from infra.commands import tables
 from infra.commands.files import check_output_dir, check_output_file, write_failed
 from infra.errors import Problem, UserError
 from infra.offline import Plan, build_plan, kubernetes_objects, money
@@ -120,21 +121,22 @@ def _version_label(version: str) -> str:
     return version if is_exact_version(version) else f"{version}.x"
 
 
-def render_summary(plan: Plan) -> str:
+def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
     s = plan.summary
     lines = [
         f"Stack {plan.stack} — environment {s['environment']}, region {s['region']}, "
         f"Kubernetes {_version_label(s['kubernetes_version_prefix'])}, HA control plane: {'yes' if s['ha'] else 'no'}, "
         f"protected: {'yes' if s['protect'] else 'no'}",
         "",
-        "GPU pools:",
     ]
+    pools = []
     for p in s["pools"]:
-        count = f"{p['min_nodes']}–{p['max_nodes']} nodes (autoscaled)" if p["autoscale"] else f"{p['min_nodes']} node(s)"
+        count = f"{p['min_nodes']}–{p['max_nodes']} (autoscaled)" if p["autoscale"] else f"{p['min_nodes']}"
         price = money(p["usd_per_node_hour"]) + "/node-h" + (" (from config)" if p["price_source"] == "config" else "")
         if p["price_source"] == "unknown":
             price = "contract price not set"
-        lines.append(f"  {p['name']:<16} {p['size']:<38} {p['gpus_per_node']}×{p['gpu']}  {count}  {price}")
+        pools.append((p["name"], p["size"], f"{p['gpus_per_node']}×{p['gpu']}", count, price))
+    lines += ["GPU pools:", tables.render(("pool", "size", "GPUs per node", "nodes", "price"), pools, terminal=terminal)]
     lines += ["", "Models:"]
     for m in plan.models:
         pred = m["predicted"]
@@ -168,9 +170,13 @@ def render_summary(plan: Plan) -> str:
         f"Cost: {money(c['usd_per_hour_min'])}–{money(c['usd_per_hour_max'])} per hour, "
         f"{money(c['usd_per_month_min'])}–{money(c['usd_per_month_max'])} per month ({c['hours_per_month']} h)",
     ]
-    for item in c["items"]:
-        basis = f"  ({item['price']})" if item.get("price") else ""
-        lines.append(f"  {item['item']:<22} {money(item['usd_per_hour_min'])}–{money(item['usd_per_hour_max'])}/h{basis}")
+    items = [
+        (i["item"], money(i["usd_per_hour_min"]), money(i["usd_per_hour_max"]), i.get("price", ""))
+        for i in c["items"]
+    ]
+    lines.append(
+        tables.render(("item", tables.right("min $/h"), tables.right("max $/h"), "price"), items, terminal=terminal)
+    )
     for missing in c.get("not_included", []):
         lines.append(f"  not included: {missing}")
     if s.get("notes"):

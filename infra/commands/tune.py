@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.cli_args import fraction, positive_float
+from infra.commands import tables
 from infra.domain import Provenance, SloRecord, WorkloadRecord
 from infra.errors import Problem, UserError
 from infra.tuning import calibrate as calibration
@@ -128,10 +129,10 @@ def run_ingest(args) -> int:
     return 0
 
 
-def format_comparison(comparison: Comparison) -> str:
+def format_comparison(comparison: Comparison, *, terminal: bool | None = None) -> str:
     """The human table: one row per layout, best first, then the reasons."""
     lines = [f"SLO: p90 TTFT <= {comparison.ttft_p90_ms:g} ms, p90 TPOT <= {comparison.tpot_p90_ms:g} ms", ""]
-    header = ("", "layout", "goodput req/s", "out tok/s", "limited by", "rates measured (req/s)")
+    header = ("", "layout", tables.right("goodput req/s"), tables.right("out tok/s"), "limited by", "rates measured (req/s)")
     rows = []
     for g in comparison.layouts:
         goodput = f"{'>= ' if g.lower_bound else ''}{g.goodput_rps:.2f}"
@@ -141,9 +142,7 @@ def format_comparison(comparison: Comparison) -> str:
         rates = ",".join(f"{p.request_rate_rps:g}" for p in g.points) or "-"
         tokens = f"{g.output_throughput_tok_s:.0f}" if g.output_throughput_tok_s else "-"
         rows.append(("*" if g.name == comparison.winner else "", g.name, goodput, tokens, limited, rates))
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    lines.append(tables.render(header, rows, terminal=terminal))
     lines.append("")
     if comparison.winner:
         lines.append(f"winner: {comparison.winner} - {comparison.layout(comparison.winner).reason}")
@@ -218,10 +217,41 @@ def run_calibrate(args) -> int:
             payload["saved_to"] = str(saved)
         print(json.dumps(payload, indent=2))
     else:
-        print(report.format())
+        print(format_calibration(report))
         if saved:
             print(f"saved the re-fitted {report.family} factors to {saved}")
     return 0
+
+
+def format_calibration(report: calibration.CalibrationReport, *, terminal: bool | None = None) -> str:
+    """Measured against predicted goodput per layout, before and after the fit, then the factors."""
+    lines = [f"efficiency factors for GPU family {report.family}: fitted on {len(report.layouts)} measured layout(s)", ""]
+    header = ("layout", *(tables.right(h) for h in ("measured req/s", "before", "after", "held out")))
+    rows = [
+        (
+            e.name,
+            f"{e.measured_rps:.2f}",
+            calibration.error_cell(e.before_rps, e.measured_rps),
+            calibration.error_cell(e.after_rps, e.measured_rps),
+            calibration.error_cell(e.held_out_rps, e.measured_rps) if len(report.layouts) >= 3 else "-",
+        )
+        for e in report.layouts
+    ]
+    lines.append(tables.render(header, rows, terminal=terminal))
+    held = report.mape_held_out
+    lines.append("")
+    lines.append(
+        f"mean absolute error: {report.mape_before:.1f}% before, {report.mape_after:.1f}% after"
+        + (f", {held:.1f}% on held-out layouts (leave-one-out)" if held is not None else " (measure 3+ layouts for a held-out figure)")
+    )
+    changed = report.changed_factors()
+    if changed:
+        lines.append("factors:")
+        lines += [f"  {k}: {b:.4g} -> {a:.4g}" for k, (b, a) in changed.items()]
+    if report.excluded:
+        lines.append("not used:")
+        lines += [f"  {x}" for x in report.excluded]
+    return "\n".join(lines)
 
 
 # --- shared ------------------------------------------------------------------------------------

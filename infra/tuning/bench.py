@@ -24,8 +24,9 @@ overloaded rates and scale production up. So bench pods carry none of those labe
 `app.kubernetes.io/name=vllm-bench` and `inference-platform/bench-*` keys instead) and serve
 the model under `<model>-bench-<layout>`.
 
-Layouts run one after another (each takes the node's GPUs): `run.sh` applies a layout, waits
-for its Job to complete or fail, collects the results, deletes the layout's objects, and moves on.
+Layouts run one after another (each takes the node's GPUs), in the order of one step list
+(`infra/tuning/sweep_steps.py`): `infra bench --apply` runs it through the Kubernetes API and the
+offline `run.sh` is generated from it.
 
 The benchmark client runs on the GPU node it measures (tolerating the GPU taint, no GPU
 request): the multi-GB vLLM image is already there, and the client's few CPUs fit in the node
@@ -48,8 +49,8 @@ from infra.errors import Problem, UserError
 from infra.render import model_service as ms
 from infra.tuning.bench_flags import known_bench_flags
 from infra.tuning.results import META_LAYOUT_FIELD_PREFIX
+from infra.tuning.sweep_steps import RESULT_LINE_PREFIX, render_run_script
 
-RESULT_LINE_PREFIX = "BENCH_RESULT"
 BENCH_RUN_LABEL = "inference-platform/bench-run"
 BENCH_MODEL_LABEL = "inference-platform/bench-model"
 BENCH_LAYOUT_LABEL = "inference-platform/bench-layout"
@@ -65,8 +66,6 @@ FALLBACK_RATES = (0.5, 1, 2, 3, 4, 6, 8, 12, 16)  # when there is no prediction 
 CLIENT_CPU = "2"
 CLIENT_MEMORY = "6Gi"
 _MAX_NAME = 42  # the model service renderer's limit for a model name (it derives longer names)
-WAIT_POLL_SECONDS = 15  # run.sh: how often it reads a Job's conditions
-WAIT_SLACK_SECONDS = 60  # past a Job's activeDeadlineSeconds, for its DeadlineExceeded to appear
 
 
 @dataclass(frozen=True)
@@ -545,79 +544,6 @@ def render_bench(target: BenchTarget, sweeps: list[LayoutSweep], opts: BenchOpti
             prefetch["metadata"]["labels"] = dict(labels)
             prefetch["spec"]["template"]["metadata"]["labels"] = dict(labels)
     return BenchBundle(target, opts, tuple(sweeps), tuple(layouts), prefetch)
-
-
-def render_run_script(bundle: BenchBundle) -> str:
-    """kubectl runner: one layout at a time, results collected from the Job's log.
-
-    Jobs are awaited by polling their conditions, not `kubectl wait --for=condition=complete`:
-    that ignores a Failed Job and sits out the whole deadline (hours) for every failed layout.
-    A failed layout still has its measured rates collected and its objects deleted; the script
-    then exits non-zero once every layout has had its turn.
-    """
-    namespace = bundle.target.service.namespace
-    conditions = """'{range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}'"""
-    lines = [
-        "#!/bin/sh",
-        f"# Benchmark sweep for {bundle.target.model} on stack {bundle.target.stack}, run {bundle.options.run_id}.",
-        "# Each layout needs the node's GPUs, so layouts run one after another: apply, wait for the",
-        "# sweep Job, collect its results from the log, delete, next. Needs kubectl on the stack's cluster.",
-        "set -eu",
-        'cd "$(dirname "$0")"',
-        f'poll="${{BENCH_POLL_SECONDS:-{WAIT_POLL_SECONDS}}}"',
-        "failed=0",
-        "",
-        "# wait_job JOB SECONDS: 0 once the Job reports Complete/SuccessCriteriaMet; 1 as soon as it",
-        "# reports Failed/FailureTarget or SECONDS pass, after printing the tail of its pods' logs.",
-        "wait_job() {",
-        "  end=$(( $(date +%s) + $2 ))",
-        "  while :; do",
-        f"    state=$(kubectl -n {namespace} get job \"$1\" -o jsonpath={conditions}) || state=''",
-        '    case " $state " in',
-        '      *" Failed "*|*" FailureTarget "*) echo "job $1 failed"; break ;;',
-        '      *" Complete "*|*" SuccessCriteriaMet "*) return 0 ;;',
-        "    esac",
-        '    if [ "$(date +%s)" -ge "$end" ]; then echo "job $1 neither completed nor failed within $2 s"; break; fi',
-        '    sleep "$poll"',
-        "  done",
-        f'  kubectl -n {namespace} logs "job/$1" --all-containers=true --prefix=true --tail=40 || true',
-        "  return 1",
-        "}",
-        "",
-    ]
-    if bundle.prefetch:
-        name = bundle.prefetch["metadata"]["name"]
-        timeout = bundle.prefetch["spec"]["activeDeadlineSeconds"] + WAIT_SLACK_SECONDS
-        lines += [
-            "kubectl apply -f 00-prefetch/",
-            f"wait_job {name} {timeout} || {{ echo 'weight prefetch job {name} did not complete; nothing was benchmarked'; exit 1; }}",
-        ]
-    for (directory, objects), sweep in zip(bundle.layouts, bundle.sweeps, strict=True):
-        engine = objects[0]["metadata"]["name"]
-        job = objects[-1]
-        name = job["metadata"]["name"]
-        timeout = job["spec"]["activeDeadlineSeconds"] + WAIT_SLACK_SECONDS
-        results = f"results/{sweep.layout.name}"
-        lines += [
-            f"echo '=== {sweep.layout.name}'",
-            f"kubectl apply -f {directory}/",
-            f"if ! wait_job {name} {timeout}; then",
-            "  failed=1",
-            f"  echo 'job {name} did not complete; engine log tail, then collecting what it measured'",
-            f"  kubectl -n {namespace} logs deployment/{engine} -c vllm --tail=40 || true",
-            "fi",
-            f"mkdir -p {results}",
-            f"kubectl -n {namespace} logs job/{name} -c bench | sed -n 's/^{RESULT_LINE_PREFIX} //p' |",
-            f"  while read -r file json; do printf '%s\\n' \"$json\" > \"{results}/$file\"; done",
-            f"kubectl delete -f {directory}/ --wait=true",
-        ]
-    lines += [
-        "if [ \"$failed\" -ne 0 ]; then echo 'some layouts did not complete; results/ holds the rates they measured'; fi",
-        "echo 'done; next:'",
-        f"echo '  infra tune ingest results/ --stack {bundle.target.stack} --model {bundle.target.model}'",
-        'exit "$failed"',
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def _file_stem(obj: dict) -> str:

@@ -233,36 +233,6 @@ class CalibrationReport:
             "factors": {k: {"before": round(b, 4), "after": round(a, 4)} for k, (b, a) in self.changed_factors().items()},
         }
 
-    def format(self) -> str:
-        lines = [f"efficiency factors for GPU family {self.family}: fitted on {len(self.layouts)} measured layout(s)", ""]
-        header = ("layout", "measured req/s", "before", "after", "held out")
-        rows = [
-            (
-                e.name,
-                f"{e.measured_rps:.2f}",
-                _cell(e.before_rps, e.measured_rps),
-                _cell(e.after_rps, e.measured_rps),
-                _cell(e.held_out_rps, e.measured_rps) if len(self.layouts) >= 3 else "-",
-            )
-            for e in self.layouts
-        ]
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
-        held = self.mape_held_out
-        lines.append("")
-        lines.append(
-            f"mean absolute error: {self.mape_before:.1f}% before, {self.mape_after:.1f}% after"
-            + (f", {held:.1f}% on held-out layouts (leave-one-out)" if held is not None else " (measure 3+ layouts for a held-out figure)")
-        )
-        changed = self.changed_factors()
-        if changed:
-            lines.append("factors:")
-            lines += [f"  {k}: {b:.4g} -> {a:.4g}" for k, (b, a) in changed.items()]
-        if self.excluded:
-            lines.append("not used:")
-            lines += [f"  {x}" for x in self.excluded]
-        return "\n".join(lines)
-
 
 def calibrate(context: ModelContext, comparison: Comparison, points: list[SweepPoint], table=None) -> CalibrationReport:
     """Fit the family's factors to the measured goodput of `comparison`'s layouts."""
@@ -362,7 +332,8 @@ def _r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _cell(predicted: float | None, measured: float) -> str:
+def error_cell(predicted: float | None, measured: float) -> str:
+    """`4.10 (+12%)`: a prediction and its error against the measurement."""
     if predicted is None:
         return "no fit"
     return f"{predicted:.2f} ({LayoutError.pct(predicted, measured):+.0f}%)"

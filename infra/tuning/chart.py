@@ -1,10 +1,13 @@
 """An SVG chart of p90 TTFT and p90 TPOT against offered request rate, one line per layout.
 
-Written by hand so the toolkit needs no plotting library: two panels side by side, the SLO as a
-dashed red line in each, filled markers where a rate met both SLOs and hollow ones where it did
-not, and a dotted vertical line at each layout's goodput. Overloaded points (TTFT in the tens of
-seconds) would flatten everything else, so the y axis stops at 4× the SLO and such points are
-drawn as triangles on the top edge. Output is deterministic (same input → same bytes).
+Written by hand so the toolkit needs no plotting library: matplotlib would save about 100 lines
+here but bring numpy, pillow, fonttools and more into every install for one chart, and its SVGs
+carry generated ids and metadata that must be pinned for byte-identical output. Two panels side
+by side, the SLO as a dashed red line in each, filled markers where a rate met both SLOs and
+hollow ones where it did not, and a dotted vertical line at each layout's goodput. Overloaded
+points (TTFT in the tens of seconds) would flatten everything else, so the y axis stops at 4× the
+SLO and such points are drawn as triangles on the top edge. Output is deterministic (same input →
+same bytes).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import pytest
 from infra import cli
 from infra.commands import layout as layout_cmd
 from infra.errors import UserError
+from tests.conftest import table_rows
 from tests.planner.test_search import JSON_KEYS
 
 BASE = [
@@ -56,9 +57,11 @@ def test_json_is_a_list_best_first(capsys):
 def test_table_lists_every_candidate_and_the_reason(capsys):
     assert run(BASE + ["--top", "3"]) == 0
     out = capsys.readouterr().out
-    lines = out.splitlines()
-    assert lines[0].split()[:3] == ["layout", "fits", "kv"]
-    assert len([line for line in lines[1:4] if line.strip()]) == 3
+    header, *rows = table_rows(out)
+    assert header[:3] == ["layout", "fits", "kv tokens"] and header[-1] == "reason"
+    assert len(rows) == 3 and all(row[1] == "yes" for row in rows)
+    goodput = [float(row[header.index("req/s/node")]) for row in rows]
+    assert goodput == sorted(goodput, reverse=True)
     assert "chose " in out and "contract-priced" in out
 
 

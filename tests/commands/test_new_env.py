@@ -22,6 +22,7 @@ def test_new_env_from_staging(repo, capsys):
     assert main(["new-env", "staging-eu", "--from", "staging", "--region", "ams3", "--root", str(repo)]) == 0
     text = (repo / "stacks" / "Pulumi.staging-eu.yaml").read_text()
     assert "created with `infra new-env staging-eu --from staging`" in text
+    assert text.splitlines()[0] == "# yaml-language-server: $schema=../docs/stack.schema.json"
     assert "# The chat product's traffic" in text  # source comments survive the round trip
     cfg = load_stack_file("staging-eu", repo)
     assert cfg.region == "ams3" and cfg.environment == "staging"

@@ -13,6 +13,7 @@ import yaml
 from infra.commands import tune
 from infra.errors import UserError
 from tests.conftest import ROOT as TESTS_ROOT
+from tests.conftest import table_rows
 
 REPO = TESTS_ROOT
 FIXTURES = REPO / "tests" / "fixtures" / "bench" / "staging-qwen3-235b"
@@ -45,8 +46,10 @@ def test_table_names_the_winner_and_why_the_others_lost(results, capsys):
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0] == "SLO: p90 TTFT <= 2000 ms, p90 TPOT <= 50 ms"
-    rows = [ln for ln in lines if "tp" in ln and "rps" not in ln and ":" not in ln]
-    assert [r.split()[0] for r in rows] == ["*", "tp8-ep-r1", "tp2-r4"]
+    header, *rows = table_rows(out)
+    assert header == ["", "layout", "goodput req/s", "out tok/s", "limited by", "rates measured (req/s)"]
+    assert [(r[0], r[1]) for r in rows] == [("*", "tp4-ep-r2"), ("", "tp8-ep-r1"), ("", "tp2-r4")]
+    assert rows[2][4] == "never meets SLO"
     assert "winner: tp4-ep-r2 - highest goodput 5.09 rps" in out
     assert "tp8-ep-r1: 4.12 rps, 19% below tp4-ep-r2" in out
     assert "tp2-r4: never meets the SLO" in out

