@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nLeave-one-source-out (each source predicted by a fit that never saw it):")
     print(_table(held, names))
     print("\nFitted (every current row in the fit; flattering):")
-    print(_table(fitted, ["all", "rocm-moe", "vllm", "early-software"]))
+    print(_table(fitted, ["all", "rocm-moe", "vllm", "early-software", "tensorrt-llm"]))
     print("\nUncertainty bands (measured ÷ predicted, 10th–90th percentile of held-out rows):")
     for key, band in sorted(cal.table.uncertainty.items()):
         print(f"  {key:14} {band.low:.2f}–{band.high:.2f}  ({band.rows} rows, {band.sources} sources)")
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {
             "fitted_at": today,
             "headline": {k: v.to_json() for k, v in held.items()},
-            "fitted": {k: v.to_json() for k, v in fitted.items() if k in ("all", "rocm-moe", "vllm", "early-software")},
+            "fitted": {k: v.to_json() for k, v in fitted.items() if k in ("all", "rocm-moe", "vllm", "early-software", "tensorrt-llm")},
             "folds": {source: t.to_json() for source, t in cal.folds.items()},
             "rows": [
                 {

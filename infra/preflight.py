@@ -477,7 +477,7 @@ def _api_checks(target: DoctorTarget, client: Any, progress: Callable[[str], Non
         (
             "node sizes",
             "/v2/sizes",
-            lambda: _all_pages(client.sizes.list, "sizes", "/v2/sizes"),
+            lambda: _all_pages(client.sizes.list, "sizes", "/v2/sizes", raw=True),
             lambda data: [*check_pool_sizes(data, target), check_catalog_drift(data)],
         ),
         (
@@ -525,14 +525,17 @@ def parse_answer(model: type[M], data: Any, *, prefix: str = "") -> M:
 _MAX_PAGES = 100  # 20,000 entries: far more than any DO list endpoint returns
 
 
-def _all_pages(list_fn: Callable[..., Any], key: str, path: str = "") -> list[Any]:
-    """Collect every page of a paginated DO list endpoint (`meta.total` says how many exist)."""
+def _all_pages(list_fn: Callable[..., Any], key: str, path: str = "", *, raw: bool = False) -> list[Any]:
+    """Collect every page of a paginated DO list endpoint (`meta.total` says how many exist):
+    the items as validated models, or with `raw` as the API's dicts (every field kept, for
+    `infra catalog sync`), each page still checked against its model."""
     page_model = PAGES[key]
     items: list[Any] = []
     for page in range(1, _MAX_PAGES + 1):
-        body = parse_answer(page_model, list_fn(per_page=_PAGE_SIZE, page=page))
+        answer = list_fn(per_page=_PAGE_SIZE, page=page)
+        body = parse_answer(page_model, answer)
         batch = getattr(body, key) or []
-        items += batch
+        items += list(answer[key] or []) if raw else batch
         total = body.meta.total if body.meta else None
         if not batch or total is None or len(items) >= total:
             return items

@@ -100,7 +100,7 @@ def test_doctor_warns_when_the_api_prices_differ(httpserver):
     sizes = _with(sizes, "gpu-h100x8-640gb", price_hourly=23.92)
     _serve(httpserver, sizes)
     client = preflight.make_client(TOKEN, httpserver.url_for("").rstrip("/"))
-    sizes_seen = preflight._all_pages(client.sizes.list, "sizes", "/v2/sizes")
+    sizes_seen = preflight._all_pages(client.sizes.list, "sizes", "/v2/sizes", raw=True)
     check = preflight.check_catalog_drift(sizes_seen)
     assert check.status == "warn"
     assert "2 price(s) differ" in check.detail

@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def fetch_sizes(client) -> list[dict]:
     """Every page of /v2/sizes, with API trouble turned into a one-line UserError."""
     try:
-        return preflight._all_pages(client.sizes.list, "sizes", "/v2/sizes")
+        return preflight._all_pages(client.sizes.list, "sizes", "/v2/sizes", raw=True)
     except Exception as err:  # noqa: BLE001 - phrased by describe_api_error
         failure = preflight.describe_api_error(err, "the sizes", "/v2/sizes")
         raise UserError([Problem("GET /v2/sizes", f"{failure.message} ({failure.fix})")]) from None

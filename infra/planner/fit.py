@@ -6,7 +6,7 @@ platform's own benchmark results; both hand this module prepared observations
 
 The fit is a regularised, robust least-squares problem (scipy.optimize.least_squares, trust-region
 reflective, soft-L1 loss): residuals are log(predicted / measured) of output tokens/s, mean TPOT
-and mean TTFT (weighted 1, 0.5, 0.25: throughput is what sizes pools; TTFT is the noisiest), plus
+and mean TTFT (weighted 1, 0.5, 0.1: throughput is what sizes pools; TTFT is the noisiest), plus
 prior terms. The factors are hierarchical — a global value each GPU family deviates from, with a
 penalty on the deviation — so a family with few measurements borrows strength from the others
 instead of fitting noise, and a family with none falls back to the global value. Other engines
@@ -20,7 +20,7 @@ Fractions (efficiencies) are fitted in logit space so they stay in (0, 1); posit
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -52,7 +52,7 @@ FAMILY_FACTORS = (
 )
 GLOBAL_FACTORS = ("moe_tokens_half", "layer_overhead_us", "collective_latency_us")
 ENGINE_FACTORS = ("overhead_scale", "kernel_scale")
-WEIGHTS = {"output": 1.0, "tpot": 0.5, "ttft": 0.25}
+WEIGHTS = {"output": 1.0, "tpot": 0.5, "ttft": 0.1}
 
 MISSING_PENALTY = 3.0  # residual for a prediction that cannot be made (does not fit, unstable)
 
@@ -64,8 +64,8 @@ class FitSpec:
     family_factors: tuple[str, ...] = FAMILY_FACTORS
     global_factors: tuple[str, ...] = GLOBAL_FACTORS
     sigma_global: float = 1.0  # global values around the priors (EfficiencyFactors defaults)
-    sigma_family: float = 0.35  # a family's deviation from the global value
-    sigma_engine: float = 0.5  # an engine's scales around 1
+    sigma_family: float = 0.2  # a family's deviation from the global value
+    sigma_engine: float = 0.3  # an engine's scales around 1
     max_nfev: int = 40
 
 
@@ -234,6 +234,38 @@ def fit_table(
         x_scale="jac",
     )
     return FitResult(problem.table(result.x, fitted_by, fitted_at), float(result.cost), int(result.nfev), len(prep.observations))
+
+
+def fit_family(
+    base: EfficiencyFactors,
+    names: Sequence[str],
+    residuals: Callable[[EfficiencyFactors], np.ndarray],
+    *,
+    sigma: float = 0.35,
+    max_nfev: int = 100,
+    robust: bool = True,
+) -> EfficiencyFactors:
+    """Fit some factors of one family to residuals the caller computes (log errors of its own
+    measurements), held to `base` with a prior of `sigma` (log/logit units): the routine
+    `infra tune calibrate` uses on the platform's benchmark results, with the same transforms,
+    priors and (unless `robust` is off: a handful of the platform's own measurements has no
+    outliers to discount) robust loss as `fit_table`."""
+    names = [n for n in names if hasattr(base, n)]
+    x0 = np.asarray([_fwd(n, getattr(base, n)) for n in names])
+
+    def factors(x) -> EfficiencyFactors:
+        return replace(base, **{n: float(_inv(n, v)) for n, v in zip(names, x, strict=True)}).clamped()
+
+    def all_residuals(x):
+        return np.concatenate([np.asarray(residuals(factors(x)), dtype=float), (x - x0) / sigma])
+
+    # Goodput comes from a bisection with a relative tolerance of 1e-3: finite differences need a
+    # step well above that to see a slope.
+    result = least_squares(
+        all_residuals, x0, method="trf", loss="soft_l1" if robust else "linear", f_scale=1.0, max_nfev=max_nfev,
+        diff_step=0.02,
+    )
+    return factors(result.x)
 
 
 def subset(prep: Prepared, mask: Sequence[bool] | np.ndarray) -> Prepared:

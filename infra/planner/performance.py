@@ -153,8 +153,10 @@ class Scenarios:
         share = 1.0 - (1.0 - self.k_experts / e) ** np.maximum(n, 1e-9)
         touched = np.maximum(self.n_experts * share, 1e-9)
         m = n * self.k_experts / touched
-        eff = m / (m + self.moe_tokens_half)
-        return np.where(self.n_experts > 0, n * self.expert_flop_s_per_token / np.maximum(eff, 1e-9), 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eff = np.where(self.moe_tokens_half > 0, m / (m + self.moe_tokens_half), 1.0)
+        time = n * self.expert_flop_s_per_token / np.maximum(eff, 1e-9)
+        return np.where((self.n_experts > 0) & (n > 0), time, 0.0)
 
     def parts(self, n):
         """(fixed A, decode time D, decode compute F, collective seconds per token c) at n running."""

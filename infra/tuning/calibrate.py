@@ -10,11 +10,11 @@ not fit. A layout the planner predicts at goodput 0 (fits, never meets the SLO) 
 in the loss.
 
 How: the factors that move goodput (bandwidth efficiencies, collective and per-step/per-sequence
-overheads, compute efficiency) are scaled by multipliers found by coordinate descent in log
-space, minimising the mean squared log error plus a small penalty on each log-multiplier
-(`REGULARISATION`): a handful of layouts cannot pin down seven factors, and the penalty keeps
-factors the data says nothing about where they were. The planner clamps every fraction to
-(0, 1], so a fit can never push a prediction above the roofline.
+overheads, compute efficiency) are fitted with the planner's own routine
+(`infra.planner.fit.fit_family`: scipy least squares on the log errors, robust loss, a prior
+holding each factor to its current value): a handful of layouts cannot pin down nine factors,
+and the prior keeps factors the data says nothing about where they were. The planner clamps every
+fraction to (0, 1], so a fit can never push a prediction above the roofline.
 
 Error is reported before and after as the mean absolute percentage error over the fitted
 layouts and, with three or more, as leave-one-out error (each layout predicted by a fit that did
@@ -25,7 +25,7 @@ shared by every model on it: `--save` changes predictions for other models too (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from infra.errors import Problem, UserError
@@ -36,17 +36,18 @@ from infra.tuning.results import SweepPoint, layout_fields
 FIT_FACTORS = (
     "hbm_efficiency",
     "moe_hbm_efficiency",
+    "kv_hbm_efficiency",
     "compute_efficiency",
     "collective_latency_us",
     "collective_latency_per_peer_us",
     "step_overhead_ms",
+    "rank_overhead_us",
     "seq_overhead_us",
 )
-REGULARISATION = 0.1
+# How far the fit may move a factor from its current value (log/logit units, a prior's sigma).
+PRIOR_SIGMA = 2.0
 # Log error charged for a layout predicted at goodput 0 that measured > 0 (|log| of a 150× miss).
 ZERO_PREDICTION_LOG_ERROR = 5.0
-_MULTIPLIERS = tuple(2 ** (k / 4) for k in range(-8, 9))  # 0.25× … 4× in quarter-octaves
-_PASSES = 4
 
 
 class PlannerUnavailable(UserError):
@@ -292,34 +293,31 @@ def save_factors(report: CalibrationReport, path: Path | None = None) -> Path:
 
 
 def _fit(context: ModelContext, table, base, samples: list[tuple[str, dict, float]]):
-    names = [n for n in FIT_FACTORS if hasattr(base, n)]
-    log_scale = {n: 0.0 for n in names}
+    from infra.planner.fit import fit_family
 
-    def factors_for(scales: dict[str, float]):
-        return replace(base, **{n: getattr(base, n) * math.exp(scales[n]) for n in names}).clamped()
+    from infra.planner import evaluate_layout
 
-    def loss(scales: dict[str, float]) -> float:
-        trial = table.with_family(context.family, factors_for(scales))
-        total = 0.0
+    def residuals(factors):
+        trial = table.with_family(context.family, factors)
+        out = []
         for _, lf, measured in samples:
-            predicted = predict_goodput_rps(context, lf, trial)
-            # A zero prediction (fits, never meets the SLO) stays in the loss at a fixed large
-            # penalty: log(0) has no value, and leaving it out would hide the worst misses.
-            total += (math.log(predicted / measured) if predicted else ZERO_PREDICTION_LOG_ERROR) ** 2
-        return total / len(samples) + REGULARISATION * sum(v * v for v in scales.values())
+            cand = evaluate_layout(
+                context.arch, context.gpu, context.workload, context.slo, layout_from_fields(lf),
+                usd_per_hour=context.usd_per_hour, efficiency=trial,
+            )
+            if cand.fits and cand.goodput_rps_per_node > 0:
+                out.append(math.log(cand.goodput_rps_per_node / measured))
+                continue
+            # A zero prediction (fits, never meets the SLO) stays in at a large penalty that still
+            # shrinks as the lowest-load p90s approach the SLO, so the fit can find its way out:
+            # log(0) has no value, and leaving it out would hide the worst misses.
+            miss = 1.0
+            if cand.tpot_p90_ms and cand.ttft_p90_ms:
+                miss = max(cand.tpot_p90_ms / context.slo.tpot_p90_ms, cand.ttft_p90_ms / context.slo.ttft_p90_ms, 1.0)
+            out.append(ZERO_PREDICTION_LOG_ERROR * 0.5 + math.log(miss) * 4.0)
+        return out
 
-    best = loss(log_scale)
-    step = 1.0
-    for _ in range(_PASSES):
-        for name in names:
-            for multiplier in _MULTIPLIERS:
-                trial = dict(log_scale)
-                trial[name] = log_scale[name] + math.log(multiplier) * step
-                value = loss(trial)
-                if value < best - 1e-12:
-                    best, log_scale = value, trial
-        step /= 4  # refine around the best point
-    return factors_for(log_scale)
+    return fit_family(base, FIT_FACTORS, residuals, sigma=PRIOR_SIGMA, robust=False)
 
 
 def _mape(pairs: list[tuple[float | None, float]]) -> float:
