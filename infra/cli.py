@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from infra.commands.files import os_error_line
@@ -40,11 +41,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _innermost_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)parser of the command the arguments chose: `infra tune ingest` for `tune ingest ...`."""
+    while True:
+        chosen = None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+        if chosen is None:
+            return parser
+        parser = chosen
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Like `parser.parse_args`, but an unknown option is reported with the usage of the subcommand
+    it was given to (`infra layout --bogus` shows `infra layout`'s usage, not the list of commands)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _innermost_parser(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
+def _stdout_closed() -> int:
+    """`infra layout --json | head -1`: the reader left. Like other Unix tools, stop quietly; point
+    stdout at /dev/null so the interpreter's final flush does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except UserError as err:
         print(f"error: {err.render()}", file=sys.stderr)
         return 2

@@ -30,3 +30,13 @@ non_negative_int = _number(int, lambda v: v >= 0, "a whole number at least 0")
 # `math.isfinite` also refuses nan, which compares false with everything.
 positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a number greater than 0")
 fraction = _number(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+
+
+def int_in(low: int, high: int):
+    """A whole number in [low, high] (the config's limits for the same quantity)."""
+    return _number(int, lambda v: low <= v <= high, f"a whole number from {low:,} to {high:,}")
+
+
+def float_in(high: float):
+    """A finite number in (0, high]."""
+    return _number(float, lambda v: math.isfinite(v) and 0 < v <= high, f"a number greater than 0 and at most {high:,g}")

@@ -46,7 +46,18 @@ from infra.catalog.vllm_flags import (
     vllm_flags,
 )
 from infra.compat import unsupported_pins
-from infra.domain import LONGEST_SLO_WINDOW_DAYS, Layout, Provenance, Slo, Workload
+from infra.domain import (
+    LONGEST_SLO_WINDOW_DAYS,
+    MAX_INPUT_TOKENS,
+    MAX_OUTPUT_TOKENS,
+    MAX_PEAK_RPS,
+    MAX_TPOT_P90_MS,
+    MAX_TTFT_P90_MS,
+    Layout,
+    Provenance,
+    Slo,
+    Workload,
+)
 from infra.durations import duration_days
 from infra.errors import ConfigError, Problem, UserError, yaml_error_line
 
@@ -63,6 +74,18 @@ SECRET_KEYS: dict[str, str] = {
     "alert_webhook_url": "Alertmanager webhook URL (Slack or generic); required by receiver kinds slack and webhook",
 }
 PROVIDER_SECRET_KEYS = ("digitalocean:token",)
+# Config namespaces a stack file may use besides ours: the providers the program runs and Pulumi's
+# own (`pulumi:tags`, ...). A key in any other namespace would be read by nobody, so it is refused:
+# `inference-platfrom:observability` once switched monitoring off without a word.
+OTHER_NAMESPACES = ("digitalocean", "kubernetes", "pulumi")
+
+# Stack names become DigitalOcean resource names (`<stack>-doks`, `<stack>-net-vpc`) and file names
+# (`stacks/Pulumi.<stack>.yaml`): DNS-label characters only, so no name reaches outside stacks/.
+_STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+STACK_NAME_RULE = (
+    "2 to 40 characters of lowercase letters, digits and '-', starting with a letter and ending with a "
+    "letter or digit (e.g. staging-eu)"
+)
 
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -212,6 +235,55 @@ def _header_name(value: str) -> str:
     return value
 
 
+# Kubernetes label syntax (kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set):
+# a key is an optional DNS-subdomain prefix (≤ 253) and `/`, then a name (≤ 63) of alphanumerics,
+# '-', '_', '.', beginning and ending alphanumeric; a value is empty or the same as a name.
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+# Prefixes whose labels belong to someone else: Kubernetes itself (kubelet refuses most of them on
+# nodes), DOKS (it manages doks.digitalocean.com/* on every node) and this program, whose pool and
+# GPU labels the model pods select on.
+RESERVED_LABEL_PREFIXES = ("kubernetes.io", "k8s.io", "doks.digitalocean.com", "inference-platform")
+
+
+def _label_key_problem(key: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if "/" in prefix:
+        return "has more than one '/'; a label key is [prefix/]name"
+    if not _LABEL_NAME.match(name):
+        return (
+            "is not a valid label name: at most 63 characters of letters, digits, '-', '_' and '.', "
+            "beginning and ending with a letter or digit (optionally after a DNS prefix and '/')"
+        )
+    if key.startswith("/") or (prefix and (len(prefix) > 253 or not all(_DNS_SUBDOMAIN_LABEL.match(p) for p in prefix.split(".")))):
+        return "has a prefix that is not a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)"
+    for reserved in RESERVED_LABEL_PREFIXES:
+        if prefix == reserved or prefix.endswith("." + reserved):
+            return f"uses the reserved prefix {prefix}/ (reserved: {', '.join(p + '/' for p in RESERVED_LABEL_PREFIXES)}); choose your own prefix, e.g. example.com/team"
+    return None
+
+
+def _node_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Each bad key or value as its own error at its key, reported with every other problem."""
+    errors = []
+    for key, value in labels.items():
+        problem = _label_key_problem(key)
+        if problem is None and value and not _LABEL_NAME.match(value):
+            shown = value if len(value) <= 70 else value[:67] + "..."
+            problem = (
+                f"value {shown!r} is not a valid label value: at most 63 characters of letters, digits, '-', '_' "
+                "and '.', beginning and ending with a letter or digit (or empty)"
+            )
+        if problem is not None:
+            message = f"label {key!r} {problem}" if not problem.startswith("value") else f"label {key!r}: {problem}"
+            errors.append(
+                InitErrorDetails(type=PydanticCustomError("value_error", "{message}", {"message": message}), loc=(key,), input=key)
+            )
+    if errors:
+        raise ValidationError.from_exception_data("labels", errors)
+    return labels
+
+
 def _hhmm(value: str) -> str:
     if not _HHMM.match(value):
         raise ValueError(f"{value!r} is not a time of day; use HH:MM in UTC, e.g. 04:00")
@@ -250,10 +322,12 @@ Retention = Annotated[str, AfterValidator(_covers_slo_windows)]
 TimeOfDay = Annotated[str, AfterValidator(_hhmm)]
 HeaderName = Annotated[str, AfterValidator(_header_name)]
 K8sPrefix = Annotated[str, AfterValidator(_k8s_prefix)]
+NodeLabels = Annotated[dict[str, str], AfterValidator(_node_labels)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # allow_inf_nan=False: `.inf` and `.nan` are YAML floats, and no key means either.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- sections
@@ -339,7 +413,10 @@ class GpuPoolConfig(_Strict):
     usd_per_hour: float | None = Field(
         None, gt=0, description="Price per node-hour. Required for cost figures on contract-only sizes; overrides the catalog price."
     )
-    labels: dict[str, str] = Field(default_factory=dict, description="Extra Kubernetes node labels.")
+    labels: NodeLabels = Field(
+        default_factory=dict,
+        description="Extra Kubernetes node labels (Kubernetes label syntax; prefixes kubernetes.io/, k8s.io/, doks.digitalocean.com/ and inference-platform/ are reserved).",
+    )
 
     @property
     def autoscale(self) -> bool:
@@ -412,9 +489,13 @@ class LayoutConfig(_Strict):
 class WorkloadConfig(_Strict):
     """The traffic a model serves: it drives the planner."""
 
-    input_tokens: int = Field(ge=1, le=1048576, description="Typical prompt length in tokens.")
-    output_tokens: int = Field(ge=1, le=262144, description="Typical completion length in tokens.")
-    peak_rps: float | None = Field(None, gt=0, description="Peak requests per second the model must sustain (sizes the node count).")
+    input_tokens: int = Field(
+        ge=1, le=MAX_INPUT_TOKENS, description="Typical prompt length in tokens; input + output must fit the model's context."
+    )
+    output_tokens: int = Field(ge=1, le=MAX_OUTPUT_TOKENS, description="Typical completion length in tokens.")
+    peak_rps: float | None = Field(
+        None, gt=0, le=MAX_PEAK_RPS, description="Peak requests per second the model must sustain (sizes the node count)."
+    )
     prefix_cache_hit_rate: float = Field(0.0, ge=0, lt=1, description="Share of prompt tokens expected from the prefix cache (multi-turn chat).")
 
     def to_workload(self) -> Workload:
@@ -424,8 +505,8 @@ class WorkloadConfig(_Strict):
 class SloConfig(_Strict):
     """Latency objectives at the 90th percentile."""
 
-    ttft_p90_ms: float = Field(gt=0, description="p90 time to first token, ms.")
-    tpot_p90_ms: float = Field(gt=0, description="p90 time per output token, ms.")
+    ttft_p90_ms: float = Field(gt=0, le=MAX_TTFT_P90_MS, description="p90 time to first token, ms.")
+    tpot_p90_ms: float = Field(gt=0, le=MAX_TPOT_P90_MS, description="p90 time per output token, ms.")
 
     def to_slo(self) -> Slo:
         return Slo(self.ttft_p90_ms, self.tpot_p90_ms)
@@ -642,6 +723,30 @@ _TYPE_NAMES = {
 }
 
 
+_RANGE_ERRORS = {
+    "greater_than": "greater than",
+    "greater_than_equal": "at least",
+    "less_than": "less than",
+    "less_than_equal": "at most",
+}
+
+
+def _number_text(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _yaml_float(value: str) -> str:
+    """`1e308` as YAML 1.1 reads it as a float: `1.0e+308`."""
+    m = re.match(r"^\s*([+-]?[0-9]+)(?:\.([0-9]*))?[eE]([+-]?)([0-9]+)\s*$", value)
+    if not m:
+        return value.strip()
+    return f"{m[1]}.{m[2] or '0'}e{m[3] or '+'}{m[4]}"
+
+
 def _problem_from_pydantic(err: dict) -> Problem:
     loc = tuple(err["loc"])
     path = NS + _path(loc)
@@ -650,13 +755,30 @@ def _problem_from_pydantic(err: dict) -> Problem:
     if kind == "extra_forbidden":
         owner = _model_at(loc)
         allowed = ", ".join(owner.model_fields) if owner else "see docs/configuration.md"
-        close = difflib.get_close_matches(str(loc[-1]), list(owner.model_fields) if owner else [], n=1)
+        close = difflib.get_close_matches(str(loc[-1]).lower(), list(owner.model_fields) if owner else [], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return Problem(path, f"unknown key{hint}; allowed keys: {allowed}")
     if kind == "missing":
         return Problem(path, "required key is missing")
+    if kind in ("float_type", "int_type") and isinstance(value, str) and _number_text(value):
+        # YAML 1.1 (PyYAML, Pulumi) reads `1e308` and `5e3` as text: a float needs a dot and a signed exponent.
+        return Problem(
+            path,
+            f"{value!r} is text, not a number: YAML reads an exponent without a dot as a string; write "
+            f"{_yaml_float(value)} or a plain number (and unquoted)",
+        )
+    if kind == "finite_number":
+        return Problem(path, f"{value!r} is not a finite number; give a real figure (.inf and .nan are not allowed)")
+    if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
+        # `version: 1.30` is the number 1.3 to YAML: a string that looks like a number needs quotes.
+        return Problem(path, f"{value!r} has the wrong type; expected a string: write it in quotes (\"{value}\")")
     if kind in _TYPE_NAMES:
         return Problem(path, f"{value!r} has the wrong type; expected {_TYPE_NAMES[kind]}")
+    if kind in _RANGE_ERRORS:
+        bound = next(iter(err.get("ctx", {}).values()), None)
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return Problem(path, f"{value!r} is out of range; it must be {_RANGE_ERRORS[kind]} {bound}")
     if kind == "value_error":
         msg = str(err["msg"]).removeprefix("Value error, ")
         return Problem(path, msg)
@@ -822,6 +944,7 @@ def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
                 )
             elif flag in _OBSERVABILITY_FLAGS:
                 problems.append(Problem(f"{at}.extra_args[{j}]", f"{arg!r} is not allowed: {_OBSERVABILITY_FLAGS[flag]}"))
+        problems += _plain_secret_problems(model, at)
         problems += _check_model_layout(model, pool, at, base_dir)
     for pool_name, indices in by_pool.items():
         if len(indices) > 1:
@@ -912,6 +1035,48 @@ _OBSERVABILITY_FLAGS = {
 }
 
 
+# Credentials by their published prefixes: Hugging Face (hf_), DigitalOcean (dop_v1_, doo_v1_, ...),
+# OpenAI-style (sk-), GitHub (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_), GitLab (glpat-), Slack
+# (xoxb-, ...), AWS access key ids (AKIA...).
+_TOKEN_VALUE = re.compile(
+    r"(?:^|[\s=:'\"])(?:hf_[A-Za-z0-9]{16,}|do[a-z]_v1_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
+)
+# Variable names that say "credential": a whole `_`-separated word (VLLM_..._TOKEN_THRESHOLD holds a count).
+_SECRET_NAME = re.compile(r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|PASS|KEY|APIKEY|CREDENTIALS?|AUTH)(?:$|_)", re.IGNORECASE)
+_NUMBER_OR_FLAG = re.compile(r"^\s*(?:[+-]?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|true|false|yes|no|on|off)?\s*$", re.IGNORECASE)
+
+
+def _secret_mechanism(name: str) -> str:
+    """Where the secret belongs instead of a plain `env:` value."""
+    upper = name.upper()
+    if upper in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN") or upper.startswith("HF_"):
+        return "set the stack's huggingface_token secret instead (`pulumi config set --secret huggingface_token ...`); the model pods get it as HF_TOKEN"
+    if upper in ("VLLM_API_KEY", "API_KEY", "OPENAI_API_KEY"):
+        return "set the stack's api_key secret instead (`pulumi config set --secret api_key ...`); the model pods get it as VLLM_API_KEY"
+    return (
+        "plain-text secrets would land in the plan, the Deployment and `pulumi preview`; the stack's secrets are "
+        "huggingface_token and api_key (`pulumi config set --secret KEY ...`), or keep the variable out of the stack file"
+    )
+
+
+def _plain_secret_problems(model: ModelConfig, at: str) -> list[Problem]:
+    """A credential written into `env` (or `extra_args`) would be copied verbatim into the plan JSON and the
+    Deployment: refused, as every plain-text secret is (README "Secrets")."""
+    problems = []
+    for name, value in model.env.items():
+        if _TOKEN_VALUE.search(value):
+            problems.append(Problem(f"{at}.env.{name}", f"the value looks like an access token; {_secret_mechanism(name)}"))
+        elif _SECRET_NAME.search(name) and not _NUMBER_OR_FLAG.match(value):
+            problems.append(Problem(f"{at}.env.{name}", f"{name} names a credential and is given in plain text; {_secret_mechanism(name)}"))
+    for j, arg in enumerate(model.extra_args):
+        if _TOKEN_VALUE.search(arg):
+            problems.append(Problem(f"{at}.extra_args[{j}]", f"looks like an access token; {_secret_mechanism('')}"))
+        elif canonical_flag(arg) == "--api-key":
+            problems.append(Problem(f"{at}.extra_args[{j}]", f"{arg.split('=')[0]!r} would put the key in plain text; {_secret_mechanism('API_KEY')}"))
+    return problems
+
+
 def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_dir: Path | None) -> list[Problem]:
     """Resolve the architecture and check an explicit layout against model and node."""
     from infra.catalog.models import resolve_model  # local import: the catalog is large
@@ -934,9 +1099,43 @@ def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_d
                 "so the planner knows its architecture (see `infra layout --help` for catalog models)",
             )
         ]
+    problems = _context_problems(model, arch, at)
     if model.layout is None:
-        return []
-    return [Problem(f"{at}.layout", msg) for msg in check_layout(arch, pool.gpu, model.layout.to_layout())]
+        return problems
+    return problems + [Problem(f"{at}.layout", msg) for msg in check_layout(arch, pool.gpu, model.layout.to_layout())]
+
+
+def _context_problems(model: ModelConfig, arch: Any, at: str) -> list[Problem]:
+    """A typical request longer than the model's context (or an explicit max_model_len) is one vLLM
+    refuses outright: the stack would serve nothing of the traffic it was sized for."""
+    w = model.workload
+    need = w.input_tokens + w.output_tokens
+    if need > arch.max_context:
+        return [
+            Problem(
+                f"{at}.workload",
+                f"input_tokens + output_tokens = {w.input_tokens} + {w.output_tokens} = {need} exceeds the "
+                f"{arch.max_context}-token context of {arch.id}; vLLM would refuse every such request. Give at most "
+                f"{arch.max_context} tokens in total, or serve a long-context variant",
+            )
+        ]
+    limit = model.layout.max_model_len if model.layout is not None else None
+    if limit is not None and need > limit:
+        return [
+            Problem(
+                f"{at}.layout.max_model_len",
+                f"{limit} is shorter than a typical request (input_tokens + output_tokens = {need}); vLLM would refuse "
+                f"it. Give at least {need} (at most {arch.max_context}), or leave it unset",
+            )
+        ]
+    return []
+
+
+def gated_models(models: list[ModelConfig]) -> list[ModelConfig]:
+    """The models whose Hugging Face repo is gated (infra/catalog/models.py `is_gated`)."""
+    from infra.catalog.models import is_gated  # local import: the catalog is large
+
+    return [m for m in models if is_gated(m.source)]
 
 
 def _check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> tuple[list[Problem], tuple[str, ...]]:
@@ -948,6 +1147,11 @@ def _check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> t
         for key in sorted(plain)
     ]
     required = []
+    # A gated repo (meta-llama/*, ...) downloads only with a token of an account that accepted its
+    # terms: without one the prefetch Job fails with 401 at deploy time. `pulumi up` refuses to start
+    # without it; the offline plan lists it under "secrets to set" and names the models.
+    if gated_models(raw.models):
+        required.append("huggingface_token")
     needs_api_key = raw.router.public
     if needs_api_key:
         required.append("api_key")
@@ -960,6 +1164,33 @@ def _check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> t
     if raw.router.tls_certificate_id and not raw.router.public:
         problems.append(Problem(NS + "router.tls_certificate_id", "applies only with router.public: true (TLS terminates on the public load balancer)"))
     return problems, tuple(required)
+
+
+def stack_name_problem(stack: str) -> str | None:
+    """Why `stack` cannot name a stack (its file and its DigitalOcean resources), or None."""
+    if _STACK_NAME.match(stack):
+        return None
+    shown = stack if len(stack) <= 60 else stack[:57] + "..."
+    return f"{shown!r} is not a valid stack name; use {STACK_NAME_RULE}"
+
+
+def _stack_name_problems(stack: str) -> list[Problem]:
+    problem = stack_name_problem(stack)
+    return [Problem("stack", problem)] if problem else []
+
+
+def _foreign_key_problems(key: str) -> list[Problem]:
+    """A key outside our namespace is fine in a provider's or Pulumi's; in any other namespace nobody
+    reads it, and one that looks like ours is a typo whose setting silently does nothing."""
+    namespace = key.split(":", 1)[0]
+    if namespace in OTHER_NAMESPACES:
+        return []
+    allowed = ", ".join(f"{n}:" for n in (PROJECT, *OTHER_NAMESPACES))
+    close = difflib.get_close_matches(namespace, [PROJECT, *OTHER_NAMESPACES], n=1, cutoff=0.75)
+    if close:
+        fixed = f"{close[0]}:{key.split(':', 1)[1]}"
+        return [Problem(key, f"unknown namespace {namespace!r} (did you mean {fixed!r}?); nothing reads this key. Namespaces: {allowed}")]
+    return [Problem(key, f"unknown namespace {namespace!r}: no provider of this program reads it. Namespaces: {allowed}")]
 
 
 def load_config(
@@ -978,12 +1209,14 @@ def load_config(
     plain_secrets = set()
     secrets_set = set()
     project_values = {}
+    early = _stack_name_problems(stack)
     for key, value in values.items():
         if key in PROVIDER_SECRET_KEYS:
             if key not in secret_keys:
                 plain_secrets.add(key)
             continue
         if ":" in key and not key.startswith(NS):
+            early += _foreign_key_problems(key)
             continue  # other providers' keys (kubernetes:*, pulumi:*) are theirs to validate
         short = key.removeprefix(NS)
         if short in SECRET_KEYS:
@@ -999,9 +1232,9 @@ def load_config(
     except ValidationError as err:
         problems = [_problem_from_pydantic(e) for e in err.errors(include_url=False)]
         problems += [Problem(NS + k if ":" not in k else k, "given in plain text; set it with `pulumi config set --secret`") for k in sorted(plain_secrets)]
-        raise ConfigError(problems, source=source) from None
+        raise ConfigError(early + problems, source=source) from None
 
-    problems = _check_network(raw) + _check_pools(raw) + _check_runtime(raw) + _check_models(raw, base_dir)
+    problems = early + _check_network(raw) + _check_pools(raw) + _check_runtime(raw) + _check_models(raw, base_dir)
     problems += _check_cluster(raw)
     secret_problems, required = _check_secrets(raw, secrets_set, plain_secrets)
     problems += secret_problems
@@ -1044,30 +1277,106 @@ def zero_replica_notes(cfg: StackConfig) -> list[str]:
 
 
 def stack_file(stack: str, root: Path) -> Path:
-    """`stacks/Pulumi.<stack>.yaml` of the project at `root` (`infra.project.project_root`)."""
+    """`stacks/Pulumi.<stack>.yaml` of the project at `root` (`infra.project.project_root`); a name
+    that is not a stack name (`../etc/passwd`) is refused before any path is built from it."""
+    problem = stack_name_problem(stack)
+    if problem:
+        raise ConfigError([Problem("stack", problem)])
     return root / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+class _StackFileLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate keys as Pulumi's YAML parser does (PyYAML would
+    silently keep the last value, so the file would mean one thing here and fail in `pulumi up`)."""
+
+
+def _construct_mapping_once(loader: _StackFileLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _value in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: the constructor below says so
+            continue
+        if first is not None:
+            raise _DuplicateKey(key, first, key_node.start_mark.line + 1)
+        seen[key] = key_node.start_mark.line + 1
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StackFileLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping_once)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, first_line: int, line: int):
+        super().__init__(key)
+        self.key, self.first_line, self.line = key, first_line, line
+
+
+def parse_stack_text(text: str, source: Any) -> tuple[dict[str, Any], set[str]]:
+    """Raw config values and the set of keys given as `secure:` secrets (values never decrypted),
+    from a stack file's text; `source` names it in errors."""
+    try:
+        doc = yaml.load(text, Loader=_StackFileLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as dup:
+        raise ConfigError(
+            f"{source}: line {dup.line}: duplicate key {dup.key!r} (first at line {dup.first_line}); Pulumi refuses "
+            "a stack file with a key given twice: keep one"
+        ) from None
+    except yaml.YAMLError as err:
+        raise ConfigError(yaml_error_line(source, err)) from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{source}: expected a mapping with a `config:` key, got {_yaml_kind(doc)}")
+    if "config" not in doc:
+        stray = [str(k) for k in doc if ":" in str(k)]
+        if stray:
+            raise ConfigError(
+                f"{source}: no `config:` mapping; the keys {', '.join(stray[:3])}{' ...' if len(stray) > 3 else ''} "
+                "sit at the top level: indent them under `config:` (as `pulumi config set` writes them)"
+            )
+        raise ConfigError(f"{source}: no `config:` mapping; a stack file holds its settings under `config:` (see stacks/Pulumi.dev.yaml)")
+    config = doc.get("config") or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"{source}: `config:` must be a mapping, got {_yaml_kind(config)}")
+    values: dict[str, Any] = {}
+    secret_keys: set[str] = set()
+    problems = []
+    for key, value in config.items():
+        key = str(key)
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            cipher = value["secure"]
+            if not isinstance(cipher, str) or not cipher.strip():
+                short = key.removeprefix(NS)
+                problems.append(
+                    Problem(
+                        key if ":" in key else NS + key,
+                        f"`secure:` holds no ciphertext, so the secret is not set; set it again with "
+                        f"`pulumi config set --secret {short} ...` (never edit `secure:` by hand)",
+                    )
+                )
+                continue
+            secret_keys.add(key)
+            values[key] = None
+        else:
+            values[key] = value
+    if problems:
+        raise ConfigError(problems, source=str(source))
+    return values, secret_keys
+
+
+def _yaml_kind(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(type(value), type(value).__name__)
 
 
 def read_stack_file(path: Path) -> tuple[dict[str, Any], set[str]]:
     """Raw config values and the set of keys given as `secure:` secrets (values never decrypted)."""
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(yaml_error_line(path, err)) from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: expected a mapping with a `config:` key")
-    config = doc.get("config") or {}
-    if not isinstance(config, dict):
-        raise ConfigError(f"{path}: `config:` must be a mapping")
-    values: dict[str, Any] = {}
-    secret_keys: set[str] = set()
-    for key, value in config.items():
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            secret_keys.add(key)
-            values[key] = None
-        else:
-            values[key] = value
-    return values, secret_keys
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    return parse_stack_text(text, path)
 
 
 def load_stack_file(stack: str, root: Path) -> StackConfig:

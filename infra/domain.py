@@ -122,6 +122,17 @@ class Slo:
 # least that much (the config refuses a shorter retention; the rules assert their windows fit).
 LONGEST_SLO_WINDOW_DAYS = 3
 
+# Bounds of a workload and its SLOs, shared by the stack config and the command-line flags
+# (`infra layout`, `infra tune`), so a value refused in one is refused in the other. Beyond them a
+# figure is a typo, not a workload: no model reads more than a million prompt tokens, vLLM's
+# largest models emit at most 256 Ki tokens, a p90 TTFT of ten minutes or a TPOT of a minute is no
+# interactive service, and 100,000 req/s is far beyond any GPU fleet one stack declares.
+MAX_INPUT_TOKENS = 1_048_576
+MAX_OUTPUT_TOKENS = 262_144
+MAX_TTFT_P90_MS = 600_000.0
+MAX_TPOT_P90_MS = 60_000.0
+MAX_PEAK_RPS = 100_000.0
+
 
 # --------------------------------------------------------------------------- provenance
 

@@ -242,6 +242,12 @@ def api_url_problem(url: str) -> str | None:
         return "is not an http(s) URL with a host (e.g. https://api.digitalocean.com); unset it to use the default"
     if any(not 33 <= ord(c) <= 126 for c in url):
         return "contains spaces, control or non-ASCII characters; unset it to use the default"
+    if parsed.path.rstrip("/") or parsed.query or parsed.fragment:
+        # The client adds /v2/...: `https://api.digitalocean.com/v2` would ask for /v2/v2/account (404).
+        return (
+            f"has a path ({parsed.path or '?' + parsed.query}); give the API's base URL only, e.g. "
+            "https://api.digitalocean.com (the client adds /v2/...)"
+        )
     return None
 
 
@@ -277,8 +283,42 @@ def redact(text: str, secrets: Sequence[str | None] = ()) -> str:
     return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
 
 
-def make_client(token: str, api_url: str = DEFAULT_API_URL, *, retries: int = 0, timeout_s: int = 30):
-    """A pydo client for `api_url`.
+# Bounds on one API call. pydo's own `timeout=` is the retry policy's total and never reaches the
+# socket: azure-core's RequestsTransport waits 300 s to connect and 300 s per read unless told
+# `connection_timeout` / `read_timeout` (azure/core/configuration.py ConnectionConfiguration), so an
+# API that accepts the connection and never answers held `infra doctor` for five minutes.
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_ENV_VAR = "INFRA_DOCTOR_CONNECT_TIMEOUT"
+READ_TIMEOUT_ENV_VAR = "INFRA_DOCTOR_READ_TIMEOUT"
+MAX_TIMEOUT_S = 600.0
+
+
+def timeout_from_env(env: Mapping[str, str], name: str, default: float) -> float:
+    """A timeout in seconds from `name` in `env` (default when unset); ValueError naming the variable
+    when it is not a number in (0, MAX_TIMEOUT_S]."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value <= MAX_TIMEOUT_S):  # also refuses nan and inf
+        raise ValueError(f"{name}={text!r} must be a number of seconds greater than 0 and at most {MAX_TIMEOUT_S:g}")
+    return value
+
+
+def make_client(
+    token: str,
+    api_url: str = DEFAULT_API_URL,
+    *,
+    retries: int = 0,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    read_timeout_s: float = READ_TIMEOUT_S,
+):
+    """A pydo client for `api_url` whose every call gives up after `connect_timeout_s` to connect and
+    `read_timeout_s` without an answer byte.
 
     azure-core's bearer-token policy refuses plain http, which is what a local test server or a
     debugging proxy speaks; for http URLs the Authorization header is set directly instead.
@@ -287,7 +327,12 @@ def make_client(token: str, api_url: str = DEFAULT_API_URL, *, retries: int = 0,
     import pydo
     from azure.core.pipeline.policies import HeadersPolicy
 
-    kwargs: dict[str, Any] = {"endpoint": api_url, "retry_total": retries, "timeout": timeout_s}
+    kwargs: dict[str, Any] = {
+        "endpoint": api_url,
+        "retry_total": retries,
+        "connection_timeout": connect_timeout_s,
+        "read_timeout": read_timeout_s,
+    }
     if urlparse(api_url).scheme == "http":
         kwargs["authentication_policy"] = HeadersPolicy({"Authorization": f"Bearer {token}"})
     return pydo.Client(token, **kwargs)
@@ -311,7 +356,12 @@ def describe_api_error(err: Exception, what: str, path: str = "") -> ApiFailure:
 
     The text is not yet redacted: `run_checks` masks credentials in every detail it returns.
     """
-    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+    from azure.core.exceptions import (
+        HttpResponseError,
+        ServiceRequestError,
+        ServiceResponseError,
+        ServiceResponseTimeoutError,
+    )
 
     endpoint = f"GET {path}" if path else what
     if isinstance(err, MalformedAnswer | json.JSONDecodeError):
@@ -323,6 +373,13 @@ def describe_api_error(err: Exception, what: str, path: str = "") -> ApiFailure:
         return ApiFailure(
             f"the request for {what} failed before the API answered: {type(err).__name__}: {_first_line(err)}",
             f"check the token and {API_URL_ENV_VAR} (if set) for stray characters",
+            fatal=True,
+        )
+    if isinstance(err, ServiceResponseTimeoutError):
+        return ApiFailure(
+            f"the DigitalOcean API accepted the connection but sent no answer in time while reading {what}: {_first_line(err)}",
+            f"retry shortly (https://status.digitalocean.com); check proxies and {API_URL_ENV_VAR}; "
+            f"a slow link may need a longer --read-timeout",
             fatal=True,
         )
     if isinstance(err, ServiceRequestError | ServiceResponseError):
@@ -358,6 +415,12 @@ def describe_api_error(err: Exception, what: str, path: str = "") -> ApiFailure:
         return ApiFailure(
             f"the DigitalOcean API failed while reading {what} ({status}{api_message})",
             "retry shortly; check https://status.digitalocean.com",
+            fatal=False,
+        )
+    if status == 404:
+        return ApiFailure(
+            f"{endpoint} does not exist at this API (404 Not Found{api_message})",
+            f"check {API_URL_ENV_VAR} (if set): it must be the API's base URL, e.g. {DEFAULT_API_URL}",
             fatal=False,
         )
     return ApiFailure(

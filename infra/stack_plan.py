@@ -15,13 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.catalog.cpu_sizes import CPU_PRICES_AS_OF, CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
-from infra.catalog.gpus import HOURS_PER_MONTH
+from infra.catalog.gpus import GPU_SIZES, HOURS_PER_MONTH
 from infra.catalog.models import ModelArch, resolve_model
-from infra.config import NS, GpuPoolConfig, ModelConfig, StackConfig, zero_replica_notes
+from infra.config import (
+    NS,
+    PROJECT,
+    GpuPoolConfig,
+    ModelConfig,
+    StackConfig,
+    gated_models,
+    zero_replica_notes,
+)
 from infra.domain import Layout, Provenance
 from infra.errors import ConfigError, Problem
 from infra.planner import ModelPlan, estimated_load_seconds, plan_model, slo_shortfall
-from infra.planner.search import nodes_for_peak, usd_per_million_output_tokens
+from infra.planner.search import nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
 from infra.render.autoscaling import RUNNING_HEADROOM, AutoscalingSpec, ScalingSpec, render_scaled_object
 from infra.render.model_cache import MODEL_CACHE_PVC_NAME
 from infra.render.model_service import (
@@ -321,9 +329,19 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         routers=routers,
         observability=observability,
         autoscaling=autoscaling,
-        project=ProjectSpec(name=f"{prefix}-project", project_name=f"inference-platform-{env}", environment=env),
+        project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=env),
         problems=tuple(problems),
     )
+
+
+def project_name(stack: str) -> str:
+    """The DigitalOcean project of a stack: `inference-platform-<stack>`.
+
+    DO project names are unique per account, so the name follows the stack, not the environment
+    (two `dev` stacks of one account would otherwise claim the same project). The shipped stacks are
+    named after their environments, so their project names are unchanged.
+    """
+    return f"{PROJECT}-{stack}"
 
 
 def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Problem]]:
@@ -337,7 +355,8 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
     models: list[ModelFacts] = []
     notes: list[str] = []
     problems: list[Problem] = []
-    for model in cfg.models:
+    gated = {m.name for m in gated_models(cfg.models)}
+    for index, model in enumerate(cfg.models):
         pool = cfg.pool(model.pool)
         arch = resolve_model(model.source, str(cfg.hf_config_path(model)) if model.hf_config else None)
         explicit = model.layout.to_layout() if model.layout is not None else None
@@ -348,12 +367,20 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
             config=model, pool=pool, arch=arch, plan=plan, measured=provenance if provenance and provenance.measured else None
         )
         models.append(facts)
-        problems += _running_target_problems(facts)
+        problems += _running_target_problems(facts, index)
         if not plan.chosen.fits:
-            notes.append(f"model {model.name}: the layout {plan.chosen.layout.name} does not fit in GPU memory")
+            # Deploying it would crash-loop every replica: an error, for `auto` and explicit alike.
+            problems.append(_does_not_fit(facts, index))
+            continue
+        if model.name in gated and "huggingface_token" not in cfg.secrets_set:
+            notes.append(
+                f"model {model.name}: {model.source} is a gated Hugging Face repo; the weight download needs the "
+                "huggingface_token secret of an account that accepted its terms on the model page, or the "
+                "prefetch fails with 401 (`pulumi config set --secret huggingface_token ...`)"
+            )
         shortfall = slo_shortfall(plan, slo)
         if shortfall and explicit is None:
-            problems.append(Problem(f"{NS}models[{model.name}].slo", shortfall))
+            problems.append(Problem(f"{NS}models[{index}].slo", shortfall))
         elif shortfall:
             notes.append(f"model {model.name}: {shortfall}; as configured it serves no load within the SLO")
         notes += _sizing_notes(facts, cfg.stack)
@@ -365,6 +392,34 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
     return models, notes, problems
+
+
+def _does_not_fit(m: ModelFacts, index: int) -> Problem:
+    """No layout of the model fits its pool's GPUs: say why, and name the sizes it would fit on (the
+    pool's vendor first, smallest first)."""
+    gpu = m.pool.gpu
+    options = sorted(
+        (s for s in GPU_SIZES.values() if not s.fabric and s.slug != gpu.slug),
+        key=lambda s: (s.vendor != gpu.vendor, s.hbm_gb_total, s.slug),
+    )
+    fitting = [s.slug for s in sizes_that_fit(m.arch, m.config.workload.to_workload(), options)]
+    elsewhere = (
+        f"it fits on {', '.join(fitting[:3])}{' and others' if len(fitting) > 3 else ''}: give gpu pool "
+        f"{m.pool.name!r} such a size, or serve the model from a pool that has one"
+        if fitting
+        else "no GPU size in the catalog holds it; choose a smaller or quantized checkpoint"
+    )
+    # The candidate closest to fitting (most memory left), not the ranking's first: tp1-r8 of a 670 GB
+    # model says less than tp8-r1 does about how far off the pool is.
+    chosen = m.plan.chosen if m.config.layout is not None else max(m.plan.candidates, key=lambda c: (c.memory.kv_cache_gb, c.name))
+    why = "; ".join(chosen.problems) or chosen.reason
+    if m.config.layout is None:
+        return Problem(
+            f"{NS}models[{index}].pool",
+            f"layout: auto found no layout of {m.arch.id} that fits on {gpu.slug} ({gpu.gpus}× {gpu.accelerator.model}): "
+            f"{why}; {elsewhere}",
+        )
+    return Problem(f"{NS}models[{index}].layout", f"{chosen.name} does not fit: {why}; {elsewhere}")
 
 
 def _sizing_notes(m: ModelFacts, stack: str) -> list[str]:
@@ -477,7 +532,7 @@ def running_target(model: ModelFacts) -> tuple[int, str]:
     return max(1, math.floor(RUNNING_HEADROOM * model.plan.chosen.running_per_replica)), "plan"
 
 
-def _running_target_problems(model: ModelFacts) -> list[Problem]:
+def _running_target_problems(model: ModelFacts, index: int) -> list[Problem]:
     """An explicit in-flight target no replica of the layout can reach: vLLM runs at most
     max_num_seqs per engine (DP rank), so the HPA would never see it and never scale up."""
     explicit = model.config.autoscaling.target_running_per_replica
@@ -487,7 +542,7 @@ def _running_target_problems(model: ModelFacts) -> list[Problem]:
         return []
     return [
         Problem(
-            f"{NS}models[{model.config.name}].autoscaling.target_running_per_replica",
+            f"{NS}models[{index}].autoscaling.target_running_per_replica",
             f"{explicit} is more than a replica of layout {layout.name} can run: max_num_seqs {layout.max_num_seqs}"
             f" × dp {layout.dp} = {cap}; give 1..{cap}, or leave it unset to derive it from the plan",
         )

@@ -812,3 +812,81 @@ def test_a_bad_account_field_fails_only_the_check_that_reads_it_and_never_echoes
     limit = checks["droplet limit"]
     assert limit.status == "fail" and "`account.droplet_limit` is a string, expected a whole number" in limit.detail
     assert "secret-ish" not in limit.detail
+
+
+# --- an API that accepts the connection and never answers ---------------------------------------
+
+
+@pytest.fixture
+def silent_api():
+    """A local server that accepts connections and never sends a byte (a hung proxy or API)."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            held.append(conn)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join(timeout=2)
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def test_client_timeouts_default_to_five_and_thirty_seconds():
+    client = preflight.make_client(TOKEN, "http://127.0.0.1:9")
+    config = client._client._pipeline._transport.connection_config
+    assert (config.timeout, config.read_timeout) == (5.0, 30.0)
+
+
+def test_doctor_gives_up_on_an_api_that_never_answers(cli, silent_api, monkeypatch, capsys):
+    # Before: pydo's `timeout=` never reached the socket and doctor waited 300 s per call.
+    import time
+
+    monkeypatch.setenv("DIGITALOCEAN_TOKEN", TOKEN)
+    monkeypatch.setenv("DIGITALOCEAN_API_URL", silent_api)
+    start = time.monotonic()
+    assert cli(["doctor", "prod", "--read-timeout", "0.5"]) == 1
+    assert time.monotonic() - start < 10
+    out = capsys.readouterr().out
+    assert "accepted the connection but sent no answer in time" in out and "--read-timeout" in out
+
+
+def test_doctor_timeouts_come_from_the_environment(cli, silent_api, monkeypatch, capsys):
+    import time
+
+    monkeypatch.setenv("DIGITALOCEAN_TOKEN", TOKEN)
+    monkeypatch.setenv("DIGITALOCEAN_API_URL", silent_api)
+    monkeypatch.setenv(preflight.READ_TIMEOUT_ENV_VAR, "0.5")
+    start = time.monotonic()
+    assert cli(["doctor", "prod"]) == 1
+    assert time.monotonic() - start < 10
+
+
+def test_an_api_url_with_a_path_is_refused_before_any_call(cli, monkeypatch, capsys):
+    # Before: /v2/v2/account answered 404, reported as "re-run with a fresh token".
+    monkeypatch.setenv("DIGITALOCEAN_TOKEN", TOKEN)
+    monkeypatch.setenv("DIGITALOCEAN_API_URL", "https://api.digitalocean.com/v2")
+    assert cli(["doctor", "prod"]) == 2
+    err = capsys.readouterr().err
+    assert "has a path (/v2)" in err and "base URL only" in err
+
+
+def test_a_404_points_at_the_api_url_not_the_token(httpserver):
+    httpserver.expect_request("/v2/account").respond_with_json({"id": "not_found", "message": "nope"}, status=404)
+    (token, *_rest) = preflight.run_checks(_target(), _client(httpserver), which=_all_tools)
+    assert "404 Not Found" in token.detail and preflight.API_URL_ENV_VAR in token.fix and "fresh token" not in token.fix

@@ -246,6 +246,9 @@ class CatalogEntry:
     patterns: tuple[str, ...]  # regexes searched in the lower-cased model name (after the org)
     exclude: tuple[str, ...] = ()
     long_context_markers: tuple[tuple[str, int], ...] = ()  # (substring, max_context) overrides
+    # The Hugging Face organisation whose repos of this family are gated (licence or contact form
+    # to accept before a download), e.g. "meta-llama". Community re-uploads under other orgs are not.
+    gated_org: str | None = None
 
 
 def _qwen3_dense(id_, layers, hidden, heads, kv, inter) -> ModelArch:
@@ -301,18 +304,22 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry(
         ModelArch("meta-llama/Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256, 131072),
         (rf"llama-3\.1-8b{_N}", rf"llama-3-8b{_N}", rf"llama3\.1-8b{_N}"),
+        gated_org="meta-llama",
     ),
     CatalogEntry(
         ModelArch("meta-llama/Llama-3.1-70B", 80, 8192, 64, 8, 128, 28672, 128256, 131072),
         (rf"llama-3\.[13]-70b{_N}", rf"llama-3-70b{_N}", rf"llama3\.[13]-70b{_N}"),
+        gated_org="meta-llama",
     ),
     CatalogEntry(
         ModelArch("meta-llama/Llama-3.1-405B", 126, 16384, 128, 8, 128, 53248, 128256, 131072),
         (rf"llama-3\.1-405b{_N}", rf"llama3\.1-405b{_N}"),
+        gated_org="meta-llama",
     ),
     CatalogEntry(
         ModelArch("meta-llama/Llama-2-70b-hf", 80, 8192, 64, 8, 128, 28672, 32000, 4096),
         (rf"llama-2-70b{_N}", rf"llama2-70b{_N}"),
+        gated_org="meta-llama",
     ),
     # Llama 4 (text part of Llama4ForConditionalGeneration): every MoE layer has one always-on shared
     # expert plus top-1 of the routed experts, all `intermediate_size` (8192) wide; dense layers use
@@ -542,6 +549,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
             moe_intermediate_size=14336,
         ),
         (r"mixtral-8x7b",),
+        gated_org="mistralai",
     ),
 )
 
@@ -559,14 +567,39 @@ def _model_name(source: str) -> str:
     return source.strip().rstrip("/").split("/")[-1].lower()
 
 
-def match_catalog(source: str) -> ModelArch | None:
-    """The catalog architecture for a Hugging Face id (any org, any variant suffix), or None."""
+def _catalog_entry(source: str) -> CatalogEntry | None:
     name = _model_name(source)
     for entry in CATALOG:
         if any(re.search(p, name) for p in entry.exclude):
             continue
-        if not any(re.search(p, name) for p in entry.patterns):
-            continue
+        if any(re.search(p, name) for p in entry.patterns):
+            return entry
+    return None
+
+
+# Organisations every model repo of which is gated: Meta's Llama repos need the licence accepted on
+# the model page before a download (https://huggingface.co/meta-llama). A download without a token
+# of an account that accepted it fails with 401/403.
+GATED_ORGS = ("meta-llama",)
+
+
+def is_gated(source: str) -> bool:
+    """Whether downloading `source` from Hugging Face needs a token of an account that accepted the
+    repo's terms (https://huggingface.co/docs/hub/models-gated): every repo of GATED_ORGS, and the
+    catalog families whose own organisation gates them (mistralai's Mixtral asks for contact details
+    before a download). Unknown models are taken as not gated; the prefetch then says so if they are."""
+    org = source.strip().split("/")[0].lower() if "/" in source else ""
+    if org in GATED_ORGS:
+        return True
+    entry = _catalog_entry(source)
+    return entry is not None and entry.gated_org is not None and entry.gated_org.lower() == org
+
+
+def match_catalog(source: str) -> ModelArch | None:
+    """The catalog architecture for a Hugging Face id (any org, any variant suffix), or None."""
+    name = _model_name(source)
+    entry = _catalog_entry(source)
+    if entry is not None:
         arch = entry.arch
         changes: dict = {"id": source.strip()}
         for marker, dtype in _DTYPE_MARKERS:

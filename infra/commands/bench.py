@@ -9,6 +9,7 @@ runners follow one step list (infra/tuning/sweep_steps.py): run.sh is generated 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from datetime import UTC, datetime
@@ -28,7 +29,12 @@ from infra.tuning.bench import (
     render_bench,
 )
 
-_TOP = re.compile(r"^top([1-9][0-9]?)$")
+_TOP = re.compile(r"^top([0-9]+)$")
+MAX_TOP = 20
+# One node under test: no LLM node serves 10,000 requests per second, and each rate runs at least
+# --seconds-per-rate seconds of arrivals, so a typo such as 1e9 would ask for billions of prompts.
+MAX_RATE_RPS = 10_000.0
+MAX_RATES = 50
 
 
 def register(subparsers) -> None:
@@ -71,10 +77,14 @@ def run(args) -> int:
         seconds_per_rate=args.seconds_per_rate,
         min_prompts=args.min_prompts,
     )
+    rates = parse_rates(args.rates)
+    parse_top(args.layouts)  # a bad topN is refused before any planning
+    if args.apply:
+        check_apply_possible(args.kubeconfig)  # before anything is written: a run that cannot start writes nothing
     out = args.out or Path(f"bench-{args.stack}-{args.model}-{run_id}")
     check_output_dir(out, "--out")  # before the planning, which a bad path would waste
     target, planner = stack_target(args.stack, args.model, root=args.root)
-    sweeps = choose_sweeps(target, planner, args.layouts, parse_rates(args.rates), opts)
+    sweeps = choose_sweeps(target, planner, args.layouts, rates, opts)
     bundle = render_bench(target, sweeps, opts)
     try:
         for relative, content in bundle.files().items():
@@ -106,15 +116,58 @@ def run(args) -> int:
 
 
 def parse_rates(text: str | None) -> tuple[float, ...] | None:
-    if not text:
+    if text is None:
         return None
     try:
         rates = tuple(float(r) for r in text.split(",") if r.strip())
     except ValueError:
         raise UserError([Problem("--rates", f"{text!r} is not a comma-separated list of numbers")]) from None
-    if not rates or any(r <= 0 for r in rates):
-        raise UserError([Problem("--rates", "every rate must be > 0 req/s")])
+    allowed = f"give 1 to {MAX_RATES} rates, each greater than 0 and at most {MAX_RATE_RPS:,.0f} req/s (one node under test)"
+    if not rates or len(rates) > MAX_RATES:
+        raise UserError([Problem("--rates", f"{len(rates)} rates; {allowed}")])
+    bad = [r for r in rates if not (0 < r <= MAX_RATE_RPS)]  # also refuses nan and inf
+    if bad:
+        raise UserError([Problem("--rates", f"{bad[0]:g} is out of range; {allowed}")])
+    if len(set(rates)) != len(rates):
+        raise UserError([Problem("--rates", "a rate is listed twice; give each rate once")])
     return rates
+
+
+def parse_top(text: str) -> int | None:
+    """N of `--layouts topN` (1..MAX_TOP), or None for a list of layout names."""
+    top = _TOP.match(text.strip())
+    if top is None:
+        return None
+    n = int(top.group(1))
+    if not 1 <= n <= MAX_TOP:
+        raise UserError([Problem("--layouts", f"{text.strip()!r}: N of topN must be from 1 to {MAX_TOP} (the planner's N best layouts)")])
+    return n
+
+
+def check_apply_possible(kubeconfig: Path | None) -> None:
+    """`--apply` needs the kubernetes package and a readable kubeconfig: refuse before writing manifests."""
+    try:
+        import kubernetes  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "--apply needs the `kubernetes` Python package (pip install 'kubernetes>=31'); or drop --apply and run "
+            "the written run.sh with kubectl"
+        ) from None
+    if kubeconfig is not None:
+        where, path = f"--kubeconfig {kubeconfig}", kubeconfig
+    elif os.environ.get("KUBECONFIG"):
+        first = os.environ["KUBECONFIG"].split(os.pathsep)[0]
+        where, path = f"KUBECONFIG {first}", Path(first).expanduser()
+    else:
+        path = Path("~/.kube/config").expanduser()
+        where = f"default kubeconfig {path}"
+    fetch = "fetch one with `doctl kubernetes cluster kubeconfig save <cluster>`, or pass --kubeconfig FILE"
+    if not path.is_file():
+        raise UserError([Problem(where, f"no such file; {fetch}")])
+    try:
+        path.open("rb").close()
+    except OSError as err:
+        raise UserError([Problem(where, f"cannot read it: {err.strerror or err}")]) from None
 
 
 # --- stack → target ------------------------------------------------------------------------------
@@ -175,9 +228,9 @@ def choose_sweeps(
     """`topN` → the planner's N best fitting layouts; names → those shapes with the planner's
     batch limits (or the stack's explicit layout when the name matches it)."""
     chosen: list[tuple[Layout, float | None]] = []
-    top = _TOP.match(layouts.strip())
+    top = parse_top(layouts)
     if top:
-        for cand in planner.top(int(top.group(1))):
+        for cand in planner.top(top):
             chosen.append((cand.layout, cand.goodput_rps_per_node))
         if not chosen:
             raise UserError([Problem("--layouts", "the planner found no layout that fits; name layouts explicitly")])
@@ -193,7 +246,11 @@ def choose_sweeps(
                 cand = planner.for_shape(shape)
                 chosen.append((target.service.layout, cand.goodput_rps_per_node if cand else None))
                 continue
-            cand = planner.for_shape(shape)
+            try:
+                cand = planner.for_shape(shape)
+            except UserError as err:  # no shape of that name fits the node and the model's heads
+                problems.append(Problem("--layouts", f"{name}: {err.render()}"))
+                continue
             if cand is None or not cand.fits:
                 why = "; ".join(cand.problems) if cand and cand.problems else "it does not fit on this GPU"
                 problems.append(Problem("--layouts", f"{name}: {why}"))

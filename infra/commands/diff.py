@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 
 from infra.commands.files import os_error_line
-from infra.errors import UserError
+from infra.config import stack_name_problem
+from infra.errors import Problem, UserError
 from infra.offline import build_plan
 from infra.plandiff import diff_plans, render_markdown, validate_plan
 from infra.project import project_root
@@ -78,13 +79,34 @@ def plan_at_ref(stack: str, ref: str, root: Path | None = None) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def stacks_differ(old: dict, new: dict) -> str | None:
+    """Two plans of different stacks compare every resource name as a replacement: say so."""
+    a, b = old.get("stack"), new.get("stack")
+    if a and b and a != b:
+        return (
+            f"comparing plans of different stacks ({a} → {b}): every resource is named after its stack, so the "
+            "diff shows each one as deleted and created; compare two plans of one stack to review a change"
+        )
+    return None
+
+
 def run(args) -> int:
     if args.b is not None:
         old, new = _load(args.a), _load(args.b)
     else:
+        if args.a.endswith(".json"):
+            raise UserError([Problem("NEW.json", f"missing: give two plan files (infra diff {args.a} NEW.json) or one stack name")])
+        problem = stack_name_problem(args.a)
+        if problem:
+            raise UserError([Problem("STACK", problem)])
         old = plan_at_ref(args.a, args.base, args.root)
         new = build_plan(args.a, args.root).to_dict()
+    warning = stacks_differ(old, new)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     diff = diff_plans(old, new)
+    if warning:
+        print(f"> **Warning:** {warning}\n")
     print(render_markdown(diff), end="")
     if args.fail_on_replace and diff.dangerous():
         return 3

@@ -16,7 +16,7 @@ from typing import Any
 from rich.text import Text
 
 from infra import preflight
-from infra.cli_args import non_negative_int
+from infra.cli_args import float_in, non_negative_int
 from infra.commands import tables
 from infra.commands.progress import status
 from infra.errors import Problem, UserError
@@ -65,6 +65,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--root", type=Path, default=None, help="project root (default: the project around the current directory)"
     )
     parser.add_argument("--retries", type=non_negative_int, default=0, help="retries for 429/5xx answers (default 0)")
+    parser.add_argument(
+        "--connect-timeout", type=float_in(preflight.MAX_TIMEOUT_S), metavar="SECONDS",
+        help=f"give up connecting to the API after this long (default {preflight.CONNECT_TIMEOUT_S:g}, "
+        f"or ${preflight.CONNECT_TIMEOUT_ENV_VAR})",
+    )
+    parser.add_argument(
+        "--read-timeout", type=float_in(preflight.MAX_TIMEOUT_S), metavar="SECONDS",
+        help=f"give up on an API answer after this long without data (default {preflight.READ_TIMEOUT_S:g}, "
+        f"or ${preflight.READ_TIMEOUT_ENV_VAR})",
+    )
     parser.set_defaults(func=run)
 
 
@@ -90,7 +100,16 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         shown = preflight.redact(api_url, [found.token])
         raise UserError([Problem(f"{preflight.API_URL_ENV_VAR} {shown!r}", problem)])
-    client = preflight.make_client(found.token, api_url, retries=args.retries) if found.token else None
+    try:
+        connect = args.connect_timeout or preflight.timeout_from_env(env, preflight.CONNECT_TIMEOUT_ENV_VAR, preflight.CONNECT_TIMEOUT_S)
+        read = args.read_timeout or preflight.timeout_from_env(env, preflight.READ_TIMEOUT_ENV_VAR, preflight.READ_TIMEOUT_S)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    client = (
+        preflight.make_client(found.token, api_url, retries=args.retries, connect_timeout_s=connect, read_timeout_s=read)
+        if found.token
+        else None
+    )
     with status(f"checking stack {args.stack} against the DigitalOcean API") as update:
         checks = preflight.run_checks(
             target, client, missing_token=found.detail, missing_fix=found.fix, secrets=[found.token],

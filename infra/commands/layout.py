@@ -16,8 +16,9 @@ import sys
 
 from infra.catalog.gpus import GPU_SIZES, gpu_size
 from infra.catalog.models import resolve_model
-from infra.cli_args import fraction, positive_float, positive_int
+from infra.cli_args import float_in, fraction, int_in, positive_float, positive_int
 from infra.commands import tables
+from infra.domain import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, MAX_PEAK_RPS, MAX_TPOT_P90_MS, MAX_TTFT_P90_MS
 from infra.errors import UserError
 from infra.planner import Slo, Workload, load_efficiency, plan_model
 
@@ -34,11 +35,11 @@ def register(subparsers) -> None:
     p.add_argument(
         "--gpu", required=True, help="DigitalOcean GPU size slug, e.g. gpu-mi325x8-2048gb-contracted"
     )
-    p.add_argument("--input-tokens", type=positive_int, required=True, help="mean prompt tokens per request")
-    p.add_argument("--output-tokens", type=positive_int, required=True, help="mean completion tokens per request")
-    p.add_argument("--ttft-p90-ms", type=positive_float, required=True, help="p90 time-to-first-token limit")
-    p.add_argument("--tpot-p90-ms", type=positive_float, required=True, help="p90 time-per-output-token limit")
-    p.add_argument("--peak-rps", type=positive_float, help="peak requests/s of the workload (for nodes needed)")
+    p.add_argument("--input-tokens", type=int_in(1, MAX_INPUT_TOKENS), required=True, help="mean prompt tokens per request")
+    p.add_argument("--output-tokens", type=int_in(1, MAX_OUTPUT_TOKENS), required=True, help="mean completion tokens per request")
+    p.add_argument("--ttft-p90-ms", type=float_in(MAX_TTFT_P90_MS), required=True, help="p90 time-to-first-token limit")
+    p.add_argument("--tpot-p90-ms", type=float_in(MAX_TPOT_P90_MS), required=True, help="p90 time-per-output-token limit")
+    p.add_argument("--peak-rps", type=float_in(MAX_PEAK_RPS), help="peak requests/s of the workload (for nodes needed)")
     p.add_argument(
         "--prefix-cache-hit-rate", type=fraction, default=0.0, help="share of prompt tokens served from cache, in [0, 1)"
     )
@@ -53,7 +54,7 @@ def register(subparsers) -> None:
     p.add_argument("--dp", type=positive_int, help="only layouts with this data-parallel attention size")
     p.add_argument("--replicas-per-node", type=positive_int, help="only layouts with this many replicas per node")
     p.add_argument(
-        "--concurrency", type=positive_int, help="also predict closed-loop at this many concurrent requests per node"
+        "--concurrency", type=int_in(1, 100_000), help="also predict closed-loop at this many concurrent requests per node"
     )
     p.add_argument("--efficiency", help="efficiency factors file (default: the catalog's efficiency.json)")
     p.add_argument("--top", type=positive_int, default=None, help="show only the best N candidates (table and JSON)")
@@ -75,6 +76,12 @@ def run(args) -> int:
         raise UserError(
             f"--model {args.model!r} is not in the model catalog; pass --hf-config path/to/config.json "
             f"(or give the config.json path as --model)"
+        )
+    if args.input_tokens + args.output_tokens > arch.max_context:
+        raise UserError(
+            f"--input-tokens {args.input_tokens} + --output-tokens {args.output_tokens} = "
+            f"{args.input_tokens + args.output_tokens} exceeds the {arch.max_context}-token context of {arch.id}; "
+            "vLLM would refuse every such request"
         )
     workload = Workload(args.input_tokens, args.output_tokens, args.peak_rps, args.prefix_cache_hit_rate)
     slo = Slo(args.ttft_p90_ms, args.tpot_p90_ms)

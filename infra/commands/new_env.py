@@ -21,20 +21,22 @@ from infra.catalog.doks import DEFAULT_CLUSTER_SUBNET, DEFAULT_SERVICE_SUBNET
 from infra.config import (
     ENVIRONMENTS,
     NS,
+    STACK_NAME_RULE,
     load_config,
+    parse_stack_text,
     read_stack_file,
+    stack_name_problem,
 )
-from infra.errors import UserError, yaml_error_line
+from infra.errors import Problem, UserError, yaml_error_line
 from infra.project import project_root
 from infra.stackschema import MODELINE
-
-_STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+from infra.tuning.stackfile import guess_indent
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("new-env", help="write a commented stack file for a new environment",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("name", help="new stack name (e.g. staging-eu); the file is stacks/Pulumi.<name>.yaml")
+    p.add_argument("name", help=f"new stack name, {STACK_NAME_RULE}; the file is stacks/Pulumi.<name>.yaml")
     p.add_argument("--from", dest="source", required=True, help="existing stack to copy (dev, staging, prod, ...)")
     p.add_argument("--environment", choices=ENVIRONMENTS, help="environment kind (default: the source's)")
     p.add_argument("--region", help="DigitalOcean region (default: the source's)")
@@ -112,10 +114,10 @@ def choose_vpc(requested: str | None, target: Path, stacks_dir: Path) -> str:
     return next_free_vpc(used)
 
 
-def load_round_trip(yaml: YAML, path: Path):
+def load_round_trip(yaml: YAML, path: Path, text: str | None = None):
     """The stack file as a comment-preserving document, or one clear UserError naming the file."""
     try:
-        doc = yaml.load(path.read_text(encoding="utf-8"))
+        doc = yaml.load(text if text is not None else path.read_text(encoding="utf-8"))
     except YAMLError as err:
         raise UserError(yaml_error_line(path, err)) from None
     except UnicodeDecodeError as err:
@@ -125,11 +127,97 @@ def load_round_trip(yaml: YAML, path: Path):
     return doc
 
 
+def round_trip_yaml(text: str) -> YAML:
+    """A round-trip dumper that writes the file as it is indented (a re-indented list would leave its
+    comments behind at the old column) and never re-wraps a long line."""
+    mapping_indent, dash_offset = guess_indent(text)
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=mapping_indent, sequence=mapping_indent + dash_offset, offset=dash_offset)
+    return yaml
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _key_lines(lines: list[str], line: int, col: int) -> range:
+    """The lines of a block-mapping key and its value, with the comment lines just above it at its
+    indentation (they introduce it) but not the comments after it (they introduce what follows)."""
+    end = line + 1
+    while end < len(lines):
+        stripped = lines[end].strip()
+        if stripped and not stripped.startswith("#") and _indent(lines[end]) <= col:
+            break
+        end += 1
+    while end > line + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    start = line
+    while start > 0 and lines[start - 1].lstrip().startswith("#") and _indent(lines[start - 1]) == col:
+        start -= 1
+    return range(start, end)
+
+
+def drop_keys(text: str, doc, drop: dict[str, list[str]]) -> str:
+    """`text` without the given keys (config key → its sub-keys to drop, or [] for the key itself),
+    each with the comment lines that introduce it: a comment about custom subnets must not survive
+    the subnets. Flow-style mappings hold no own comment lines and are edited in the tree later."""
+    config = doc["config"]
+    doomed: set[int] = set()
+    for key, subkeys in drop.items():
+        if key not in config:
+            continue
+        if not subkeys:
+            line, col = config.lc.key(key)
+            doomed.update(_key_lines(text.splitlines(), line, col))
+            continue
+        section = config[key]
+        if not isinstance(section, CommentedMap) or section.fa.flow_style():
+            continue
+        for sub in subkeys:
+            if sub in section:
+                line, col = section.lc.key(sub)
+                doomed.update(_key_lines(text.splitlines(), line, col))
+    lines = text.splitlines(keepends=True)
+    return "".join(line for i, line in enumerate(lines) if i not in doomed)
+
+
+ENVIRONMENT_DEFAULTS = {
+    "dev": "dev defaults: no HA control plane, nothing protected, no monitoring stack.",
+    "staging": "staging defaults: no HA control plane, not protected, monitoring on.",
+    "prod": "prod defaults: HA control plane, protect on stateful resources, monitoring on.",
+}
+
+
+def retarget_comments(text: str, source: str, name: str, old_env: str | None, new_env: str) -> str:
+    """Comments copied from the source that name it as a command argument (`infra doctor dev`,
+    `--stack dev`, `Pulumi.dev.yaml`) now name the new stack; a statement of the source
+    environment's defaults is replaced by the new environment's when the environment changed."""
+    stack_ref = re.compile(
+        rf"((?:infra (?:plan|doctor|diff|bench)|pulumi stack (?:select|init))\s+|--stack[ =]|Pulumi\.)"
+        rf"{re.escape(source)}(?![\w-])"
+    )
+    env_ref = re.compile(rf"\b{re.escape(old_env)} defaults:[^.]*\.") if old_env and old_env != new_env else None
+    out = []
+    for line in text.splitlines(keepends=True):
+        head, hash_, comment = line.partition("#")
+        if hash_:
+            comment = stack_ref.sub(lambda m: m.group(1) + name, comment)
+            if env_ref is not None:
+                comment = env_ref.sub(ENVIRONMENT_DEFAULTS.get(new_env, f"{new_env} defaults apply."), comment)
+            line = head + hash_ + comment
+        out.append(line)
+    return "".join(out)
+
+
 def run(args) -> int:
     root = project_root(args.root)
     stacks_dir = root / "stacks"
-    if not _STACK_NAME.match(args.name):
-        raise UserError(f"{args.name!r} is not a valid stack name; use lowercase letters, digits and '-'")
+    for what, name in (("NAME", args.name), ("--from", args.source)):
+        problem = stack_name_problem(name)
+        if problem:
+            raise UserError([Problem(f"{what} {name!r}" if what == "--from" else what, problem)])
     source = stacks_dir / f"Pulumi.{args.source}.yaml"
     if not source.is_file():
         existing = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
@@ -138,11 +226,22 @@ def run(args) -> int:
     if target.exists() and not args.force:
         raise UserError(f"{target} exists; pass --force to overwrite")
 
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    doc = load_round_trip(yaml, source)
+    try:
+        original = source.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{source}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    yaml = round_trip_yaml(original)
+    doc = load_round_trip(yaml, source, original)
+    # Custom cluster/service subnets must not be shared with the source either: drop them (the new
+    # cluster then uses the DOKS defaults) unless the user edits them in afterwards. Secrets go too:
+    # their ciphertext is bound to the source stack's secrets provider.
+    drop: dict[str, list[str]] = {NS + "network": ["cluster_subnet", "service_subnet"]}
+    drop.update({key: [] for key, value in doc["config"].items() if isinstance(value, dict) and set(value) == {"secure"}})
+    text = drop_keys(original, doc, drop)
+    doc = load_round_trip(yaml, source, text)
     config = doc["config"]
-    environment = args.environment or config.get(NS + "environment")
+    old_environment = config.get(NS + "environment")
+    environment = args.environment or old_environment
     config[NS + "environment"] = environment
     if args.region:
         config[NS + "region"] = args.region
@@ -152,29 +251,26 @@ def run(args) -> int:
     elif not isinstance(config[NS + "network"], dict):
         raise UserError(f"{source}: `{NS}network` must be a mapping (e.g. `vpc_cidr: 10.10.0.0/20`)")
     config[NS + "network"]["vpc_cidr"] = vpc
-    # Custom cluster/service subnets must not be shared with the source either: drop them (the new
-    # cluster then uses the DOKS defaults) unless the user edits them in afterwards.
-    for key in ("cluster_subnet", "service_subnet"):
-        if key in config[NS + "network"]:
-            del config[NS + "network"][key]
-    for key in list(config):
-        if isinstance(config[key], dict) and set(config[key]) == {"secure"}:
-            del config[key]  # ciphertext is bound to the source stack's secrets provider
+    for key, subkeys in drop.items():  # what drop_keys could not remove as lines (flow style)
+        section = config.get(key)
+        if subkeys and isinstance(section, dict):
+            for sub in subkeys:
+                section.pop(sub, None)
+        elif not subkeys:
+            config.pop(key, None)
+    changed = f" (environment {environment}, was {old_environment})" if environment != old_environment else ""
     doc.yaml_set_start_comment(
         f"{MODELINE.removeprefix('# ')}\n"
-        f"{args.name}: created with `infra new-env {args.name} --from {args.source}`. Review every value below —\n"
-        "it is a copy of that stack's — then set this stack's secrets with `pulumi config set --secret`.\n"
-        "Every key is documented in docs/configuration.md."
+        f"{args.name}: created with `infra new-env {args.name} --from {args.source}`{changed}. Review every value\n"
+        f"below — it is a copy of that stack's, and so are the comments about its sizes and traffic — then set\n"
+        "this stack's secrets with `pulumi config set --secret`. Every key is documented in docs/configuration.md."
     )
     buf = io.StringIO()
     yaml.dump(doc, buf)
-    text = buf.getvalue()
+    text = retarget_comments(buf.getvalue(), args.source, args.name, old_environment, str(environment))
 
-    from ruamel.yaml import YAML as _Plain
-
-    plain = _Plain(typ="safe").load(text)["config"]
-    secret_keys = {k for k, v in plain.items() if isinstance(v, dict) and set(v) == {"secure"}}
-    load_config(plain, stack=args.name, secret_keys=secret_keys, base_dir=root, source=str(target.name))
-    target.write_text(text)
+    values, secret_keys = parse_stack_text(text, target.name)
+    load_config(values, stack=args.name, secret_keys=secret_keys, base_dir=root, source=str(target.name))
+    target.write_text(text, encoding="utf-8")
     print(f"wrote {target.relative_to(root)} (environment {environment}, VPC {vpc}); next: `pulumi stack init {args.name}`")
     return 0

@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.cli_args import fraction, positive_float
+from infra.cli_args import float_in, fraction
 from infra.commands import tables
-from infra.domain import Provenance, SloRecord, WorkloadRecord
+from infra.domain import MAX_TPOT_P90_MS, MAX_TTFT_P90_MS, Provenance, SloRecord, WorkloadRecord
 from infra.errors import Problem, UserError
 from infra.tuning import calibrate as calibration
 from infra.tuning.chart import render_latency_chart
@@ -76,8 +76,8 @@ def _add_results_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", nargs="+", metavar="RESULTS", help="result JSON files or directories of them")
     parser.add_argument("--stack", help="stack name (stacks/Pulumi.<stack>.yaml): SLOs and model default from it")
     parser.add_argument("--model", help="model name in the stack")
-    parser.add_argument("--ttft-p90-ms", type=positive_float, help="p90 time-to-first-token SLO (default: the stack model's)")
-    parser.add_argument("--tpot-p90-ms", type=positive_float, help="p90 time-per-output-token SLO (default: the stack model's)")
+    parser.add_argument("--ttft-p90-ms", type=float_in(MAX_TTFT_P90_MS), help="p90 time-to-first-token SLO (default: the stack model's)")
+    parser.add_argument("--tpot-p90-ms", type=float_in(MAX_TPOT_P90_MS), help="p90 time-per-output-token SLO (default: the stack model's)")
     parser.add_argument(
         "--layout", help="layout name for results that carry no `layout` metadata (runs made by hand)"
     )
@@ -94,6 +94,8 @@ def _add_results_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_ingest(args) -> int:
+    if args.stack and not args.model:
+        raise UserError([Problem("--stack", f"{args.stack!r} needs --model: which of its models the results are for")])
     points = load_results(args.results, layout_override=args.layout)
     _check_models(points, args.model)
     ttft, tpot, stack_model = _slos(args)
@@ -180,8 +182,26 @@ def _write_winner(
         gpu=conditions.gpu,
     )
     path = stack_file_path(args.stack, args.stacks_dir)
-    write_measured_layout(path, args.model, fields, provenance)
+    write_measured_layout(path, args.model, fields, provenance, validate=_stack_text_check(stack_model, path, winner.name))
     return {"stack_file": str(path), "model": args.model, "layout": winner.name, "fields": fields}
+
+
+def _stack_text_check(stack_model: calibration.StackModel, path: Path, layout: str):
+    """The edited stack file must load and plan (layout checks included) before it replaces the old one."""
+
+    def check(text: str) -> None:
+        from infra.config import load_config, parse_stack_text
+        from infra.stack_plan import plan_stack
+
+        try:
+            values, secret_keys = parse_stack_text(text, path.name)
+            plan_stack(load_config(values, stack=stack_model.stack, secret_keys=secret_keys, base_dir=stack_model.root))
+        except UserError as err:
+            raise UserError(
+                err.problems, source=f"--write refused, nothing written: the measured winner {layout} does not validate in {path.name}"
+            ) from None
+
+    return check
 
 
 def _predicted_goodput(stack_model: calibration.StackModel, fields: dict) -> float | None:
@@ -316,7 +336,9 @@ def _slos(args) -> tuple[float, float, calibration.StackModel | None]:
     """The p90 SLOs to judge goodput by: the flags, else the stack model's (then loaded and
     returned too, so callers need not load it again)."""
     ttft, tpot, stack_model = args.ttft_p90_ms, args.tpot_p90_ms, None
-    if (ttft is None or tpot is None) and args.stack and args.model:
+    # A named stack is always loaded, even when both SLO flags are given: `--stack nosuch` must not
+    # pass silently.
+    if args.stack and args.model:
         stack_model = calibration.load_stack_model(args.stack, args.model, stacks_dir=args.stacks_dir)
         ttft = ttft if ttft is not None else stack_model.slo[0]
         tpot = tpot if tpot is not None else stack_model.slo[1]

@@ -200,6 +200,26 @@ def enumerate_shapes(arch: ModelArch, gpu: GpuSize) -> list[tuple[int, bool, int
     return shapes
 
 
+def sizes_that_fit(arch: ModelArch, workload: Workload, sizes: list[GpuSize]) -> list[GpuSize]:
+    """The GPU sizes among `sizes` on which some layout of `arch` fits in memory for `workload`
+    (memory arithmetic only, no performance search: cheap enough to ask of the whole catalog when
+    a model fits nowhere on its pool). Same order as `sizes`."""
+    context = workload.input_tokens + workload.output_tokens
+    fitting = []
+    for gpu in sizes:
+        kv_dtype = "fp8" if gpu.accelerator.supports_fp8 else "auto"
+        for tp, ep, dp, _replicas in enumerate_shapes(arch, gpu):
+            # One replica of the widest shape is the most room a node can give a model.
+            layout = Layout(
+                tp=tp, ep=ep, dp=dp, replicas_per_node=1, kv_cache_dtype=kv_dtype, max_num_batched_tokens=BATCHED_TOKEN_OPTIONS[0]
+            )
+            layout = layout.with_(max_model_len=default_max_model_len(arch, context))
+            if memory_per_gpu(arch, gpu, layout, context).fits:
+                fitting.append(gpu)
+                break
+    return fitting
+
+
 def nodes_for_peak(peak_rps: float | None, goodput_rps_per_node: float) -> int | None:
     """Nodes that carry `peak_rps` with HEADROOM at this goodput per node; None without a peak or
     a goodput. One formula for predicted and measured goodput, so the two sizings compare."""

@@ -293,9 +293,8 @@ def save_factors(report: CalibrationReport, path: Path | None = None) -> Path:
 
 
 def _fit(context: ModelContext, table, base, samples: list[tuple[str, dict, float]]):
-    from infra.planner.fit import fit_family
-
     from infra.planner import evaluate_layout
+    from infra.planner.fit import fit_family
 
     def residuals(factors):
         trial = table.with_family(context.family, factors)

@@ -10,6 +10,7 @@ diff what was measured, when, with which vLLM, and how it compared with the plan
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -75,11 +76,14 @@ def read_model_entry(path: Path, model: str) -> dict:
     return _plain(entry)
 
 
-def write_measured_layout(path: Path, model: str, layout: dict, provenance: Provenance) -> str:
+def write_measured_layout(
+    path: Path, model: str, layout: dict, provenance: Provenance, validate: Callable[[str], None] | None = None
+) -> str:
     """Set models[<model>].layout to `layout` plus `provenance`; write the file; return its new text.
 
     `layout` holds keys from LAYOUT_KEYS (unknown keys are a bug in the caller). Everything else
-    in the file is left exactly as it was.
+    in the file is left exactly as it was. `validate` sees the new text before it is written and
+    raises (a UserError) to write nothing: a layout from a result file may be one the stack cannot run.
     """
     unknown = set(layout) - set(LAYOUT_KEYS)
     if unknown:
@@ -99,6 +103,8 @@ def write_measured_layout(path: Path, model: str, layout: dict, provenance: Prov
     else:
         text = _splice_layout(original, yaml, entry, mapping)
     _check_only_layout_changed(yaml, original, text, model, mapping)
+    if validate is not None:
+        validate(text)
     path.write_text(text, encoding="utf-8")
     return text
 
@@ -152,7 +158,7 @@ def _load_model_list(path: Path):
     if not path.is_file():
         raise UserError([Problem(str(path), "stack file not found")])
     text = path.read_text(encoding="utf-8")
-    mapping_indent, dash_offset = _guess_indent(text)
+    mapping_indent, dash_offset = guess_indent(text)
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap long lines the user wrote
@@ -179,7 +185,7 @@ def _load_model(path: Path, model: str):
     raise UserError([Problem(f"{path}: config.{MODELS_KEY}", f"no model named {model!r}; the stack has {names}")])
 
 
-def _guess_indent(text: str) -> tuple[int, int]:
+def guess_indent(text: str) -> tuple[int, int]:
     """(mapping indent, dash offset under its parent key) as the file is written, so re-dumping
     does not re-indent it. Pulumi writes 2 and 2 (`  key:` / `    - item`); 2 and 0 is also common.
     """

@@ -205,6 +205,7 @@ def test_the_kubeconfig_path_is_what_the_cli_passes(monkeypatch, tmp_path):
     monkeypatch.setattr(bench_cmd, "apply_bundle", lambda bundle, out, kubeconfig: seen.update(out=out, kubeconfig=kubeconfig))
     from tests.tuning.test_bench import _run
 
+    (tmp_path / "kc").write_text("apiVersion: v1\nkind: Config\n")
     _run(["bench", "staging", "qwen3-235b", "--layouts", "tp8-ep-r1", "--out", str(tmp_path / "o"), "--apply", "--kubeconfig", str(tmp_path / "kc")])
     assert seen == {"out": tmp_path / "o", "kubeconfig": Path(tmp_path / "kc")}
 
@@ -212,6 +213,8 @@ def test_the_kubeconfig_path_is_what_the_cli_passes(monkeypatch, tmp_path):
 def test_an_incomplete_sweep_makes_the_command_fail(monkeypatch, tmp_path, capsys):
     # The other layouts ran and their points were collected, but scripts and CI must see it.
     monkeypatch.setattr(bench_cmd, "apply_bundle", lambda bundle, out, kubeconfig: [("tp8-ep-r1", "timed out")])
+    (tmp_path / "kc").write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kc"))
     from tests.tuning.test_bench import _run
 
     code = _run(["bench", "staging", "qwen3-235b", "--layouts", "tp8-ep-r1", "--out", str(tmp_path / "o"), "--apply"])
@@ -295,3 +298,12 @@ def test_a_wait_times_out_at_the_step_deadline():
     assert state == "timed out"
     assert Batch.reads == 4 and naps == [10, 10, 5]  # read at 10, 20, 30 s; the last nap ends at 35 s
     assert LogTail("job/j", "job-name=j").lines == 40
+
+
+def test_apply_with_a_missing_kubeconfig_writes_nothing(tmp_path, capsys):
+    # Found out only after the manifests were written, the run left a directory behind for nothing.
+    from tests.tuning.test_bench import _run
+
+    with pytest.raises(UserError, match=r"--kubeconfig /nonexistent: no such file"):
+        _run(["bench", "staging", "qwen3-235b", "--out", str(tmp_path / "o"), "--apply", "--kubeconfig", "/nonexistent"])
+    assert not (tmp_path / "o").exists()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from infra import cli
-from tests.conftest import plan_of
+from tests.conftest import ROOT, plan_of
 
 
 @pytest.fixture
@@ -97,3 +99,39 @@ def test_writable_outputs_still_work(tmp_path, monkeypatch, capsys):
     assert cli.main(["plan", "dev", "--json", str(tmp_path / "p.json"), "--out", str(out), "--quiet"]) == 0
     assert (tmp_path / "p.json").read_text() == plan_of("dev").to_json()
     assert (out / plan.MARKER).is_file() and list(out.glob("*.yaml"))
+
+
+def test_a_closed_stdout_ends_quietly_with_exit_zero():
+    # `infra layout ... --json | head -1` once ended with "error: Broken pipe" and exit 2.
+    argv = [sys.executable, "-m", "infra.cli", "layout", "--model", "Qwen/Qwen3-8B", "--gpu", "gpu-mi300x8-1536gb",
+            "--input-tokens", "1000", "--output-tokens", "200", "--ttft-p90-ms", "1000", "--tpot-p90-ms", "40", "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout.read(1) == b"["
+    proc.stdout.close()  # the reader leaves, as `head -1` does
+    assert proc.wait(timeout=120) == 0
+    assert proc.stderr.read() == b""
+
+
+def test_an_unknown_option_shows_the_subcommands_usage(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["layout", "--model", "m", "--gpu", "g", "--input-tokens", "1", "--output-tokens", "1",
+                  "--ttft-p90-ms", "1", "--tpot-p90-ms", "1", "--bogus"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.startswith("usage: infra layout ") and "infra layout: error: unrecognized arguments: --bogus" in err
+    with pytest.raises(SystemExit):
+        cli.main(["tune", "ingest", "results", "--bogus"])
+    assert "infra tune ingest: error: unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_diff_of_plans_of_different_stacks_warns(tmp_path, capsys):
+    import json
+
+    (tmp_path / "dev.json").write_text(json.dumps(plan_of("dev").to_dict()))
+    (tmp_path / "staging.json").write_text(json.dumps(plan_of("staging").to_dict()))
+    assert cli.main(["diff", str(tmp_path / "dev.json"), str(tmp_path / "staging.json")]) == 0
+    captured = capsys.readouterr()
+    assert "warning: comparing plans of different stacks (dev → staging)" in captured.err
+    assert captured.out.startswith("> **Warning:** comparing plans of different stacks")
+    assert cli.main(["diff", str(tmp_path / "dev.json"), str(tmp_path / "dev.json")]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -106,3 +106,62 @@ def test_new_env_from_a_stack_without_a_network_section_still_gets_a_vpc(repo):
     (repo / "stacks" / "Pulumi.bare.yaml").write_text(pyyaml.safe_dump(doc))
     assert main(["new-env", "bare-2", "--from", "bare", "--root", str(repo)]) == 0
     assert _vpc(repo, "bare-2")
+
+
+def _do_names(plan) -> dict[str, str]:
+    """Every DigitalOcean resource's `name` input, keyed by type and logical name without the stack
+    prefix. Node-pool names are scoped to their cluster by DOKS, so a pool's name is qualified with
+    its cluster's (the default pool too, which is declared inside the cluster)."""
+    (cluster,) = [r for r in plan.resources if r["type"].endswith(":KubernetesCluster")]
+    names = {"system pool": f"{cluster['inputs']['name']}/{cluster['inputs']['nodePool']['name']}"}
+    for r in plan.resources:
+        if not r["type"].startswith("digitalocean:") or "name" not in r["inputs"]:
+            continue
+        kind = r["type"].rsplit(":", 1)[-1]
+        name = r["inputs"]["name"]
+        if kind == "KubernetesNodePool":
+            name = f"{cluster['inputs']['name']}/{name}"
+        names[f"{kind} {r['name'].removeprefix(plan.stack + '-')}"] = name
+    return names
+
+
+@pytest.mark.parametrize("source", ["dev", "staging", "prod"])
+def test_new_env_gives_every_digitalocean_resource_its_own_name(repo, source):
+    # DO VPC and project names are unique per account: a copy that reused them could not be created.
+    from infra.offline import build_plan
+
+    assert main(["new-env", f"{source}-copy", "--from", source, "--root", str(repo)]) == 0
+    before, after = _do_names(build_plan(source, repo)), _do_names(build_plan(f"{source}-copy", repo))
+    assert {k.split()[0] for k in before} >= {"Vpc", "KubernetesCluster", "KubernetesNodePool", "Project"}
+    assert before.keys() == after.keys()
+    for key, name in before.items():
+        assert after[key] != name, f"{key}: {name} in both stacks"
+    assert after["Project project-project"] == f"inference-platform-{source}-copy"
+
+
+def test_shipped_stacks_keep_their_digitalocean_names(plans):
+    # Project names follow the stack; the shipped stacks are named after their environments.
+    for stack, plan in plans.items():
+        names = _do_names(plan)
+        assert names["Project project-project"] == f"inference-platform-{stack}"
+        assert names["Vpc net-vpc"] == f"{stack}-net-vpc" and names["KubernetesCluster doks"] == f"{stack}-doks"
+
+
+def test_new_env_keeps_the_source_indentation_and_comments_in_place(repo):
+    # Before: lists were re-indented (dash at column 2) while their comments stayed at column 4.
+    assert main(["new-env", "prod-eu", "--from", "prod", "--root", str(repo)]) == 0
+    source = (repo / "stacks" / "Pulumi.prod.yaml").read_text().splitlines()
+    copy = (repo / "stacks" / "Pulumi.prod-eu.yaml").read_text().splitlines()
+    body = lambda lines: [ln for ln in lines if not ln.startswith("#") and "vpc_cidr" not in ln]  # noqa: E731
+    dropped = ("cluster_subnet", "service_subnet", "VPC-native cluster")
+    assert body(copy) == [ln for ln in body(source) if not any(d in ln for d in dropped)]
+    assert not any("VPC-native" in ln for ln in copy), "the comment about the dropped subnets goes with them"
+
+
+def test_new_env_comments_describe_the_new_stack(repo):
+    assert main(["new-env", "dev-alice", "--from", "dev", "--environment", "staging", "--root", str(repo)]) == 0
+    text = (repo / "stacks" / "Pulumi.dev-alice.yaml").read_text()
+    assert "`infra doctor dev-alice`" in text and "infra doctor dev`" not in text
+    assert "staging defaults: no HA control plane, not protected, monitoring on." in text
+    assert "dev defaults" not in text
+    assert "(environment staging, was dev)" in text.splitlines()[0]

@@ -271,3 +271,29 @@ def test_unknown_stack_or_model_is_one_line(results, stack_root, capsys, action,
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith(expected) and err.count("\n") == 1
+
+
+def test_write_refuses_a_layout_the_stack_cannot_run_and_writes_nothing(results, stack_root, capsys):
+    # Before: tp99-r1 from the result files went into the stack file, and the next plan failed.
+    for path in results.rglob("*.json"):
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and data.get("layout") == "tp4-ep-r2":
+            data["layout"] = "tp99-r1"
+            path.write_text(json.dumps(data))
+    stack = stack_root / "stacks" / "Pulumi.staging.yaml"
+    before = stack.read_text()
+    from infra import cli
+
+    code = cli.main(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write",
+                     "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+    err = capsys.readouterr().err
+    assert code == 2 and stack.read_text() == before
+    assert "--write refused, nothing written: the measured winner tp99-r1 does not validate" in err
+    assert "models[0].layout.tp: 99 is out of range" in err
+
+
+def test_a_named_stack_is_loaded_even_when_the_slos_are_given(results, stack_root):
+    # Before: `--stack nosuch` with both SLO flags was never looked at.
+    with pytest.raises(UserError, match="no stack file"):
+        run(["tune", "ingest", str(results), "--stack", "nosuch", "--model", "qwen3-235b", "--ttft-p90-ms", "2000",
+             "--tpot-p90-ms", "50", "--no-chart", "--stacks-dir", str(stack_root / "stacks")])

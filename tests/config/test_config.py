@@ -106,7 +106,7 @@ INVALID = [
     ("duplicate pool names", "prod", _set("gpu_pools[1].name", "mi325x"), "gpu_pools[1].name", "duplicates"),
     ("duplicate model names", "prod", _set("models[1].name", "qwen3-235b"), "models[1].name", "duplicates"),
     ("min_nodes > max_nodes", "prod", _set("gpu_pools[0].min_nodes", 9), "gpu_pools[0].min_nodes", "greater than max_nodes"),
-    ("negative nodes", "prod", _set("gpu_pools[1].nodes", -1), "gpu_pools[1].nodes", "greater than or equal to 1"),
+    ("negative nodes", "prod", _set("gpu_pools[1].nodes", -1), "gpu_pools[1].nodes", "it must be at least 1"),
     ("nodes and min/max both", "prod", _set("gpu_pools[0].nodes", 2), "gpu_pools[0]", "not both"),
     ("no node count", "prod", _delete("gpu_pools.1.nodes"), "gpu_pools[1]", "missing node count"),
     ("invalid CIDR", "prod", _set("network.vpc_cidr", "10.50.0.0/33"), "network.vpc_cidr", "not a valid CIDR"),
@@ -143,7 +143,7 @@ INVALID = [
     ("layout flag as short alias", "prod", _set("models[0].extra_args", ["-tp", "8"]), "models[0].extra_args[0]", "set by the layout"),
     ("histogram buckets with underscores", "prod", _set("models[0].extra_args", ["--custom_histogram_buckets=1"]), "models[0].extra_args[0]", "silence the burn-rate alerts"),
     ("shared pool with auto layout", "prod", _add_model(name="second", served_model_name="second"), "models[2].pool", "shared"),
-    ("NFS too small", "prod", _set("model_cache.size_gib", 10), "model_cache.size_gib", "greater than or equal to 50"),
+    ("NFS too small", "prod", _set("model_cache.size_gib", 10), "model_cache.size_gib", "it must be at least 50"),
     ("public router without router", "prod", _both(_set("router.kind", "service"), _set("router.public", True)), "router.public", "router"),
     ("fabric mixed with other sizes", "prod", _add_pool(name="fab", size="gpu-mi325x8-2048gb-fabric-contracted", min_nodes=None, max_nodes=None, nodes=1), "gpu_pools", "fabric"),
     ("version prefix malformed", "prod", _set("cluster.version", "latest"), "cluster.version", "version prefix"),
@@ -417,3 +417,144 @@ def test_a_pin_the_stack_does_not_deploy_does_not_constrain_its_version():
     values, secrets = stack_values("dev")  # no observability, so no KEDA or kube-prometheus-stack
     _set("cluster.version", "1.34")(values)
     assert _load(values, secrets, stack="dev").cluster.version == "1.34"
+
+
+# --- issue 15: typos that did nothing, secrets in plain text, impossible requests -----------------
+
+
+def _problems(stack: str, *mutations, secrets_extra=()):
+    values, secrets = stack_values(stack)
+    for mutate in mutations:
+        mutate(values)
+    with pytest.raises(ConfigError) as info:
+        _load(values, secrets | set(secrets_extra), stack=stack)
+    return info.value.problems
+
+
+def test_a_typo_in_our_namespace_is_refused_not_dropped():
+    def typo(values):
+        values["inference-platfrom:observability"] = {"enabled": True}
+
+    (problem,) = _problems("dev", typo)
+    assert problem.path == "inference-platfrom:observability"
+    assert "did you mean 'inference-platform:observability'" in problem.message
+
+
+def test_provider_and_pulumi_namespaces_are_theirs_to_validate():
+    values, secrets = stack_values("dev")
+    values.update({"kubernetes:enableServerSideApply": True, "pulumi:tags": {"team": "ml"}, "digitalocean:apiEndpoint": "x"})
+    assert _load(values, secrets, stack="dev").environment == "dev"
+
+
+def test_a_duplicate_key_is_refused_with_both_line_numbers(tmp_path):
+    from infra.config import parse_stack_text
+
+    text = "config:\n  inference-platform:environment: dev\n  inference-platform:region: tor1\n  inference-platform:environment: prod\n"
+    with pytest.raises(ConfigError) as info:
+        parse_stack_text(text, "Pulumi.x.yaml")
+    assert info.value.render() == (
+        "Pulumi.x.yaml: line 4: duplicate key 'inference-platform:environment' (first at line 2); Pulumi refuses a stack "
+        "file with a key given twice: keep one"
+    )
+
+
+def test_a_stack_file_without_config_says_so_once(tmp_path):
+    # Before: four "required key is missing" for keys that were in the file, one level too high.
+    from infra.config import parse_stack_text
+
+    with pytest.raises(ConfigError) as info:
+        parse_stack_text("inference-platform:environment: dev\ninference-platform:region: tor1\n", "Pulumi.x.yaml")
+    assert len(info.value.problems) == 1 and "indent them under `config:`" in info.value.render()
+
+
+def test_an_empty_secure_value_is_not_a_set_secret():
+    from infra.config import parse_stack_text
+
+    with pytest.raises(ConfigError, match="`secure:` holds no ciphertext"):
+        parse_stack_text("config:\n  inference-platform:api_key:\n    secure: ''\n", "Pulumi.x.yaml")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "points_to"),
+    [
+        ("HF_TOKEN", "hf_abcdefghijklmnopqrstuvwxyz012345", "huggingface_token"),
+        ("EXTRA", "dop_v1_" + "ab" * 32, "plain-text secrets"),
+        ("OPENAI_API_KEY", "sk-proj-abcdefghijklmnopqrstuv", "api_key"),
+        ("DB_PASSWORD", "hunter2", "plain-text secrets"),
+        ("SERVICE_TOKEN", "opaque-value", "plain-text secrets"),
+    ],
+)
+def test_a_plain_text_secret_in_model_env_is_refused(name, value, points_to):
+    (problem,) = _problems("dev", _set("models[0].env", {name: value}))
+    assert problem.path == f"{NS}models[0].env.{name}" and points_to in problem.message
+
+
+def test_counts_and_switches_named_like_secrets_are_not_secrets():
+    values, secrets = stack_values("dev")
+    _set("models[0].env", {"VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD": "1024", "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "INFO"})(values)
+    assert _load(values, secrets, stack="dev").models[0].env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_a_request_longer_than_the_model_context_is_refused():
+    (problem,) = _problems("dev", _set("models[0].workload.input_tokens", 200000))
+    assert problem.path == f"{NS}models[0].workload"
+    assert "200200 exceeds the 40960-token context of Qwen/Qwen3-8B" in problem.message
+
+
+@pytest.mark.parametrize("path", ["models[0].slo.tpot_p90_ms", "models[0].workload.peak_rps", "gpu_pools[0].usd_per_hour"])
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_numbers_must_be_finite_everywhere(path, value):
+    (problem,) = _problems("dev", _set(path, value))
+    assert problem.path == NS + path and "not a finite number" in problem.message
+
+
+def test_an_exponent_yaml_reads_as_text_is_named_as_such():
+    # `peak_rps: 1e308` is the string '1e308' to YAML 1.1; "wrong type" alone left users puzzled.
+    (problem,) = _problems("dev", _set("models[0].workload.peak_rps", "1e308"))
+    assert "'1e308' is text, not a number" in problem.message and "1.0e+308" in problem.message
+
+
+def test_valid_node_labels_pass_and_reach_the_pool():
+    values, secrets = stack_values("dev")
+    labels = {"example.com/team": "ml", "tier": "", "a.b-c_d": "x.y-z_1"}
+    _set("gpu_pools[0].labels", labels)(values)
+    assert _load(values, secrets, stack="dev").gpu_pools[0].labels == labels
+
+
+@pytest.mark.parametrize(
+    ("labels", "words"),
+    [
+        ({"kubernetes.io/role": "gpu"}, "reserved prefix kubernetes.io/"),
+        ({"topology.k8s.io/zone": "a"}, "reserved prefix topology.k8s.io/"),
+        ({"inference-platform/pool": "x"}, "reserved prefix inference-platform/"),
+        ({"doks.digitalocean.com/node-pool": "x"}, "reserved prefix doks.digitalocean.com/"),
+        ({"team": "a" * 64}, "not a valid label value"),
+        ({"bad key": "x"}, "not a valid label name"),
+        ({"Example.com/team": "x"}, "not a DNS subdomain"),
+        ({("a" * 250) + ".example.com/x": "y"}, "not a DNS subdomain"),
+    ],
+)
+def test_invalid_node_labels_are_refused(labels, words):
+    (problem,) = _problems("dev", _set("gpu_pools[0].labels", labels))
+    assert problem.path.startswith(f"{NS}gpu_pools[0].labels.") and words in problem.message
+
+
+def test_a_gated_model_requires_the_huggingface_token():
+    from infra.catalog.models import is_gated
+
+    assert is_gated("meta-llama/Llama-3.1-8B-Instruct") and is_gated("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert not is_gated("Qwen/Qwen3-8B") and not is_gated("NousResearch/Hermes-3-Llama-3.1-70B")
+    values, secrets = stack_values("dev")
+    _set("models[0].source", "meta-llama/Llama-3.1-8B-Instruct")(values)
+    cfg = _load(values, secrets, stack="dev")
+    assert cfg.missing_secrets == ["huggingface_token"]
+    values[NS + "huggingface_token"] = None  # as read_stack_file passes a `secure:` value
+    assert _load(values, secrets | {NS + "huggingface_token"}, stack="dev").missing_secrets == []
+
+
+@pytest.mark.parametrize("stack", ["../etc/passwd", "Dev", "a", "x" * 41, "dev/prod", "-dev"])
+def test_stack_names_are_checked_before_any_path_is_built(stack, tmp_path):
+    make_project(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_stack_file(stack, tmp_path)
+    assert "is not a valid stack name" in info.value.render() and "2 to 40 characters" in info.value.render()

@@ -165,7 +165,8 @@ def test_the_layouts_that_used_to_predict_zero_give_positive_finite_figures(mode
     assert math.isfinite(cl.tpot_mean_ms) and math.isfinite(cl.ttft_mean_ms)
 
 
-def _one(layout, workload=Workload(2000, 300), eff=None):
+def _one(layout, workload=None, eff=None):
+    workload = workload or Workload(2000, 300)
     eff = eff or load_efficiency().for_family("cdna3")
     return Scenarios([Scenario(QWEN_FP8, MI325X_8.accelerator, 8, layout, workload, eff)])
 

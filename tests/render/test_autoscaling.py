@@ -399,7 +399,7 @@ def test_in_flight_target_above_what_a_replica_can_run_is_refused():
     with pytest.raises(ConfigError) as err:
         _prod_facts({"target_running_per_replica": cap + 1})
     message = str(err.value)
-    assert NS + "models[qwen3-235b].autoscaling.target_running_per_replica" in message
+    assert NS + "models[0].autoscaling.target_running_per_replica" in message
     assert f"{cap + 1} is more than" in message and f"give 1..{cap}" in message
     assert f"max_num_seqs {layout.max_num_seqs}" in message
     assert "Traceback" not in message
