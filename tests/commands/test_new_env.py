@@ -164,4 +164,4 @@ def test_new_env_comments_describe_the_new_stack(repo):
     assert "`infra doctor dev-alice`" in text and "infra doctor dev`" not in text
     assert "staging defaults: no HA control plane, not protected, monitoring on." in text
     assert "dev defaults" not in text
-    assert "(environment staging, was dev)" in text.splitlines()[0]
+    assert "(environment staging, was dev)" in text.splitlines()[1]
