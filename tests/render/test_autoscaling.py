@@ -21,11 +21,11 @@ from infra.render.autoscaling import (
     RUNNING_HEADROOM,
     ScalingSpec,
     hpa_behavior,
-    scale_up_policy,
     in_flight_query,
     queue_query,
     render_keda_values,
     render_scaled_object,
+    scale_up_policy,
 )
 from infra.render.model_service import deployment_ignore_changes, max_unavailable, render_deployment
 from infra.render.observability import prometheus_url
