@@ -543,8 +543,9 @@ def render_bench(target: BenchTarget, sweeps: list[LayoutSweep], opts: BenchOpti
     for index, sweep in enumerate(sweeps, start=1):
         layouts.append((f"{index:02d}-{sweep.layout.name}", render_layout_bench(target, sweep, opts)))
     prefetch = None
-    if target.service.cache is not None:
-        # Fills the cache if production never ran; idempotent (skips when the marker exists).
+    if target.service.cache is not None or target.service.weights is not None:
+        # Fills the cache (or the Spaces bucket) if production never ran; idempotent (skips when
+        # the marker exists).
         spec = replace(target.service, name=f"{target.model}-bench"[:_MAX_NAME])
         prefetch = ms.render_prefetch_job(spec)
         if prefetch is not None:
