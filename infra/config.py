@@ -34,10 +34,16 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from infra.catalog import doks
+from infra.catalog import doks, versions
 from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH
 from infra.catalog.gpus import GPU_SIZES, GpuSize
 from infra.catalog.regions import REGIONS
+from infra.catalog.spaces import (
+    NEAREST_SPACES_REGION,
+    SPACES_REGIONS,
+    SPACES_REGIONS_SOURCE,
+    bucket_name_problem,
+)
 from infra.catalog.vllm_flags import (
     canonical_flag,
     clashes_with_service_env,
@@ -73,7 +79,11 @@ SECRET_KEYS: dict[str, str] = {
     "grafana_admin_password": "Grafana admin password (required when observability is enabled)",
     "alert_webhook_url": "Alertmanager webhook URL (Slack or generic); required by receiver kinds slack and webhook",
 }
-PROVIDER_SECRET_KEYS = ("digitalocean:token",)
+PROVIDER_SECRET_KEYS = ("digitalocean:token", "digitalocean:spacesSecretKey")
+# The DigitalOcean provider creates Spaces buckets with a Spaces key of its own (not the API token):
+# `pulumi config set digitalocean:spacesAccessId ...` and `--secret digitalocean:spacesSecretKey ...`
+# (or SPACES_ACCESS_KEY_ID / SPACES_SECRET_ACCESS_KEY in the environment).
+SPACES_PROVIDER_KEYS = ("digitalocean:spacesAccessId", "digitalocean:spacesSecretKey")
 # Config namespaces a stack file may use besides ours: the providers the program runs and Pulumi's
 # own (`pulumi:tags`, ...). A key in any other namespace would be read by nobody, so it is refused:
 # `inference-platfrom:observability` once switched monitoring off without a word.
@@ -450,11 +460,37 @@ class GpuRuntimeConfig(_Strict):
 
 
 class ModelCacheConfig(_Strict):
-    """Shared model-weight cache: a DigitalOcean NFS share mounted read-write-many in the cluster."""
+    """Where replicas load weights from: a DO NFS share, a DO Spaces bucket, or Hugging Face itself.
 
-    kind: Literal["nfs", "none"] = Field("nfs", description="nfs: DO Network File Storage share; none: each pod downloads to local scratch.")
-    size_gib: int = Field(1024, ge=50, le=16384, description="Share size in GiB (≥ 50; it can grow, never shrink).")
-    tier: Literal["standard", "high"] = Field("high", description="NFS performance tier.")
+    nfs: a Network File Storage share in the VPC, filled once by a prefetch Job, read by every
+    replica (and home of the shared compile cache). spaces: a Spaces bucket (S3-compatible),
+    filled once by the prefetch Job and streamed straight into GPU memory by vLLM's Run:ai Model
+    Streamer (`--load-format runai_streamer`); compile caches stay on each node's disk. none: each
+    pod downloads from Hugging Face to its scratch disk. docs/cold-start.md compares them.
+    """
+
+    kind: Literal["nfs", "spaces", "none"] = Field(
+        "nfs",
+        description="nfs: DO Network File Storage share; spaces: DO Spaces bucket streamed into GPU memory; none: each pod downloads from Hugging Face to local scratch.",
+    )
+    size_gib: int = Field(1024, ge=50, le=16384, description="nfs: share size in GiB (≥ 50; it can grow, never shrink).")
+    tier: Literal["standard", "high"] = Field("high", description="nfs: NFS performance tier.")
+    bucket: str | None = Field(
+        None,
+        description="spaces (required): bucket name, unique across Spaces; 3–63 lowercase letters, digits and '-', starting and ending with a letter or digit.",
+    )
+    region: str | None = Field(
+        None,
+        description="spaces: region of the bucket (a region with Spaces, e.g. nyc3 for a cluster in nyc2); default: the stack's region.",
+    )
+    prefix: str = Field(
+        "models",
+        description="spaces: key prefix under which the prefetch stores each checkpoint, as <prefix>/<org>/<name>/<revision or main>/.",
+    )
+    streamer_concurrency: int = Field(
+        16, ge=1, le=64,
+        description="spaces: Run:ai streamer reader threads per vLLM process (each GPU rank of a replica streams its share with this many).",
+    )
 
 
 class LayoutConfig(_Strict):
@@ -643,6 +679,12 @@ class StackConfig(BaseModel):
     secrets_set: frozenset[str]  # secret keys that are set (as secrets)
     secrets_required: tuple[str, ...]  # secret keys this stack needs for `pulumi up`
     base_dir: Path | None = None  # the project root that relative paths (hf_config) start from
+    spaces_credentials_set: bool = False  # digitalocean:spacesAccessId and spacesSecretKey are in the stack file
+
+    @property
+    def spaces_region(self) -> str:
+        """The region of the Spaces weight bucket (model_cache.region, else the stack's)."""
+        return self.model_cache.region or self.region
 
     @property
     def protect(self) -> bool:
@@ -883,6 +925,68 @@ def _check_cluster(raw: StackInput) -> list[Problem]:
                 "set auto_upgrade: false, or give a prefix such as \"1.33\"",
             )
         )
+    return problems
+
+
+# --- model_cache (weight sources; issue 20) ---------------------------------------------------
+
+_PREFIX = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+_SPACES_ONLY = ("bucket", "region", "prefix", "streamer_concurrency")
+_NFS_ONLY = ("size_gib", "tier")
+# Flags the Spaces source sets on every replica.
+_STREAMER_FLAGS = ("--load-format", "--model-loader-extra-config")
+
+
+def _check_model_cache(raw: StackInput) -> list[Problem]:
+    """Keys that only one kind reads, the bucket's name and region, and engines that can stream."""
+    mc = raw.model_cache
+    at = f"{NS}model_cache"
+    given = mc.model_fields_set
+    problems = []
+    foreign = _NFS_ONLY if mc.kind == "spaces" else _SPACES_ONLY if mc.kind == "nfs" else _NFS_ONLY + _SPACES_ONLY
+    for key in foreign:
+        if key in given:
+            problems.append(Problem(f"{at}.{key}", f"applies to kind {'nfs' if key in _NFS_ONLY else 'spaces'} only; this cache is kind {mc.kind!r}"))
+    if mc.kind != "spaces":
+        return problems
+    if mc.bucket is None:
+        problems.append(Problem(f"{at}.bucket", "required with kind spaces: the Spaces bucket the weights are stored in (names are unique across Spaces)"))
+    else:
+        why = bucket_name_problem(mc.bucket)
+        if why:
+            problems.append(
+                Problem(f"{at}.bucket", f"{mc.bucket!r} {why}; use 3–63 lowercase letters, digits and '-', e.g. acme-prod-weights")
+            )
+    region_key = "region" if mc.region is not None else None
+    region = mc.region or raw.region
+    if region not in SPACES_REGIONS:
+        nearest = NEAREST_SPACES_REGION.get(region)
+        hint = f"; set model_cache.region: {nearest} (the nearest)" if nearest and region_key is None else ""
+        where = f"{at}.region" if region_key else f"{at}.kind"
+        problems.append(
+            Problem(
+                where,
+                f"Spaces is not offered in {region!r}{hint}; regions with Spaces: {', '.join(SPACES_REGIONS)} "
+                f"({SPACES_REGIONS_SOURCE})",
+            )
+        )
+    if not _PREFIX.match(mc.prefix) or ".." in mc.prefix.split("/"):
+        problems.append(Problem(f"{at}.prefix", f"{mc.prefix!r} is not an object key prefix; use segments of letters, digits, '.', '_' and '-' joined by '/', e.g. models"))
+    minimum = versions.parse_version(versions.VLLM_RUNAI_STREAMER_MIN_VERSION)
+    for i, model in enumerate(raw.models):
+        found = versions.vllm_version_of_image(model.image) if model.image else None
+        if found is not None and found < minimum:
+            problems.append(
+                Problem(
+                    f"{NS}models[{i}].image",
+                    f"{model.image!r} is vLLM {'.'.join(map(str, found))}; model_cache.kind spaces streams weights with "
+                    f"the Run:ai Model Streamer, which needs vLLM ≥ {versions.VLLM_RUNAI_STREAMER_MIN_VERSION} "
+                    "(infra/catalog/versions.py); use a newer image or another model_cache.kind",
+                )
+            )
+        for j, arg in enumerate(model.extra_args):
+            if canonical_flag(arg) in _STREAMER_FLAGS:
+                problems.append(Problem(f"{NS}models[{i}].extra_args[{j}]", f"{arg!r} is set by model_cache.kind spaces (the streamer's load format and concurrency)"))
     return problems
 
 
@@ -1236,6 +1340,7 @@ def load_config(
 
     problems = early + _check_network(raw) + _check_pools(raw) + _check_runtime(raw) + _check_models(raw, base_dir)
     problems += _check_cluster(raw)
+    problems += _check_model_cache(raw)
     secret_problems, required = _check_secrets(raw, secrets_set, plain_secrets)
     problems += secret_problems
     if problems:
@@ -1257,6 +1362,7 @@ def load_config(
         secrets_set=frozenset(secrets_set),
         secrets_required=required,
         base_dir=base_dir,
+        spaces_credentials_set=all(k in values for k in SPACES_PROVIDER_KEYS),
     )
 
 

@@ -25,6 +25,8 @@ from components.model_service import ModelService, ModelServiceArgs
 from components.network import EnvironmentProject, EnvironmentProjectArgs, Network
 from components.observability import Observability, ObservabilityArgs
 from components.router import Router, RouterArgs
+from components.warm_start import ImagePrepull, ImagePrepullArgs
+from components.weight_bucket import WeightBucket, WeightBucketArgs
 from infra.stack_plan import StackPlan
 
 
@@ -65,6 +67,22 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             plan.model_cache.name,
             ModelCacheArgs(spec=plan.model_cache, vpc_id=network.vpc_id, provider=cluster.provider, depends_on=[namespace]),
         )
+    # Issue 20: the Spaces weight bucket (model_cache.kind spaces) and the image pre-pull DaemonSets.
+    bucket = None
+    if plan.weight_bucket is not None:
+        bucket = WeightBucket(
+            plan.weight_bucket.name,
+            WeightBucketArgs(spec=plan.weight_bucket, provider=cluster.provider, depends_on=[namespace]),
+        )
+    prepull = None
+    if plan.prepull is not None:
+        prepull = ImagePrepull(
+            plan.prepull.name,
+            ImagePrepullArgs(
+                spec=plan.prepull, provider=cluster.provider, depends_on=[namespace, *pools.values()], deleted_with=cluster.cluster
+            ),
+        )
+    weight_deps = [r for r in (cache, bucket, prepull) if r is not None]
     services = []
     for model, service_spec, router_spec in zip(plan.models, plan.services, plan.routers, strict=True):
         service = ModelService(
@@ -74,7 +92,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
                 provider=cluster.provider,
                 hf_token=secrets.huggingface_token,
                 api_key=secrets.api_key,
-                depends_on=[namespace, pools[model.pool.name]] + ([cache] if cache else []),
+                depends_on=[namespace, pools[model.pool.name], *weight_deps],
             ),
             pulumi.ResourceOptions(deleted_with=cluster.cluster),
         )

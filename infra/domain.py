@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from dataclasses import asdict, dataclass, replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -186,6 +186,13 @@ class Provenance(_Record):
     slo: SloRecord | None = Field(None, description="The SLO the goodput was measured within.")
     workload: WorkloadRecord | None = Field(None, description="The token lengths it was measured with.")
     gpu: str | None = Field(None, description="GPU Droplet size slug it was measured on.")
+    ready_seconds: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="Measured seconds from an engine pod's start to Ready (the slowest replica of the layout); the plan uses it for time-to-ready when weights_source matches the stack's.",
+    )
+    weights_source: Literal["huggingface", "nfs", "spaces", "local"] | None = Field(
+        None, description="Where the measured engines read their weights: huggingface, nfs, spaces or local.",
+    )
 
     @property
     def measured(self) -> bool:

@@ -101,6 +101,11 @@ class PlanMocks(pulumi.runtime.Mocks):
             state.setdefault("status", "ACTIVE")
         elif args.typ == "digitalocean:index/vpc:Vpc":
             state.setdefault("vpcUrn", f"do:vpc:{rid}")
+        elif args.typ == "digitalocean:index/spacesKey:SpacesKey":
+            state.setdefault("accessKey", f"{rid}-access")
+            state.setdefault("secretKey", f"{rid}-secret")
+        elif args.typ == "digitalocean:index/spacesBucket:SpacesBucket":
+            state.setdefault("endpoint", f"{state.get('region', 'nyc3')}.digitaloceanspaces.com")
         if args.typ.startswith("digitalocean:index/"):
             kind = args.typ.rsplit(":", 1)[-1].lower()
             state.setdefault("urn", f"do:{kind}:{rid}")

@@ -170,3 +170,27 @@ class ModelCacheSpec:
     protect: bool = False
     retain_on_delete: bool | None = None  # None: same as protect
     tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WeightBucketSpec:
+    """The Spaces bucket that holds the weights (model_cache.kind spaces), its two scoped keys and
+    the Kubernetes Secrets that hand them to pods: read (engines) and readwrite (prefetch Job)."""
+
+    name: str  # logical name
+    bucket: str  # the bucket's name, unique across Spaces
+    region: str  # a region with Spaces
+    namespace: str  # where the key Secrets live
+    read_secret: str
+    write_secret: str
+    protect: bool = False  # prod: refilling ~240 GB per model takes an hour
+    retain_on_delete: bool | None = None  # None: same as protect
+    force_destroy: bool = False  # never delete a bucket that still holds objects
+
+
+@dataclass(frozen=True)
+class ImagePrepullSpec:
+    """The image pre-pull DaemonSets, one per GPU pool (rendered by infra/render/warm_start.py)."""
+
+    name: str  # logical name
+    daemonsets: tuple[dict, ...]

@@ -11,9 +11,10 @@ prints, diffs and records the same value.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from infra.catalog import versions
 from infra.catalog.cpu_sizes import CPU_PRICES_AS_OF, CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
 from infra.catalog.gpus import GPU_SIZES, HOURS_PER_MONTH
 from infra.catalog.models import ModelArch, resolve_model
@@ -28,9 +29,22 @@ from infra.config import (
 )
 from infra.domain import Layout, Provenance
 from infra.errors import ConfigError, Problem
-from infra.planner import ModelPlan, estimated_load_seconds, plan_model, slo_shortfall
+from infra.planner import (
+    ModelPlan,
+    ReadinessPlan,
+    WeightSource,
+    plan_model,
+    plan_readiness,
+    slo_shortfall,
+)
 from infra.planner.search import nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
-from infra.render.autoscaling import RUNNING_HEADROOM, AutoscalingSpec, ScalingSpec, render_scaled_object
+from infra.render.autoscaling import (
+    RUNNING_HEADROOM,
+    AutoscalingSpec,
+    ScalingSpec,
+    render_scaled_object,
+    scale_up_policy,
+)
 from infra.render.model_cache import MODEL_CACHE_PVC_NAME
 from infra.render.model_service import (
     CacheSpec,
@@ -43,13 +57,22 @@ from infra.render.model_service import (
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec, prometheus_url
 from infra.render.router import RouterSpec
 from infra.render.slo_rules import ObservedModel, slo_bucket_warnings
+from infra.render.warm_start import (
+    SPACES_READ_SECRET,
+    SPACES_WRITE_SECRET,
+    PrepullSpec,
+    SpacesWeights,
+    render_prepull_daemonset,
+)
 from infra.specs import (
     ClusterSpec,
     GpuPoolSpec,
     GpuRuntimeSpec,
+    ImagePrepullSpec,
     ModelCacheSpec,
     NetworkSpec,
     ProjectSpec,
+    WeightBucketSpec,
     gpu_addon_flags,
     standard_tags,
 )
@@ -68,6 +91,7 @@ class ModelFacts:
     arch: ModelArch
     plan: ModelPlan
     measured: Provenance | None = None  # the layout's provenance, when it carries a goodput
+    readiness: ReadinessPlan | None = None  # time-to-ready from the weight source (planner/loading.py)
 
     @property
     def layout(self) -> Layout:
@@ -128,6 +152,8 @@ class StackPlan:
     autoscaling: AutoscalingSpec | None
     project: ProjectSpec
     problems: tuple[Problem, ...] = field(default=())
+    weight_bucket: WeightBucketSpec | None = None  # model_cache.kind spaces
+    prepull: ImagePrepullSpec | None = None  # image pre-pull DaemonSets on the GPU pools
 
     @property
     def stack(self) -> str:
@@ -163,6 +189,8 @@ class StackPlan:
             }
             if m.measured is not None:
                 entry["measured"] = _rounded(m.measured_json())
+            if m.readiness is not None:
+                entry["time_to_ready"] = m.readiness.to_json()
             out.append(entry)
         return out
 
@@ -206,6 +234,8 @@ class StackPlan:
             lines.append(("ha_control_plane", ha, ha, cpu_basis.replace("CPU", "DOKS", 1)))
         if cfg.model_cache.kind == "nfs":
             unknown.append("NFS weight cache (priced per GiB by DO; not included)")
+        elif cfg.model_cache.kind == "spaces":
+            unknown.append("Spaces weight bucket (priced per GiB stored and transferred by DO; not included)")
         return {
             "currency": "USD",
             "hours_per_month": HOURS_PER_MONTH,
@@ -283,9 +313,13 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
             tags=tags,
         )
     cache_pvc = MODEL_CACHE_PVC_NAME if cache else None
+    bucket, weights = weight_bucket_spec(cfg)
     # The offline plan and `pulumi up` store a secret that is set, or required (offline: a placeholder).
     secrets = cfg.secrets_set | set(cfg.secrets_required)
-    services = tuple(model_service_spec(m, cache_pvc, secrets=secrets) for m in models)
+    services = tuple(
+        model_service_spec(m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node")
+        for m in models
+    )
     routers = tuple(router_spec(cfg, s) for s in services)
     observability = None
     if cfg.observability.enabled:
@@ -331,6 +365,8 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         autoscaling=autoscaling,
         project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=env),
         problems=tuple(problems),
+        weight_bucket=bucket,
+        prepull=image_prepull_spec(prefix, services),
     )
 
 
@@ -366,6 +402,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         facts = ModelFacts(
             config=model, pool=pool, arch=arch, plan=plan, measured=provenance if provenance and provenance.measured else None
         )
+        facts = replace(facts, readiness=readiness_plan(cfg, facts, provenance))
         models.append(facts)
         problems += _running_target_problems(facts, index)
         if not plan.chosen.fits:
@@ -385,6 +422,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
             notes.append(f"model {model.name}: {shortfall}; as configured it serves no load within the SLO")
         notes += _sizing_notes(facts, cfg.stack)
     notes += zero_replica_notes(cfg)
+    notes += cold_start_notes(cfg)
     if cfg.observability.enabled and models:
         notes += slo_bucket_warnings(observed_models(models))
     if cfg.missing_secrets:
@@ -472,7 +510,15 @@ def _autoscaling_json(model: ModelFacts) -> dict[str, Any] | None:
         "target_running_source": source,
         "waiting_per_replica": auto.waiting_per_replica,
         "scale_down_delay_seconds": auto.scale_down_delay_seconds,
+        "scale_up": _scale_up_json(model),
     }
+
+
+def _scale_up_json(model: ModelFacts) -> dict[str, Any]:
+    """The HPA scale-up policy the ScaledObject carries, sized by the model's time-to-ready."""
+    spec = scaling_spec(model)
+    policy = scale_up_policy(spec.time_to_ready_seconds, spec.min_replicas, spec.max_replicas, spec.replicas_per_node)
+    return {"time_to_ready_seconds": spec.time_to_ready_seconds, **policy.to_json()}
 
 
 def _rounded(value: Any) -> Any:
@@ -514,6 +560,7 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 usd_per_node_hour=price,
                 pool_gpu_share=m.layout.gpus_per_node_used / pool_gpus[m.pool.name],
                 deployment=deployment_name(model_service_spec(m, None)),
+                predicted_ready_seconds=m.readiness.rollout_s if m.readiness is not None else None,
             )
         )
     return out
@@ -564,6 +611,7 @@ def scaling_spec(model: ModelFacts) -> ScalingSpec:
         waiting_per_replica=auto.waiting_per_replica,
         scale_down_delay_seconds=auto.scale_down_delay_seconds,
         prometheus_url=prometheus_url(),
+        time_to_ready_seconds=model.readiness.scale_up_s if model.readiness is not None else 0,
     )
 
 
@@ -573,21 +621,22 @@ def gpu_runtime_facts(cfg: StackConfig) -> GpuRuntimeFacts:
 
 
 def model_service_spec(
-    model: ModelFacts, cache_pvc: str | None, *, secrets: frozenset[str] | set[str] = frozenset(), concurrent_loaders: int = 1
+    model: ModelFacts,
+    cache_pvc: str | None,
+    *,
+    secrets: frozenset[str] | set[str] = frozenset(),
+    weights: SpacesWeights | None = None,
+    compile_cache: str | None = None,
 ) -> ModelServiceSpec:
     """Config + planned layout → the model-service renderer's input.
 
     `secrets`: the secret keys the stack stores; each becomes a Kubernetes Secret the pods read.
-    `concurrent_loaders`: replicas that load weights from the shared cache at once during a
-    rollout (the Deployment's maxUnavailable, 1).
+    `weights`: the Spaces bucket (model_cache.kind spaces); `compile_cache`: "shared" (NFS) or
+    "node". The startup probe's budget is the readiness plan's: every replica of the first
+    rollout loading at once, caches cold.
     """
     layout = model.layout
-    load_s = estimated_load_seconds(
-        model.arch,
-        source="nfs" if cache_pvc else "huggingface",
-        concurrent_loaders=concurrent_loaders,
-        gpus_per_replica=layout.gpus_per_replica,
-    )
+    load_s = model.readiness.probe_budget_s if model.readiness is not None else 600
     return ModelServiceSpec(
         name=model.config.name,
         source=model.config.source,
@@ -609,6 +658,8 @@ def model_service_spec(
         max_model_len=layout.max_model_len,
         moe=bool(model.arch.is_moe),
         autoscaled=bool(model.config.autoscaling.enabled),
+        weights=weights,
+        compile_cache=compile_cache,
     )
 
 
@@ -626,3 +677,86 @@ def router_spec(cfg: StackConfig, service: ModelServiceSpec) -> RouterSpec:
         allowed_source_cidrs=tuple(r.allowed_source_cidrs),
         api_key_secret=service.api_key_secret,
     )
+
+
+# --------------------------------------------------------------------------- cold start (issue 20)
+
+
+def weight_source(cfg: StackConfig) -> WeightSource:
+    """Where the stack's replicas read weights from, in the load model's terms."""
+    mc = cfg.model_cache
+    kind = {"nfs": "nfs", "spaces": "spaces", "none": "huggingface"}[mc.kind]
+    return WeightSource(kind, nfs_tier=mc.tier, streamer_concurrency=mc.streamer_concurrency)
+
+
+def readiness_plan(cfg: StackConfig, model: ModelFacts, provenance: Provenance | None) -> ReadinessPlan:
+    """The load model for this model's layout and source; a bench measurement of the same source
+    (provenance ready_seconds + weights_source) replaces its new-replica figure."""
+    source = weight_source(cfg)
+    measured = None
+    if provenance is not None and provenance.ready_seconds is not None and provenance.weights_source == source.kind:
+        measured = float(provenance.ready_seconds)
+    layout = model.layout
+    return plan_readiness(
+        model.arch,
+        source,
+        gpus_per_replica=layout.gpus_per_replica,
+        replicas_per_node=layout.replicas_per_node,
+        first_rollout_replicas=layout.replicas_per_node * model.pool.min_node_count,
+        measured_ready_seconds=measured,
+    )
+
+
+def weight_bucket_spec(cfg: StackConfig) -> tuple[WeightBucketSpec | None, SpacesWeights | None]:
+    """The Spaces bucket and how replicas reach it; (None, None) unless model_cache.kind is spaces."""
+    mc = cfg.model_cache
+    if mc.kind != "spaces" or mc.bucket is None:
+        return None, None
+    spec = WeightBucketSpec(
+        name=f"{cfg.stack}-weights",
+        bucket=mc.bucket,
+        region=cfg.spaces_region,
+        namespace=INFERENCE_NAMESPACE,
+        read_secret=SPACES_READ_SECRET,
+        write_secret=SPACES_WRITE_SECRET,
+        protect=cfg.protect,
+    )
+    weights = SpacesWeights(
+        bucket=mc.bucket, region=cfg.spaces_region, prefix=mc.prefix, concurrency=mc.streamer_concurrency
+    )
+    return spec, weights
+
+
+def image_prepull_spec(prefix: str, services: tuple[ModelServiceSpec, ...]) -> ImagePrepullSpec | None:
+    """One pre-pull DaemonSet per GPU pool that serves a model, with the images its models run."""
+    by_pool: dict[str, tuple[str, set[str]]] = {}
+    for s in services:
+        taint, images = by_pool.setdefault(s.pool_name, (s.gpu.taint_key, set()))
+        images.add(s.resolved_image)
+    if not by_pool:
+        return None
+    daemonsets = tuple(
+        render_prepull_daemonset(PrepullSpec(pool_name=pool, images=tuple(sorted(images)), taint_key=taint, namespace=INFERENCE_NAMESPACE))
+        for pool, (taint, images) in sorted(by_pool.items())
+    )
+    return ImagePrepullSpec(name=f"{prefix}-image-prepull", daemonsets=daemonsets)
+
+
+def cold_start_notes(cfg: StackConfig) -> list[str]:
+    """What the Spaces source still needs (the time-to-ready itself is in each model's entry)."""
+    notes: list[str] = []
+    if cfg.model_cache.kind != "spaces":
+        return notes
+    if not cfg.spaces_credentials_set:
+        notes.append(
+            "model_cache.kind spaces: the DigitalOcean provider creates the bucket with a Spaces key: "
+            "`pulumi config set digitalocean:spacesAccessId ...` and `pulumi config set --secret "
+            "digitalocean:spacesSecretKey ...` (or SPACES_ACCESS_KEY_ID / SPACES_SECRET_ACCESS_KEY) before `pulumi up`"
+        )
+    for m in cfg.models:
+        if m.image and versions.vllm_version_of_image(m.image) is None:
+            notes.append(
+                f"model {m.name}: cannot tell the vLLM version of image {m.image!r}; streaming from Spaces needs "
+                f"vLLM ≥ {versions.VLLM_RUNAI_STREAMER_MIN_VERSION} with the runai-model-streamer s3 extra"
+            )
+    return notes

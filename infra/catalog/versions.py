@@ -9,6 +9,13 @@ VLLM_VERSION = "0.33.0"
 VLLM_IMAGE_ROCM = f"vllm/vllm-openai-rocm:v{VLLM_VERSION}"
 VLLM_IMAGE_CUDA = f"vllm/vllm-openai:v{VLLM_VERSION}"
 
+# The oldest vLLM that runs what `model_cache.kind: spaces` renders: `--load-format runai_streamer`
+# with an `s3://` model path and `--model-loader-extra-config` keys `concurrency` and `distributed`.
+# Checked in the PyPI wheels of 0.13.0, 0.14.0, 0.32.0 and 0.33.0 (vllm/model_executor/
+# model_loader/runai_streamer_loader.py); the streamer itself arrived with vllm-project/vllm
+# PRs #10191 and #10192 (late 2024), but releases between those and 0.13.0 were not checked.
+VLLM_RUNAI_STREAMER_MIN_VERSION = "0.13.0"
+
 # ROCm/k8s-device-plugin and its node labeller (self-managed runtime mode).
 ROCM_DEVICE_PLUGIN_IMAGE = "rocm/k8s-device-plugin:1.31.0.9"
 ROCM_NODE_LABELLER_IMAGE = "rocm/k8s-device-plugin:labeller-1.31.0.9"
@@ -25,6 +32,10 @@ CERT_MANAGER_CHART_VERSION = "v1.19.1"
 # Small helper image for node tuning and weight prefetch (huggingface_hub CLI lives in vLLM's image,
 # so the prefetch Job reuses the vLLM image instead).
 BUSYBOX_IMAGE = "busybox:1.37.0"
+
+# The pause container of the image pre-pull DaemonSet (it only holds the pod; the vLLM image is
+# pulled by an init container that exits at once). Kubernetes' own pause image, pinned.
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 # Monitoring: kube-prometheus-stack (Prometheus operator v0.88, Grafana, Alertmanager,
 # kube-state-metrics). Installed with helm.v3.Release because of its admission-webhook hooks.
@@ -45,3 +56,26 @@ KEDA_CHART_VERSION = "2.18.3"
 # `v<helm chart version>`, published by the project's scheduled release workflow; CLI flags used:
 # --service-discovery k8s, --k8s-label-selector, --routing-logic, --session-key.
 ROUTER_IMAGE = "lmcache/lmstack-router:v0.1.12"
+
+
+def vllm_version_of_image(image: str) -> tuple[int, int, int] | None:
+    """The vLLM release an image tag names, when it names one: `vllm/vllm-openai-rocm:v0.33.0` and
+    `…:0.33.0` → (0, 33, 0); AMD's `rocm/vllm:rocm6.4.1_vllm_0.9.1_20250702` → (0, 9, 1) (the
+    ROCm version in front is skipped). None for a tag that names no vLLM version (a digest, a
+    custom build): nothing can be told from it."""
+    import re
+
+    tag = image.rsplit("/", 1)[-1].partition("@")[0]
+    if ":" not in tag:
+        return None
+    tag = tag.split(":", 1)[1]
+    for pattern in (r"vllm[_-]v?(\d+)\.(\d+)\.(\d+)", r"^v?(\d+)\.(\d+)\.(\d+)(?![\d.])"):
+        match = re.search(pattern, tag)
+        if match:
+            return (int(match[1]), int(match[2]), int(match[3]))
+    return None
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    major, minor, patch = (int(p) for p in text.split("."))
+    return (major, minor, patch)

@@ -160,6 +160,8 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
             lines.append("    predicted: " + ", ".join(figures))
         if measured:
             lines.append("    measured: " + _measured_line(measured, pred))
+        if m.get("time_to_ready"):
+            lines.append("    cold start: " + _cold_start_line(m))
         if m.get("reason"):
             lines.append("    why: " + m["reason"])
         if m.get("alternatives"):
@@ -197,6 +199,22 @@ def _measured_line(measured: dict, pred: dict) -> str:
         text += f"; planner predicted {pred['goodput_rps_per_node']:.2f}"
     if measured.get("nodes_needed") is not None:
         text += f"; {measured['nodes_needed']} node(s) for peak"
+    return text
+
+
+def _cold_start_line(model: dict) -> str:
+    """`a new replica serves after ~9 min from the Spaces bucket (...); ...; scale-up: 1 replica per
+    5 min after a 210 s window`: the time-to-ready and the autoscaling it sizes (issue 20)."""
+    text = model["time_to_ready"]["summary"]
+    auto = (model.get("replicas") or {}).get("autoscaling") or {}
+    up = auto.get("scale_up")
+    if up:
+        text += (
+            f"; scale-up: {up['pods_per_period']} replica(s) per {up['period_seconds'] // 60} min after a "
+            f"{up['stabilization_window_seconds']} s window"
+        )
+        if not up["arrives_within_budget"]:
+            text += " (a new replica arrives after the 1 h SLO page window: raise min_nodes to absorb bursts)"
     return text
 
 

@@ -21,6 +21,7 @@ from infra.errors import Problem, UserError
 from infra.tuning import calibrate as calibration
 from infra.tuning.chart import render_latency_chart
 from infra.tuning.goodput import DEFAULT_MAX_FAILED_FRACTION, Comparison, compare_layouts
+from infra.tuning.readiness import ready_seconds_value
 from infra.tuning.results import SweepPoint, layout_fields, load_results
 from infra.tuning.stackfile import stack_file_path, write_measured_layout
 
@@ -180,6 +181,7 @@ def _write_winner(
         slo=SloRecord(ttft_p90_ms=float(conditions.slo[0]), tpot_p90_ms=float(conditions.slo[1])),
         workload=WorkloadRecord(input_tokens=int(conditions.workload[0]), output_tokens=int(conditions.workload[1])),
         gpu=conditions.gpu,
+        **_time_to_ready(mine),
     )
     path = stack_file_path(args.stack, args.stacks_dir)
     write_measured_layout(path, args.model, fields, provenance, validate=_stack_text_check(stack_model, path, winner.name))
@@ -202,6 +204,16 @@ def _stack_text_check(stack_model: calibration.StackModel, path: Path, layout: s
             ) from None
 
     return check
+
+
+def _time_to_ready(points: list[SweepPoint]) -> dict:
+    """The winner's measured time-to-ready and weight source (`infra bench` metadata), for the
+    provenance: the slowest recorded load, from a single known source; nothing when unrecorded."""
+    source = _single_meta(points, "weights_source")
+    seconds = [s for s in (ready_seconds_value(p.metadata.get("ready_seconds")) for p in points) if s is not None]
+    if source not in ("huggingface", "nfs", "spaces", "local") or not seconds:
+        return {}
+    return {"ready_seconds": max(seconds), "weights_source": source}
 
 
 def _predicted_goodput(stack_model: calibration.StackModel, fields: dict) -> float | None:

@@ -20,7 +20,13 @@ from infra.planner.efficiency import (
     load_efficiency,
     save_efficiency,
 )
-from infra.planner.loading import estimated_load_seconds
+from infra.planner.loading import (
+    ReadinessPlan,
+    WeightSource,
+    estimate_load,
+    estimated_load_seconds,
+    plan_readiness,
+)
 from infra.planner.memory import MemoryBreakdown, memory_per_gpu
 from infra.planner.search import (
     Candidate,
@@ -45,6 +51,10 @@ __all__ = [
     "Workload",
     "check_layout",
     "estimated_load_seconds",
+    "estimate_load",
+    "plan_readiness",
+    "ReadinessPlan",
+    "WeightSource",
     "layout_name",
     "load_efficiency",
     "memory_per_gpu",

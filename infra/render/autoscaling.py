@@ -11,16 +11,30 @@ replicas from a loaded fleet until a queue of `waiting_per_replica` × replicas 
 what breaks TTFT. The queue stays as the second trigger (the HPA takes the larger of the two): a
 sustained queue is the earliest sign of missing capacity when the plan's figure is optimistic.
 
-Why slow: a new replica on a new GPU node takes the autoscaler's node provisioning plus a model
-load (tens of minutes for a 240 GB model), so scale-up adds at most one node's worth of replicas per
-five minutes and scale-down waits `scale_down_delay_seconds` of low load before removing one replica
-every ten minutes. When Prometheus has no vLLM series, the triggers report an error instead of zero
+Scale-up is sized by the time a new replica takes to serve (`time_to_ready_seconds`: node
+provisioning, image pull and the model load from its weight source, infra/planner/loading.py).
+Capacity asked for now arrives that much later, so the whole step from the floor to the ceiling
+must be asked for early enough to arrive within SCALE_UP_BUDGET_SECONDS — the long window of the
+fastest SLO page (1 h at 6× burn, infra/render/slo_rules.py), after which an overload that began
+with the scale-up has paged. What is left of the budget after the load sets both knobs:
+
+    slack  = budget − time_to_ready
+    window = clamp(10 % of slack, 0, 300 s)   stabilisation: ignore spikes over before capacity could arrive,
+                                              never longer than a tenth of the slack
+    waves  = 1 + floor((slack − window) / SCALE_UP_PERIOD_SECONDS)   steps that still arrive in time
+    step   = ceil((max − min replicas) / waves), in whole nodes (replicas_per_node)
+
+A replica that loads in 8 minutes can be added a node at a time after a 3-minute window; one that
+needs 50 minutes is asked for at once, in one step to the ceiling, with no window (and the plan
+says that autoscaling cannot save such a burst). Scale-down waits `scale_down_delay_seconds` of
+low load before removing one replica every ten minutes. When Prometheus has no vLLM series, the triggers report an error instead of zero
 (`ignoreNullValues: false`): the HPA then holds the current size rather than shrinking a loaded
 fleet because its metrics went missing.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from infra.catalog import versions
@@ -32,6 +46,9 @@ KEDA_RELEASE_NAME = "keda"
 SCALE_UP_PERIOD_SECONDS = 300
 SCALE_DOWN_PERIOD_SECONDS = 600
 POLLING_INTERVAL_SECONDS = 30
+SCALE_UP_BUDGET_SECONDS = 3600  # the 1 h long window of the fastest burn-rate page
+SCALE_UP_WINDOW_MAX_SECONDS = 300
+SCALE_UP_WINDOW_SHARE = 0.1
 # The in-flight target is this fraction of what a replica carries at SLO goodput: scale-up starts
 # while the replicas still meet the SLO, not once they miss it.
 RUNNING_HEADROOM = 0.8
@@ -70,6 +87,7 @@ class ScalingSpec:
     waiting_per_replica: float
     scale_down_delay_seconds: int
     prometheus_url: str
+    time_to_ready_seconds: int = 0  # a new replica on a new node: provisioning + image pull + load
 
 
 def queue_query(model: ObservedModel) -> str:
@@ -141,13 +159,47 @@ def render_scaled_object(spec: ScalingSpec) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class ScaleUpPolicy:
+    """The HPA's scale-up knobs derived from the time-to-ready (see the module docstring)."""
+
+    stabilization_window_seconds: int
+    pods_per_period: int
+    period_seconds: int
+    arrives_in_time: bool  # a replica asked for now serves within the budget
+
+    def to_json(self) -> dict:
+        return {
+            "stabilization_window_seconds": self.stabilization_window_seconds,
+            "pods_per_period": self.pods_per_period,
+            "period_seconds": self.period_seconds,
+            "arrives_within_budget": self.arrives_in_time,
+        }
+
+
+def scale_up_policy(
+    time_to_ready_seconds: int, min_replicas: int, max_replicas: int, replicas_per_node: int
+) -> ScaleUpPolicy:
+    """Stabilisation window and step so the ceiling is asked for early enough to arrive in time."""
+    rpn = max(1, replicas_per_node)
+    span = max(rpn, max_replicas - min_replicas)
+    slack = SCALE_UP_BUDGET_SECONDS - max(0, time_to_ready_seconds)
+    if slack <= 0:
+        return ScaleUpPolicy(0, max(rpn, math.ceil(span / rpn) * rpn), SCALE_UP_PERIOD_SECONDS, False)
+    window = min(SCALE_UP_WINDOW_MAX_SECONDS, int(SCALE_UP_WINDOW_SHARE * slack) // 15 * 15)
+    waves = 1 + (slack - window) // SCALE_UP_PERIOD_SECONDS
+    nodes = math.ceil(math.ceil(span / waves) / rpn)
+    return ScaleUpPolicy(window, max(1, nodes) * rpn, SCALE_UP_PERIOD_SECONDS, True)
+
+
 def hpa_behavior(spec: ScalingSpec) -> dict:
-    """autoscaling/v2 HorizontalPodAutoscalerBehavior: quick to add a node's worth, slow to remove."""
+    """autoscaling/v2 HorizontalPodAutoscalerBehavior: scale-up sized by the time-to-ready, slow to remove."""
+    up = scale_up_policy(spec.time_to_ready_seconds, spec.min_replicas, spec.max_replicas, spec.replicas_per_node)
     return {
         "scaleUp": {
-            "stabilizationWindowSeconds": 0,
+            "stabilizationWindowSeconds": up.stabilization_window_seconds,
             "selectPolicy": "Max",
-            "policies": [{"type": "Pods", "value": spec.replicas_per_node, "periodSeconds": SCALE_UP_PERIOD_SECONDS}],
+            "policies": [{"type": "Pods", "value": up.pods_per_period, "periodSeconds": up.period_seconds}],
         },
         "scaleDown": {
             "stabilizationWindowSeconds": spec.scale_down_delay_seconds,

@@ -27,6 +27,16 @@ from infra.catalog.vllm_flags import VLLM_PORT, clashes_with_service_env, unknow
 from infra.domain import Layout
 from infra.errors import Problem, UserError
 from infra.render.vllm_args import ServeOptions, vllm_serve_args
+from infra.render.warm_start import (
+    PREFETCH_SCRATCH_GIB,
+    SpacesWeights,
+    compile_cache_env,
+    compile_cache_key,
+    compile_cache_volume,
+    prefetch_to_spaces_command,
+    s3_env,
+    streamer_args,
+)
 
 NAMESPACE = "inference"
 PART_OF = "inference-platform"
@@ -111,6 +121,11 @@ class ModelServiceSpec:
     revision: checkpoint revision to pin (prefetch and serving use the same).
     autoscaled: KEDA scales the Deployment between replicas and max_replicas; the Deployment
         then leaves its replica count to the autoscaler.
+    weights: the checkpoint's Spaces bucket (model_cache.kind spaces): the prefetch Job fills it
+        and the engine streams from it; `cache` is then None.
+    compile_cache: where vLLM/Triton/AITER compile caches live, keyed by image + model + layout:
+        "shared" (a subPath of the NFS claim), "node" (a hostPath on the node) or None (in the
+        container, lost with it).
     """
 
     name: str
@@ -133,6 +148,8 @@ class ModelServiceSpec:
     moe: bool = False
     revision: str | None = None
     autoscaled: bool = False
+    weights: SpacesWeights | None = None
+    compile_cache: str | None = None
 
     @property
     def vendor(self) -> str:
@@ -274,9 +291,9 @@ def shm_size_gib(spec: ModelServiceSpec) -> int:
     return max(1, min(want, memory_request_gib(spec) // 4))
 
 
-# `estimated_load_seconds` comes from infra/planner/loading.py (assumed rates: Hugging Face
-# 150 MB/s, NFS 350 MB/s shared by the pods loading at once, plus engine start): a 236 GB FP8
-# model takes ≈ 25 min from the cache and ≈ 48 min straight from the Hub.
+# `estimated_load_seconds` comes from infra/planner/loading.py (the readiness plan's first-rollout
+# figure, × 1.5): a 236 GB FP8 model ≈ 25 min from the NFS cache, ≈ 12 min from a Spaces bucket
+# and ≈ 47 min straight from the Hub (docs/cold-start.md).
 
 
 def startup_budget_seconds(spec: ModelServiceSpec) -> int:
@@ -351,7 +368,9 @@ def _hf_token_env(spec: ModelServiceSpec) -> list[dict]:
 
 
 def render_prefetch_job(spec: ModelServiceSpec) -> dict | None:
-    """The Job that fills the shared cache; None when there is no cache."""
+    """The Job that fills the shared cache or the Spaces bucket; None when there is neither."""
+    if spec.weights is not None:
+        return _spaces_prefetch_job(spec)
     if spec.cache is None:
         return None
     labels = common_labels(spec.name, "prefetch")
@@ -394,6 +413,47 @@ def render_prefetch_job(spec: ModelServiceSpec) -> dict | None:
     }
 
 
+def _spaces_prefetch_job(spec: ModelServiceSpec) -> dict:
+    """Hugging Face → the Spaces bucket, one file at a time through a scratch emptyDir."""
+    assert spec.weights is not None
+    labels = common_labels(spec.name, "prefetch")
+    scratch = "/scratch"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(prefetch_job_name(spec), spec.namespace, labels),
+        "spec": {
+            "backoffLimit": 6,  # every retry skips the files already uploaded
+            "activeDeadlineSeconds": prefetch_timeout_seconds(spec),
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "containers": [
+                        {
+                            "name": "upload",
+                            "image": spec.resolved_image,
+                            "command": prefetch_to_spaces_command(spec.weights, spec.source, spec.revision, scratch),
+                            "env": [
+                                {"name": "HF_HOME", "value": f"{scratch}/hf"},
+                                {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
+                                {"name": "PYTHONUNBUFFERED", "value": "1"},
+                                *_hf_token_env(spec),
+                                *s3_env(spec.weights, spec.weights.write_secret),
+                            ],
+                            "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}},
+                            "volumeMounts": [{"name": "scratch", "mountPath": scratch}],
+                        }
+                    ],
+                    "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": f"{PREFETCH_SCRATCH_GIB}Gi"}}],
+                },
+            },
+        },
+    }
+
+
 # --- the engine ----------------------------------------------------------------------------------
 
 
@@ -413,13 +473,21 @@ def engine_env(spec: ModelServiceSpec) -> list[dict]:
     if spec.cache is not None:
         # Weights were prefetched; offline mode keeps 64 replicas from each asking the Hub.
         env.update({"HF_HOME": spec.cache.hf_home, "HF_HUB_OFFLINE": "1"})
+    elif spec.weights is not None:
+        # Weights, config and tokenizer all come from the bucket; vLLM pulls the small files to
+        # VLLM_ASSETS_CACHE on scratch and streams the safetensors.
+        env.update({"HF_HOME": "/scratch/hf", "HF_HUB_OFFLINE": "1", "VLLM_ASSETS_CACHE": "/scratch/vllm-assets"})
     else:
         env.update({"HF_HOME": "/scratch/hf"})
+    if spec.compile_cache is not None:
+        env.update(compile_cache_env(spec.vendor == "amd"))
     env["HF_HUB_DISABLE_TELEMETRY"] = "1"
     env["VLLM_NO_USAGE_STATS"] = "1"
     env.update(spec.env)
     out: list[dict] = [{"name": k, "value": v} for k, v in sorted(env.items())]
-    if spec.cache is None:
+    if spec.weights is not None:
+        out += [e for e in s3_env(spec.weights, spec.weights.read_secret) if e["name"] not in env]
+    elif spec.cache is None:
         out += _hf_token_env(spec)
     if spec.api_key_secret:
         # vLLM reads VLLM_API_KEY like --api-key; as env the key stays out of `ps` and pod args.
@@ -433,19 +501,34 @@ def engine_env(spec: ModelServiceSpec) -> list[dict]:
 
 
 def serve_args(spec: ModelServiceSpec) -> list[str]:
+    """From a Spaces bucket the model is its `s3://` prefix, which already names the revision."""
+    spaces = spec.weights
     return vllm_serve_args(
         spec.layout,
         ServeOptions(
-            source=spec.source,
+            source=spaces.model_uri(spec.source, spec.revision) if spaces else spec.source,
             served_model_name=spec.served_model_name,
             max_model_len=spec.max_model_len,
             moe=spec.moe,
             vendor=spec.vendor,
-            revision=spec.revision,
+            revision=None if spaces else spec.revision,
             drain_seconds=DRAIN_SECONDS,
+            load_args=tuple(streamer_args(spaces, spec.gpus_per_replica)) if spaces else (),
             extra_args=tuple(spec.extra_args),
         ),
         path=f"models[{spec.name}]",
+    )
+
+
+def compile_cache_dir_key(spec: ModelServiceSpec) -> str:
+    """The compile cache directory of this replica shape (image + checkpoint + layout + flags + env)."""
+    return compile_cache_key(
+        image=spec.resolved_image,
+        source=spec.source,
+        revision=spec.revision,
+        layout_fields={**spec.layout.fields(), "max_model_len": spec.layout.max_model_len or spec.max_model_len},
+        args=tuple(spec.extra_args),
+        env={**vendor_env(spec), **spec.env},
     )
 
 
@@ -499,6 +582,12 @@ def render_deployment(spec: ModelServiceSpec) -> dict:
     else:
         volumes.append({"name": "scratch", "emptyDir": {}})
         mounts.append({"name": "scratch", "mountPath": "/scratch"})
+    if spec.compile_cache is not None:
+        volume, mount = compile_cache_volume(
+            spec.compile_cache, compile_cache_dir_key(spec), spec.cache.pvc_name if spec.cache else None
+        )
+        volumes.append(volume)
+        mounts.append(mount)
 
     container = {
         "name": "vllm",

@@ -94,6 +94,9 @@ class ObservedModel:
         (shared pools have fixed layouts); 1.0 for a pool with one model.
     deployment: the vLLM Deployment's name (infra.render.model_service.deployment_name), for the
         not-ready and metrics-absent alerts and the autoscaler's target.
+    predicted_ready_seconds: the plan's pod start → Ready for a rollout's new pod (measured, or
+        the load model's, infra/planner/loading.py); VllmReplicaSlowToReady fires at
+        READY_ALERT_FACTOR × it. None: no time-to-ready rules for this model.
     """
 
     name: str
@@ -108,6 +111,7 @@ class ObservedModel:
     usd_per_node_hour: float | None = None
     pool_gpu_share: float = 1.0
     deployment: str = field(kw_only=True)
+    predicted_ready_seconds: int | None = field(default=None, kw_only=True)
 
     @property
     def billed(self) -> bool:
@@ -321,6 +325,61 @@ def _by_model(record: str, model: ObservedModel) -> str:
 # --- recording rules -------------------------------------------------------------------------
 
 
+# --- time to ready (issue 20) ------------------------------------------------------------------
+
+READY_ALERT_FACTOR = 2.0
+# A pod that was Ready within this window and is not now is unready, not loading.
+READY_LOOKBACK = "6h"
+
+
+def readiness_rules(model: ObservedModel, pod_labels: str) -> list[dict]:
+    """Per engine pod: seconds from pod start to Ready (kube-state-metrics), and how long a pod
+    that has not been Ready yet has been loading; plus the plan's prediction.
+
+    `kube_pod_status_ready_time` is EXPERIMENTAL in kube-state-metrics v2.18 (the version
+    kube-prometheus-stack 81.x ships) and on by default; it is only read where the Ready
+    condition is true, since it carries the condition's last transition either way. The loading
+    series and the alert use STABLE metrics only (`kube_pod_start_time`, `kube_pod_status_ready`).
+    """
+    if model.predicted_ready_seconds is None:
+        return []
+    ns = f"namespace={quoted(model.namespace)}"
+    ready_now = f'(kube_pod_status_ready{{{ns}, condition="true"}} == 1)'
+    return [
+        _rule(
+            "model:engine_time_to_ready_seconds",
+            f"(kube_pod_status_ready_time{{{ns}}} - kube_pod_start_time{{{ns}}})"
+            f" and on (namespace, pod) {ready_now} and on (namespace, pod) {pod_labels}",
+            model,
+        ),
+        _rule(
+            "model:engine_loading_seconds",
+            f"(time() - kube_pod_start_time{{{ns}}})"
+            f' unless on (namespace, pod) (max_over_time(kube_pod_status_ready{{{ns}, condition="true"}}[{READY_LOOKBACK}]) == 1)'
+            f" and on (namespace, pod) {pod_labels}",
+            model,
+        ),
+        _rule("model:engine_predicted_ready_seconds", f"vector({model.predicted_ready_seconds})", model),
+    ]
+
+
+def slow_readiness_alert(runbook_base: str) -> dict:
+    """An engine pod still not Ready after READY_ALERT_FACTOR × the plan's time-to-ready: a
+    rollout (or scale-up) is loading far slower than planned — a throttled source, a cold cache,
+    a crash loop inside the startup probe's budget. Generic over the recorded `model` label."""
+    factor = _num(READY_ALERT_FACTOR)
+    return _alert(
+        "VllmReplicaSlowToReady",
+        f"model:engine_loading_seconds > on (model) group_left () ({factor} * model:engine_predicted_ready_seconds)",
+        "warning",
+        "1m",
+        "{{ $labels.model }}: pod {{ $labels.pod }} is taking far longer to become ready than planned",
+        "{{ $labels.namespace }}/{{ $labels.pod }} started {{ $value | humanizeDuration }} ago and is not ready; "
+        f"the plan expects a new {{{{ $labels.model }}}} pod to be ready in half the time this alert allows ({factor}×).",
+        runbook_base,
+    )
+
+
 def model_recording_group(model: ObservedModel) -> dict:
     """Per-model serving, saturation, efficiency and cost series (evaluated every interval)."""
     sel = selector(model)
@@ -394,6 +453,7 @@ def model_recording_group(model: ObservedModel) -> dict:
         _rule("model:vllm_replicas_expected:count", f"vector({model.replicas})", model),
         _rule("model:slo_ttft_p90_limit_seconds", f"vector({_num(model.ttft_p90_ms / 1000)})", model),
         _rule("model:slo_tpot_p90_limit_seconds", f"vector({_num(model.tpot_p90_ms / 1000)})", model),
+        *readiness_rules(model, pod_labels),
     ]
     # Cost of the serving replicas: GPUs behind a successfully scraped vLLM pod × the pool's
     # price per GPU. It leaves out GPUs DigitalOcean bills all the same — nodes whose replica is
@@ -701,6 +761,8 @@ def serving_alert_group(
                 extra_labels={"model": m.name},
             )
         )
+    if any(m.predicted_ready_seconds is not None for m in models):
+        rules.append(slow_readiness_alert(runbook_base))
     return {"name": "inference-platform.alerts.serving", "rules": rules}
 
 

@@ -34,6 +34,8 @@ class ServeOptions:
         what a replica loads.
     drain_seconds: `--shutdown-timeout`: how long vLLM keeps serving in-flight requests after
         SIGTERM (0 would abort them).
+    load_args: how weights are loaded when not the default loader (`--load-format runai_streamer
+        --model-loader-extra-config ...` for a Spaces bucket); checked like every flag.
     extra_args: user flags appended verbatim (validated against the pinned release).
     """
 
@@ -45,6 +47,7 @@ class ServeOptions:
     quantization: str | None = None
     revision: str | None = None
     drain_seconds: int = 120
+    load_args: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()
 
 
@@ -107,6 +110,9 @@ def vllm_serve_args(layout: Layout, opts: ServeOptions, *, path: str = "") -> li
     ]
     if opts.quantization:
         args += ["--quantization", opts.quantization]
+    args += list(opts.load_args)
+    for flag in unknown_flags(list(opts.load_args)):
+        problems.append(Problem(f"{path}.load_args", f"{flag} is not a `vllm serve` option in vLLM {vllm_flags()['vllm_version']}"))
 
     generated = {canonical_flag(a) for a in args if a.startswith("--")}
     for flag in flag_tokens(list(opts.extra_args)):

@@ -47,6 +47,7 @@ from infra.catalog.vllm_flags import VLLM_PORT
 from infra.domain import LAYOUT_LIMIT_KEYS, Layout, Slo, Workload
 from infra.errors import Problem, UserError
 from infra.render import model_service as ms
+from infra.tuning import readiness
 from infra.tuning.bench_flags import known_bench_flags
 from infra.tuning.results import META_LAYOUT_FIELD_PREFIX
 from infra.tuning.sweep_steps import RESULT_LINE_PREFIX, render_run_script
@@ -200,6 +201,9 @@ def bench_metadata(target: BenchTarget, layout: Layout, opts: BenchOptions) -> l
         "run_id": opts.run_id,
         "input_tokens": target.workload.input_tokens,
         "output_tokens": target.workload.output_tokens,
+        # Time-to-ready (issue 20): where the engines read their weights; ready_seconds itself is
+        # measured in the Job and appended by sweep_script.
+        "weights_source": readiness.weights_source_of(service.weights is not None, service.cache is not None),
     }
     return [f"{k}={v}" for k, v in pairs.items() if v is not None]
 
@@ -295,6 +299,7 @@ def sweep_script(target: BenchTarget, sweep: LayoutSweep, opts: BenchOptions, *,
     lines = [
         "set -u",
         f"out={shlex.quote(result_dir)}",
+        f"{readiness.READY_ENV}=$(cat {readiness.READY_FILE} 2>/dev/null || true)",
         'mkdir -p "$out"',
         "failed=0",
         "sweep() {  # $1: request rate (req/s), $2: requests",
@@ -303,7 +308,7 @@ def sweep_script(target: BenchTarget, sweep: LayoutSweep, opts: BenchOptions, *,
         *wrapped(_common_args(target, sweep.layout, opts, base_url=base_url, result_dir=result_dir)),
         f'      --num-prompts "$2" --request-rate "$1" --result-filename {name} \\',
         *wrapped(_list_args(target, sweep.layout, opts))[:-1],
-        wrapped(_list_args(target, sweep.layout, opts))[-1].removesuffix(" \\") + "; then",
+        wrapped(_list_args(target, sweep.layout, opts))[-1].removesuffix(" \\") + f' "ready_seconds=${readiness.READY_ENV}"; then',
         f"    printf '%s %s ' {RESULT_LINE_PREFIX} {name}; tr -d '\\n' < \"$out/rate-$1.json\"; echo",
         "  else",
         '    echo "rate $1 failed"; failed=1',
@@ -326,7 +331,8 @@ def _wait_for_replicas_script(host: str, replicas: int) -> str:
         f"print(f'{{len(ips)}} of {replicas} replicas ready', flush=True)\n"
         f"sys.exit(0 if len(ips) >= {replicas} else 1)\n"
     )
-    return f"until python3 -c {shlex.quote(check)}; do sleep 15; done"
+    # The time it took is the engines' time-to-ready (infra/tuning/readiness.py).
+    return readiness.timed_wait(f"python3 -c {shlex.quote(check)}")
 
 
 # --- manifests ---------------------------------------------------------------------------------
@@ -468,6 +474,7 @@ def _render_job(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: LayoutSwe
                         "image": spec.resolved_image,
                         "command": ["/bin/sh", "-c", _wait_for_replicas_script(headless_host, spec.layout.replicas_per_node)],
                         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                        "volumeMounts": [readiness.READY_MOUNT],
                     }],
                     "containers": [{
                         "name": "bench",
@@ -475,9 +482,9 @@ def _render_job(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: LayoutSwe
                         "command": ["/bin/sh", "-c", sweep_script(target, sweep, opts, base_url=base_url, result_dir=out_dir)],
                         "env": env,
                         "resources": client_resources,
-                        "volumeMounts": mounts,
+                        "volumeMounts": [*mounts, readiness.READY_MOUNT],
                     }],
-                    "volumes": volumes,
+                    "volumes": [*volumes, readiness.READY_VOLUME],
                 },
             },
         },
@@ -535,8 +542,9 @@ def render_bench(target: BenchTarget, sweeps: list[LayoutSweep], opts: BenchOpti
     for index, sweep in enumerate(sweeps, start=1):
         layouts.append((f"{index:02d}-{sweep.layout.name}", render_layout_bench(target, sweep, opts)))
     prefetch = None
-    if target.service.cache is not None:
-        # Fills the cache if production never ran; idempotent (skips when the marker exists).
+    if target.service.cache is not None or target.service.weights is not None:
+        # Fills the cache (or the Spaces bucket) if production never ran; idempotent (skips when
+        # the marker exists).
         spec = replace(target.service, name=f"{target.model}-bench"[:_MAX_NAME])
         prefetch = ms.render_prefetch_job(spec)
         if prefetch is not None:

@@ -34,7 +34,10 @@ from infra.errors import Problem, UserError
 # Metadata keys `infra bench` passes with `--metadata` (all values arrive as strings).
 META_LAYOUT = "layout"
 META_LAYOUT_FIELD_PREFIX = "layout_"  # layout_max_num_seqs=256, ...
-PROVENANCE_META_KEYS = ("stack", "model", "gpu", "image", "vllm_version", "run_id", "input_tokens", "output_tokens")
+PROVENANCE_META_KEYS = (
+    "stack", "model", "gpu", "image", "vllm_version", "run_id", "input_tokens", "output_tokens",
+    "weights_source", "ready_seconds",  # time-to-ready (infra/tuning/readiness.py)
+)  # fmt: skip
 
 # Files vLLM writes next to each result that are not results.
 _SKIPPED_SUFFIXES = (".pytorch.json",)

@@ -44,6 +44,8 @@ def provenance_yaml(provenance: Provenance) -> CommentedMap:
         else _flow({"input_tokens": p.workload.input_tokens, "output_tokens": p.workload.output_tokens})
     )
     block["gpu"] = _quoted(p.gpu)
+    block["ready_seconds"] = None if p.ready_seconds is None else round(float(p.ready_seconds))
+    block["weights_source"] = _quoted(p.weights_source)
     assert tuple(block) == PROVENANCE_KEYS, "provenance_yaml must write every Provenance field"
     return block
 

@@ -297,3 +297,51 @@ def test_a_named_stack_is_loaded_even_when_the_slos_are_given(results, stack_roo
     with pytest.raises(UserError, match="no stack file"):
         run(["tune", "ingest", str(results), "--stack", "nosuch", "--model", "qwen3-235b", "--ttft-p90-ms", "2000",
              "--tpot-p90-ms", "50", "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+
+
+def _add_metadata(results: Path, **pairs: str) -> None:
+    """As `infra bench` results carry them: `--metadata key=value` lands as top-level strings."""
+    for path in results.rglob("*.json"):
+        if path.name.endswith(".pytorch.json"):
+            continue
+        obj = json.loads(path.read_text())
+        obj.update(pairs)
+        path.write_text(json.dumps(obj))
+
+
+def test_write_keeps_the_measured_time_to_ready_and_the_plan_prefers_it(results, stack_root):
+    """Issue 20: ready_seconds + weights_source from the results land in the provenance, and the
+    plan's time-to-ready uses the measurement because the staging stack reads from NFS too."""
+    from infra.config import load_stack_file
+    from infra.stack_plan import plan_stack
+
+    _add_metadata(results, weights_source="nfs", ready_seconds="412")
+    run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write",
+         "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+    provenance = yaml.safe_load((stack_root / "stacks" / "Pulumi.staging.yaml").read_text())["config"][
+        "inference-platform:models"][0]["layout"]["provenance"]
+    assert provenance["ready_seconds"] == 412 and provenance["weights_source"] == "nfs"
+    plan = plan_stack(load_stack_file("staging", root=stack_root))
+    readiness = plan.models[0].readiness
+    assert readiness.measured_s == 412 and readiness.serving_after_s == 412
+    assert plan.models_json()[0]["time_to_ready"]["serving_after_source"] == "measured"
+
+
+def test_a_time_to_ready_measured_from_another_source_is_kept_but_not_used(results, stack_root):
+    from infra.config import load_stack_file
+    from infra.stack_plan import plan_stack
+
+    _add_metadata(results, weights_source="spaces", ready_seconds="300")
+    run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write",
+         "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+    plan = plan_stack(load_stack_file("staging", root=stack_root))
+    assert plan.models[0].layout.replicas_per_node == 2
+    assert plan.models[0].readiness.measured_s is None  # the stack reads from NFS
+
+
+def test_results_without_time_to_ready_write_nulls(results, stack_root):
+    run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write",
+         "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+    provenance = yaml.safe_load((stack_root / "stacks" / "Pulumi.staging.yaml").read_text())["config"][
+        "inference-platform:models"][0]["layout"]["provenance"]
+    assert provenance["ready_seconds"] is None and provenance["weights_source"] is None

@@ -25,6 +25,7 @@ from infra.render.autoscaling import (
     queue_query,
     render_keda_values,
     render_scaled_object,
+    scale_up_policy,
 )
 from infra.render.model_service import deployment_ignore_changes, max_unavailable, render_deployment
 from infra.render.observability import prometheus_url
@@ -371,6 +372,8 @@ def test_prod_in_flight_target_is_the_headroom_share_of_the_planned_running_requ
         "target_running_source": "plan",
         "waiting_per_replica": 4.0,
         "scale_down_delay_seconds": 1800,
+        "scale_up": {"time_to_ready_seconds": model["time_to_ready"]["scale_up_seconds"], **scale_up_policy(
+            model["time_to_ready"]["scale_up_seconds"], 4, 12, 2).to_json()},
     }
     from infra.commands.plan import render_summary
 
@@ -410,3 +413,32 @@ def test_stacks_without_autoscaled_models_have_no_keda():
         types = {r["type"] for r in plan_of(stack).resources}
         assert "kubernetes:keda.sh/v1alpha1:ScaledObject" not in types
         assert not [r for r in plan_of(stack).resources if r["name"].endswith("-keda")]
+
+
+# --- scale-up sized by the time-to-ready (issue 20) -----------------------------------------------
+
+
+def test_a_fast_source_waits_out_spikes_and_adds_a_node_at_a_time():
+    policy = scale_up_policy(1400, 4, 12, 2)
+    assert policy.arrives_in_time and policy.pods_per_period == 2
+    assert policy.stabilization_window_seconds == 210  # 10 % of the 2,200 s left in the hour
+
+
+def test_a_slow_source_asks_for_more_at_once_with_a_shorter_window():
+    fast, slow = scale_up_policy(1400, 4, 12, 2), scale_up_policy(3000, 4, 12, 2)
+    assert slow.stabilization_window_seconds < fast.stabilization_window_seconds
+    assert slow.pods_per_period > fast.pods_per_period
+    assert slow.pods_per_period % 2 == 0  # whole nodes
+
+
+def test_a_replica_slower_than_the_page_window_is_asked_for_in_one_step():
+    policy = scale_up_policy(4000, 4, 12, 2)
+    assert not policy.arrives_in_time
+    assert (policy.stabilization_window_seconds, policy.pods_per_period) == (0, 8)
+
+
+def test_the_behavior_carries_the_policy():
+    up = hpa_behavior(dataclasses.replace(SPEC, time_to_ready_seconds=3000))["scaleUp"]
+    policy = scale_up_policy(3000, 4, 12, 2)
+    assert up["stabilizationWindowSeconds"] == policy.stabilization_window_seconds
+    assert up["policies"] == [{"type": "Pods", "value": policy.pods_per_period, "periodSeconds": 300}]

@@ -30,7 +30,7 @@ pytestmark = need_tool("promtool", "Debian: apt-get install -y prometheus")
 # "interp" is on a pool scaled to zero.
 CHAT = ObservedModel(
     "chat", "chat-served", "inference", 2500, 50, 8, 2, 2.0, pool="mi300x", usd_per_node_hour=16.0,
-    deployment="chat-engine",
+    deployment="chat-engine", predicted_ready_seconds=600,
 )
 INTERP = ObservedModel(
     "interp", "interp-served", "inference", 2000, 50, 1, 1, None, pool="parked", usd_per_node_hour=10.0,
@@ -1020,5 +1020,57 @@ def test_gpu_metrics_absent_silent_with_exporter_series_or_without_amd_nodes(rul
                 gpu_capacity("gpu-3", "amd_com_gpu", "0x60"),
             ],
             "alert_rule_test": [alert("40m", "AmdGpuMetricsAbsent")],
+        },
+    )
+
+
+def test_time_to_ready_is_recorded_and_a_slow_start_warns_at_twice_the_plan(rules_dir):
+    """Issue 20. chat's plan: a new pod is ready 600 s after it starts, so the alert waits 1200 s.
+    chat-0 started at 0 and never gets ready (fires after 20 min + 1 min `for`); chat-1 was ready
+    after 10 min (recorded: 600 s, no alert); chat-2 was ready, then went unready at 25 min — an
+    unready pod, not a slow start, so it stays silent."""
+
+    def pod(name: str, start: str, ready: str, ready_time: str | None = None) -> list[dict]:
+        labels = f'namespace="inference", pod="{name}"'
+        series = [
+            gauge("kube_pod_start_time", labels, start),
+            gauge("kube_pod_status_ready", labels + ', condition="true"', ready),
+            gauge(
+                "kube_pod_labels",
+                labels + ', label_app_kubernetes_io_name="vllm", label_inference_platform_model="chat"',
+                "1x60",
+            ),
+        ]
+        if ready_time:
+            series.append(gauge("kube_pod_status_ready_time", labels, ready_time))
+        return series
+
+    series = pod("chat-0", "0x60", "0x60") + pod("chat-1", "0x60", "0x10 1x50", "0x10 600x50")
+    series += pod("chat-2", "0x60", "1x25 0x35", "0x60")
+    slow = {"model": "chat", "namespace": "inference", "pod": "chat-0", **WARN}
+    run_scenario(
+        rules_dir,
+        "time-to-ready",
+        {
+            "input_series": series,
+            "alert_rule_test": [
+                alert("15m", "VllmReplicaSlowToReady"),
+                alert("25m", "VllmReplicaSlowToReady", slow),
+                alert("50m", "VllmReplicaSlowToReady", slow),
+            ],
+            "promql_expr_test": [
+                {
+                    "expr": "model:engine_time_to_ready_seconds",
+                    "eval_time": "30m",
+                    "exp_samples": [
+                        {"labels": 'model:engine_time_to_ready_seconds{model="chat", namespace="inference", pod="chat-1"}', "value": 600},
+                    ],
+                },
+                {
+                    "expr": "model:engine_predicted_ready_seconds",
+                    "eval_time": "30m",
+                    "exp_samples": [{"labels": 'model:engine_predicted_ready_seconds{model="chat"}', "value": 600}],
+                },
+            ],
         },
     )

@@ -121,7 +121,7 @@ def test_job_waits_for_every_replica_and_writes_to_the_cache_volume():
     assert spec["tolerations"][0]["key"] == "amd.com/gpu"
     container = spec["containers"][0]
     assert "amd.com/gpu" not in container["resources"]["requests"]
-    assert container["volumeMounts"] == [{"name": "cache", "mountPath": "/models"}]  # read-write
+    assert container["volumeMounts"][0] == {"name": "cache", "mountPath": "/models"}  # read-write
     script = container["command"][-1]
     assert "out=/models/bench/staging/qwen3-235b/20261202-1830/tp4-ep-r2" in script
     assert f"http://{service['metadata']['name']}.inference.svc.cluster.local:8000" in script
@@ -604,3 +604,18 @@ def test_replica_wait_check_counts_resolved_addresses():
     assert code.returncode == 0 and "of 1 replicas ready" in code.stdout
     many = bench._wait_for_replicas_script("localhost", 50).split("python3 -c ", 1)[1].rsplit("; do sleep", 1)[0]
     assert subprocess.run(["sh", "-c", f"{sys.executable} -c {many}"], capture_output=True).returncode == 1
+
+
+def test_the_sweep_records_time_to_ready_and_weights_source_in_every_result():
+    """Issue 20: the wait for the engines is timed and the result metadata carries it."""
+    job = _bundle().layouts[0][1][-1]
+    spec = job["spec"]["template"]["spec"]
+    wait = spec["initContainers"][0]
+    assert "started=$(date +%s)" in wait["command"][-1] and "> /bench-meta/ready_seconds" in wait["command"][-1]
+    assert {"name": "bench-meta", "mountPath": "/bench-meta"} in wait["volumeMounts"]
+    assert any(v["name"] == "bench-meta" for v in spec["volumes"])
+    script = spec["containers"][0]["command"][-1]
+    assert "READY_SECONDS=$(cat /bench-meta/ready_seconds 2>/dev/null || true)" in script
+    assert '"ready_seconds=$READY_SECONDS"; then' in script
+    assert "weights_source=nfs" in script
+    assert spec["automountServiceAccountToken"] is False
