@@ -6,7 +6,7 @@ default `./dev.sh test` stays offline and fast):
     INFRA_E2E=1 ./dev.sh test tests/e2e           # or: ./dev.sh test -m e2e tests/e2e
 
 Cost on this 2-core machine: building the engine venv (tests/e2e/engine_env.py, cached between
-runs) and about five minutes of tests. A missing Prometheus is installed with apt-get when running as
+runs) and 5–7 minutes of tests (more under load). A missing Prometheus is installed with apt-get when running as
 root, and is otherwise an error, never a skip.
 
 Session fixtures: `engine_env` (the venv), `procs` (every process started; all stopped at the
@@ -192,6 +192,16 @@ def engine_pair(procs, engine_env, tiny_models) -> list[harness.Proc]:
     with timed("engine pair cold start (2 in parallel)"):
         wait_engines(procs, engines, "engine pair")
     return engines
+
+
+@pytest.fixture(scope="session")
+def moe_engine(procs, engine_env, tiny_models, engine_pair) -> harness.Proc:
+    """One replica of the tiny Mixtral (expert-parallel args), started after the dense pair."""
+    spec = inputs.model_service_spec(str(tiny_models["mixtral"]), moe=True)
+    engine = start_engine(procs, engine_env, spec, tiny_models["mixtral"], name="engine-moe", cpu=None)
+    with timed("moe engine cold start"):
+        wait_engines(procs, [engine], "moe")
+    return engine
 
 
 def router_starter(procs: harness.Processes, engine_env: EngineEnv, started: list):

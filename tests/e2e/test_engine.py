@@ -16,7 +16,7 @@ from infra.render import slo_rules
 from infra.render.vllm_args import vllm_flags
 from infra.tuning.bench_flags import known_bench_flags
 from tests.e2e import harness, inputs
-from tests.e2e.conftest import HERE, start_engine, timed, wait_engines
+from tests.e2e.conftest import HERE
 
 
 @pytest.fixture(scope="session")
@@ -84,18 +84,10 @@ def test_histogram_buckets_and_finish_reasons_match_the_slo_rules(engine_pair):
     print(f"finished_reason values: {sorted(reasons)}")
 
 
-def test_moe_engine_with_expert_parallel_args(procs, engine_env, tiny_models, engine_pair):
-    spec = inputs.model_service_spec(str(tiny_models["mixtral"]), moe=True)
-    rendered = inputs.engine_container(spec)["args"]
-    assert "--enable-expert-parallel" in rendered
-    engine = start_engine(procs, engine_env, spec, tiny_models["mixtral"], name="engine-moe", cpu=None)
-    try:
-        with timed("moe engine cold start"):
-            wait_engines(procs, [engine], "moe")
-        key = harness.bearer(inputs.API_KEY)
-        body = {"model": inputs.MOE_SERVED, "prompt": "the expert router", "max_tokens": 8}
-        status, raw = harness.http("POST", engine.url + "/v1/completions", body=body, headers=key)
-        assert status == 200, raw[:500]
-        assert json.loads(raw)["usage"]["completion_tokens"] == 8
-    finally:
-        procs.stop(engine)
+def test_moe_engine_with_expert_parallel_args(moe_engine, tiny_models):
+    rendered = inputs.engine_container(inputs.model_service_spec(str(tiny_models["mixtral"]), moe=True))["args"]
+    assert "--enable-expert-parallel" in rendered and moe_engine.meta["rendered_args"] == rendered
+    body = {"model": inputs.MOE_SERVED, "prompt": "the expert router", "max_tokens": 8}
+    status, raw = harness.http("POST", moe_engine.url + "/v1/completions", body=body, headers=harness.bearer(inputs.API_KEY))
+    assert status == 200, raw[:500]
+    assert json.loads(raw)["usage"]["completion_tokens"] == 8
