@@ -15,7 +15,7 @@ import sys
 COLUMNS = [
     "source_id", "source", "source_ref", "date", "engine", "engine_version", "hardware", "gpus",
     "model", "precision", "kv_cache_dtype", "tp", "ep", "dp", "replicas", "isl", "osl",
-    "concurrency", "concurrency_semantics", "request_rate", "output_tok_s", "total_tok_s",
+    "concurrency", "concurrency_semantics", "output_lengths", "request_rate", "output_tok_s", "total_tok_s",
     "ttft_mean_ms", "ttft_median_ms", "ttft_p90_ms", "tpot_mean_ms", "tpot_median_ms",
     "itl_mean_ms", "e2e_mean_ms", "notes",
 ]
@@ -23,6 +23,9 @@ ENGINES = {"vllm", "sglang", "trtllm", "atom", "tgi", "other"}
 HARDWARE = {"MI300X", "MI325X", "MI355X", "H100", "H200", "B200"}
 ROCM = {"MI300X", "MI325X", "MI355X"}
 SEMANTICS = {"max_concurrency_clients", "request_rate_open_loop", "offline_batch", "static_batch"}
+# How output lengths vary between requests: all (nearly) equal; uniform from 0 to twice the mean (a random
+# dataset with range ratio 0); ShareGPT conversation lengths (a long tail).
+OUTPUT_LENGTHS = {"fixed", "uniform", "sharegpt"}
 PRECISIONS = {"FP8", "BF16", "FP16", "MXFP4", "FP4", "INT4", "INT8"}
 KV_DTYPES = {"", "fp8", "bf16", "fp16", "auto"}
 INT_FIELDS = ["gpus", "tp", "dp", "replicas", "isl", "osl", "concurrency"]
@@ -63,7 +66,7 @@ def check(path):
         def err(msg, n=n, r=r):
             errors.append(f"line {n} ({r['source_id']}): {msg}")
         for c in ("source_id", "source", "source_ref", "date", "engine", "hardware", "gpus", "model",
-                  "precision", "tp", "replicas", "isl", "osl", "concurrency_semantics", "notes"):
+                  "precision", "tp", "replicas", "isl", "osl", "concurrency_semantics", "output_lengths", "notes"):
             if not r[c].strip():
                 err(f"{c} is empty")
         if not re.match(r"^[a-z0-9][a-z0-9.\-]*$", r["source_id"]):
@@ -88,6 +91,8 @@ def check(path):
             err(f"ep must be true/false (blank = not stated), got {r['ep']!r}")
         if r["concurrency_semantics"] not in SEMANTICS:
             err(f"concurrency_semantics {r['concurrency_semantics']!r} not in {sorted(SEMANTICS)}")
+        if r["output_lengths"] not in OUTPUT_LENGTHS:
+            err(f"output_lengths {r['output_lengths']!r} not in {sorted(OUTPUT_LENGTHS)}")
         if model_class(r["model"]) == "?":
             err(f"model {r['model']!r} has no MoE/dense class in check_sweeps.py")
         vals = {}

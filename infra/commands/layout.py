@@ -1,7 +1,15 @@
-"""`infra layout`: rank serving layouts for one model on one GPU size, or compare against a benchmark.
+"""`infra layout`: rank serving layouts for one model on one GPU size, or compare GPU sizes.
 
     infra layout --model Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 --gpu gpu-mi325x8-2048gb-contracted \\
         --input-tokens 2000 --output-tokens 300 --ttft-p90-ms 2000 --tpot-p90-ms 50 [--peak-rps 40] [--json]
+    infra layout --model ... --gpu gpu-mi300x8-1536gb,gpu-mi325x8-2048gb,gpu-h200x8-1128gb ...
+    infra layout --model ... --gpu all [--region atl1] ...
+
+With one size, every candidate layout is listed best first. With several (comma-separated, or
+`all` sizes of the catalog, `--region` keeping those listed in a region), each size's best layout
+(`--top N` per size) is ranked by predicted cost per million output tokens within the SLO; every
+figure carries the uncertainty band of its GPU family and model class (leave-one-source-out), and
+the $/M range is the price at the band's two ends.
 
 `--tp/--ep/--dp/--replicas-per-node` restrict the candidates; `--concurrency C` also predicts each
 candidate closed-loop at C concurrent requests per node (split over its replicas, as benchmark
@@ -21,6 +29,8 @@ from infra.commands import tables
 from infra.domain import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, MAX_PEAK_RPS, MAX_TPOT_P90_MS, MAX_TTFT_P90_MS
 from infra.errors import UserError
 from infra.planner import Slo, Workload, load_efficiency, plan_model
+from infra.planner.compare import compare_gpus
+from infra.planner.compare import summary as compare_summary
 
 
 def register(subparsers) -> None:
@@ -33,8 +43,11 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True, help="Hugging Face id (catalog) or path to a local config.json")
     p.add_argument("--hf-config", help="local config.json describing --model (for ids not in the catalog)")
     p.add_argument(
-        "--gpu", required=True, help="DigitalOcean GPU size slug, e.g. gpu-mi325x8-2048gb-contracted"
+        "--gpu",
+        required=True,
+        help="GPU size slug (e.g. gpu-mi325x8-2048gb-contracted), several comma-separated, or `all`",
     )
+    p.add_argument("--region", help="with --gpu all: only sizes the catalog lists in this region")
     p.add_argument("--input-tokens", type=int_in(1, MAX_INPUT_TOKENS), required=True, help="mean prompt tokens per request")
     p.add_argument("--output-tokens", type=int_in(1, MAX_OUTPUT_TOKENS), required=True, help="mean completion tokens per request")
     p.add_argument("--ttft-p90-ms", type=float_in(MAX_TTFT_P90_MS), required=True, help="p90 time-to-first-token limit")
@@ -65,12 +78,33 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _sizes(args) -> list:
+    """The GPU sizes --gpu names (and --region keeps), in the order given."""
+    if args.gpu.strip() == "all":
+        sizes = [GPU_SIZES[slug] for slug in sorted(GPU_SIZES)]
+        if args.region:
+            sizes = [g for g in sizes if g.regions and args.region in g.regions]
+            if not sizes:
+                regions = sorted({r for g in GPU_SIZES.values() for r in (g.regions or ())})
+                raise UserError(f"--region {args.region!r}: the catalog lists no GPU size there; listed: {', '.join(regions)}")
+        return sizes
+    if args.region:
+        raise UserError("--region filters `--gpu all`; with named sizes, leave it out")
+    slugs = [s.strip() for s in args.gpu.split(",") if s.strip()]
+    if not slugs:
+        raise UserError("--gpu is empty; name a GPU size slug, several comma-separated, or `all`")
+    sizes = []
+    for slug in slugs:
+        gpu = gpu_size(slug)
+        if gpu is None:
+            raise UserError(f"--gpu {slug!r} is not a GPU size we know; known: {', '.join(sorted(GPU_SIZES))}")
+        if gpu not in sizes:
+            sizes.append(gpu)
+    return sizes
+
+
 def run(args) -> int:
-    gpu = gpu_size(args.gpu)
-    if gpu is None:
-        raise UserError(
-            f"--gpu {args.gpu!r} is not a GPU size we know; known: {', '.join(sorted(GPU_SIZES))}"
-        )
+    sizes = _sizes(args)
     arch = resolve_model(args.model, args.hf_config)
     if arch is None:
         raise UserError(
@@ -85,6 +119,9 @@ def run(args) -> int:
         )
     workload = Workload(args.input_tokens, args.output_tokens, args.peak_rps, args.prefix_cache_hit_rate)
     slo = Slo(args.ttft_p90_ms, args.tpot_p90_ms)
+    if len(sizes) > 1:
+        return _run_compare(args, arch, sizes, workload, slo)
+    (gpu,) = sizes
     plan = plan_model(
         arch,
         gpu,
@@ -115,6 +152,61 @@ def run(args) -> int:
     return 0
 
 
+def _run_compare(args, arch, sizes, workload, slo) -> int:
+    if args.usd_per_hour is not None:
+        raise UserError("--usd-per-hour prices one GPU size; with several, each is priced from the catalog")
+    if args.concurrency is not None:
+        raise UserError("--concurrency predicts the candidates of one GPU size; name one --gpu")
+    options = compare_gpus(
+        arch,
+        sizes,
+        workload,
+        slo,
+        per_gpu=args.top or 1,
+        efficiency=load_efficiency(args.efficiency) if args.efficiency else None,
+        tp=args.tp,
+        ep=args.ep,
+        dp=args.dp,
+        replicas_per_node=args.replicas_per_node,
+    )
+    if not options:
+        raise UserError(f"{arch.id} fits on none of the {len(sizes)} GPU size(s) at {workload.input_tokens + workload.output_tokens} tokens")
+    if args.json:
+        json.dump([o.to_json() for o in options], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    print(render_comparison(options))
+    print()
+    print(compare_summary(options))
+    unpriced = sorted({o.gpu.slug for o in options if o.candidate.usd_per_hour is None})
+    if unpriced:
+        print(f"(no cost figures for contract-priced {', '.join(unpriced)}: rank them with one --gpu and --usd-per-hour)")
+    return 0
+
+
+def render_comparison(options, *, terminal: bool | None = None) -> str:
+    """One row per GPU size × layout, cheapest per token first, with the band on every figure."""
+    head = ["gpu size", "layout"] + [
+        tables.right(h) for h in ("req/s/node", "band", "nodes", "$/h", "$/1M out", "$/1M range")
+    ] + ["reason"]
+    rows = []
+    for o in options:
+        c = o.candidate
+        cost = o.usd_per_million_range
+        rows.append([
+            o.gpu.slug,
+            c.name,
+            f"{c.goodput_rps_per_node:.2f}",
+            f"{c.goodput_low_rps_per_node:.1f}–{c.goodput_high_rps_per_node:.1f}" if c.goodput_rps_per_node > 0 else "-",
+            _fmt(c.nodes_needed, "d"),
+            _fmt(c.usd_per_hour, ".2f"),
+            _fmt(c.usd_per_million_output_tokens, ".3f"),
+            f"{cost[0]:.3f}–{cost[1]:.3f}" if cost else "-",
+            c.short_reason,
+        ])
+    return tables.render(head, rows, terminal=terminal)
+
+
 def _fmt(value, spec: str, none: str = "-") -> str:
     return none if value is None else format(value, spec)
 
@@ -123,7 +215,7 @@ def render_table(candidates, *, closed_loop: bool = False, terminal: bool | None
     """One row per candidate, best first: layout and reason read left to right, numbers align right."""
     head: list = ["layout", "fits"] + [
         tables.right(h)
-        for h in ("kv tokens", "max conc", "req/s/node", "tok/s/gpu", "ttft p90", "tpot p90", "nodes", "$/h", "$/1M out")
+        for h in ("kv tokens", "max conc", "req/s/node", "band", "tok/s/gpu", "ttft p90", "tpot p90", "nodes", "$/h", "$/1M out")
     ]
     if closed_loop:
         head += [tables.right(h) for h in ("conc", "tok/s/node", "ttft mean", "tpot mean")]
@@ -137,6 +229,7 @@ def render_table(candidates, *, closed_loop: bool = False, terminal: bool | None
             str(m.kv_tokens_per_replica) if c.fits else "-",
             str(m.max_concurrency_per_replica) if c.fits else "-",
             f"{c.goodput_rps_per_node:.2f}",
+            f"{c.goodput_low_rps_per_node:.1f}–{c.goodput_high_rps_per_node:.1f}" if c.goodput_rps_per_node > 0 else "-",
             f"{c.output_tokens_per_s_per_gpu:.0f}",
             _fmt(c.ttft_p90_ms, ".0f"),
             _fmt(c.tpot_p90_ms, ".1f"),

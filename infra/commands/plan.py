@@ -145,15 +145,15 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
             f"replicas {_replicas(m['replicas'])}"
         )
         figures = []
+        measured = m.get("measured")
         if pred.get("goodput_rps_per_node") is not None:
-            figures.append(f"goodput {pred['goodput_rps_per_node']:.2f} req/s/node")
+            figures.append(_goodput_words(pred, plan.stack, m["name"], measured=bool(measured)))
         if pred.get("ttft_p90_ms") is not None:
             figures.append(f"p90 TTFT {pred['ttft_p90_ms']:.0f} ms")
         if pred.get("tpot_p90_ms") is not None:
             figures.append(f"p90 TPOT {pred['tpot_p90_ms']:.1f} ms")
         if pred.get("usd_per_million_output_tokens") is not None:
             figures.append(f"${pred['usd_per_million_output_tokens']:.2f}/M output tokens")
-        measured = m.get("measured")
         if pred.get("nodes_needed") is not None and not measured:
             figures.append(f"{pred['nodes_needed']} node(s) for peak")
         if figures:
@@ -186,6 +186,21 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
     lines += ["", f"Resources ({len(plan.resources)}):"]
     lines += render_tree(plan.resources)
     return "\n".join(lines)
+
+
+def _goodput_words(pred: dict, stack: str, model: str, *, measured: bool) -> str:
+    """`goodput 19.42 req/s/node (10.80–24.43), sized on 10.80 until measured — `infra bench prod
+    qwen3-235b``: the prediction, the band its GPU family and model class earned on sources the fit
+    never saw (leave-one-source-out), and what sizes the pool (issue 13)."""
+    text = f"goodput {pred['goodput_rps_per_node']:.2f} req/s/node"
+    band = pred.get("goodput_band_rps_per_node")
+    if not band or band[0] is None:
+        return text
+    low, high = band
+    text += f" ({low:.2f}–{high:.2f})"
+    if not measured and pred["goodput_rps_per_node"] > 0:
+        text += f", sized on {low:.2f} until measured — `infra bench {stack} {model}`"
+    return text
 
 
 def _measured_line(measured: dict, pred: dict) -> str:

@@ -120,6 +120,7 @@ class Observation:
     tpot_ms: float | None  # mean (ITL where the source gives no TPOT); None for a burst
     ttft_ms: float | None  # median (mean where the source gives no median); None for a burst
     label: str
+    output_lengths: str = "fixed"  # how output lengths vary between requests (OUTPUT_SPREADS)
 
     @property
     def family(self) -> str:
@@ -229,10 +230,11 @@ def _sweep_row(rec: dict) -> tuple[Observation | None, str]:
     if m := re.search(r"--max-num-batched-tokens[ =](\d+)|--chunked-prefill-size[ =](\d+)", notes):
         tokens = int(next(g for g in m.groups() if g))
     kv = "fp8" if (rec["kv_cache_dtype"] or "").lower().startswith("fp8") or "kv-cache-dtype fp8" in notes else "auto"
-    if False and rec["engine"] == "trtllm" and arch.weight_dtype in ("fp8", "nvfp4") and not rec["kv_cache_dtype"]:
-        # NVIDIA's FP8/FP4 checkpoints (ModelOpt) quantise the KV cache too, and TensorRT-LLM
-        # uses it unless told otherwise (trtllm-bench's kv_cache_dtype follows the checkpoint).
-        kv = "fp8"
+    gpus = int(_num(rec["gpus"]) or tp * dp * replicas)
+    if dp > 1 and tp * replicas == gpus and tp % dp == 0:
+        # SGLang/TensorRT-LLM attention DP shares the TP ranks (tp 8, dp 8 is eight GPUs); vLLM's
+        # `-dp N` adds N × tp GPUs. In the planner's (vLLM's) terms that is tp/dp per DP rank.
+        tp //= dp
     layout = Layout(tp=tp, ep=ep, dp=dp, replicas_per_node=1, max_num_seqs=max(1, seqs // dp) if dp > 1 else seqs,
                     max_num_batched_tokens=tokens, kv_cache_dtype=kv, gpu_memory_utilization=0.9)
     concurrency = _num(rec["concurrency"]) or 0.0
@@ -272,6 +274,7 @@ def _sweep_row(rec: dict) -> tuple[Observation | None, str]:
             tpot_ms=tpot,
             ttft_ms=ttft,
             label="",
+            output_lengths=rec["output_lengths"],
         ),
         "",
     )
@@ -428,6 +431,7 @@ class Prepared:
     concurrency: np.ndarray  # per replica
     rate: np.ndarray  # per replica
     load: np.ndarray
+    output_lengths: np.ndarray
 
 
 def prepare(observations: Sequence[Observation], table: EfficiencyTable) -> Prepared:
@@ -441,6 +445,7 @@ def prepare(observations: Sequence[Observation], table: EfficiencyTable) -> Prep
         concurrency=np.asarray([o.concurrency for o in observations], dtype=float) / replicas,
         rate=np.asarray([(o.rate_rps or 0.0) for o in observations], dtype=float) / replicas,
         load=np.asarray([o.load for o in observations]),
+        output_lengths=np.asarray([o.output_lengths for o in observations]),
     )
 
 
@@ -457,13 +462,16 @@ def predict_prepared(prep: Prepared, factors: dict[str, np.ndarray] | None = Non
     cap = np.maximum(prep.n_max, 1.0)
     conc = np.maximum(prep.concurrency, 1.0)
     out, tpot, ttft = np.full(size, np.nan), np.full(size, np.nan), np.full(size, np.nan)
-    # A batch submitted at once that the engine can run whole behaves like a static batch; a larger
-    # one runs at capacity with a queue (continuous batching), like a closed loop.
-    static = (prep.load == "static") | ((prep.load == "offline") & (prep.concurrency <= cap))
+    # A batch submitted at once (a burst) that the engine can run whole behaves like a static batch;
+    # a larger one runs at capacity with a queue (continuous batching), and varied output lengths
+    # leave a thinning tail at the end (Scenarios.burst).
+    static = prep.load == "static"
+    burst = prep.load == "offline"
     rate = prep.load == "rate"
-    closed = ~static & ~rate
+    closed = ~static & ~rate & ~burst
     for mask, run in (
         (static, lambda sub, m: sub.static_batch(np.minimum(conc[m], cap[m]))),
+        (burst, lambda sub, m: sub.burst(conc[m], cap[m], prep.output_lengths[m])),
         (closed, lambda sub, m: sub.closed_loop(conc[m], cap[m])),
         (rate, lambda sub, m: sub.at_rate(np.maximum(prep.rate[m], 1e-9), cap[m])),
     ):

@@ -279,6 +279,7 @@ def subset(prep: Prepared, mask: Sequence[bool] | np.ndarray) -> Prepared:
         concurrency=prep.concurrency[mask],
         rate=prep.rate[mask],
         load=prep.load[mask],
+        output_lengths=prep.output_lengths[mask],
     )
 
 

@@ -49,6 +49,8 @@ from infra.planner.efficiency import EfficiencyFactors
 from infra.planner.memory import weight_bytes_per_gpu
 
 INF = float("inf")
+# How output lengths vary between the requests of a burst (benchmarks/data/SOURCES.md `output_lengths`).
+OUTPUT_SPREADS = ("fixed", "uniform", "sharegpt")
 _BISECT = 40  # bisection steps: 2^-40 of the bracket, far below any figure we print
 
 
@@ -290,6 +292,50 @@ class Scenarios:
         latency = prefill + self.output_tokens * decode
         rate = b / latency
         return LoadPoints.build(self, rate, b, decode, prefill, prefill, np.ones(self.size, dtype=bool))
+
+    def burst(self, requests, n_max, spread) -> LoadPoints:
+        """`requests` submitted at once (per replica) whose output lengths vary as `spread` says
+        (an array of OUTPUT_SPREADS names): a benchmark with request rate inf. Throughput is all
+        output tokens over the makespan, and with varied lengths the makespan has a tail: after the
+        queue drains, the running batch thins out as requests finish, and the longest ones decode
+        almost alone at the small-batch step time. Fixed lengths keep the static-batch (all fit) and
+        steady-state (waves at capacity) figures. Only the throughput is meaningful: latencies of a
+        burst describe its queue, not a steady state.
+
+        Survival of an output length L with mean μ: fixed — all end at μ; uniform on [0, 2μ] —
+        S(t) = 1 − t/2μ; ShareGPT — exponential, S(t) = e^(−t/μ) (coefficient of variation 1, the
+        dataset's long tail), truncated where fewer than one request is left. The tail takes
+        ∫ step(C·S(t)) dt from the C running when the queue is empty: Gauss–Legendre in u = S."""
+        n = np.broadcast_to(np.asarray(requests, dtype=float), (self.size,))
+        cap = np.maximum(np.broadcast_to(np.asarray(n_max, dtype=float), (self.size,)), 1.0)
+        kind = np.broadcast_to(np.asarray(spread), (self.size,))
+        fixed = kind == "fixed"
+        static = self.static_batch(np.minimum(n, cap))
+        steady = self.closed_loop(n, cap)
+        point = steady.where(n <= cap, static)
+        varied = ~fixed
+        if not varied.any():
+            return point
+        mu = self.output_tokens
+        start = np.minimum(n, cap)  # running when the queue is empty
+        # bulk: the requests beyond the first `start` finish at the steady-state rate at capacity
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bulk = np.where(n > cap, (n - cap) / np.maximum(steady.rate_rps, 1e-12), 0.0)
+        # prefill of the first batch (the rest is inside the steady state)
+        prefill = static.ttft_mean_s
+        nodes, weights = np.polynomial.legendre.leggauss(16)
+        lo = 1.0 / start  # the tail ends when less than one request is left
+        u = 0.5 * (nodes[:, None] + 1.0) * (1.0 - lo) + lo  # surviving share, (16, size)
+        running = start * u
+        step = self.decode_step_s(running)
+        # dt = −μ du/u (exponential) or 2μ du (uniform)
+        expo = kind == "sharegpt"
+        dt_du = np.where(expo, mu / u, 2.0 * mu)
+        tail = 0.5 * (1.0 - lo) * np.sum(weights[:, None] * step * dt_du, axis=0)
+        makespan = prefill + bulk + tail
+        rate = n / makespan
+        out = LoadPoints.build(self, rate, start, point.step_s, point.ttft_mean_s, point.ttft_p90_s, point.stable)
+        return point.where(varied, out)
 
     def goodput(self, n_max, ttft_p90_s, tpot_p90_s) -> tuple[np.ndarray, LoadPoints, np.ndarray]:
         """Largest requests/s per replica within the SLO, its load point, and the constraint that

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from infra.catalog.gpus import gpu_size
-from infra.planner.layout import Layout, Slo, Workload
+from infra.domain import Layout, Slo, Workload
 from infra.render import autoscaling, observability
 from infra.render import model_service as ms
 from infra.render import router as router_render

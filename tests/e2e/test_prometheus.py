@@ -24,7 +24,7 @@ import yaml
 
 from tests.e2e import harness, inputs
 from tests.e2e.conftest import timed
-from tests.test_observability_rules import (
+from tests.render.test_slo_rules import (
     EXTERNAL_METRICS,
     dashboard_exprs,
     grafana_expr_to_promql,

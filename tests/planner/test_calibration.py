@@ -122,7 +122,7 @@ def test_leave_one_source_out_error_meets_the_bar_and_did_not_regress(evidence, 
     assert rocm <= recorded["rocm-moe"]["median_ape"] + TOLERANCE, (rocm, recorded["rocm-moe"])
     # the acceptance bars of the ROCm MoE subset: median error and bias
     assert rocm <= 0.25
-    ratios = [p / o.output_tok_s for o, p, k in zip(observations, held_out, rocm_moe, strict=True) if k and np.isfinite(p)]
+    ratios = [p / o.output_tok_s for o, p, k in zip(observations, held_out, rocm_moe, strict=True) if k and o.output_tok_s and np.isfinite(p)]
     assert 0.85 <= statistics.median(ratios) <= 1.15
 
 
