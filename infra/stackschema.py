@@ -49,8 +49,12 @@ def render_schema() -> dict[str, Any]:
         properties[f"{NS}{key}"] = prop
     for key, what in SECRET_KEYS.items():
         properties[f"{NS}{key}"] = {"$ref": "#/$defs/Secure", "description": what}
+    described = {
+        "digitalocean:token": "DigitalOcean API token (or DIGITALOCEAN_TOKEN in the environment).",
+        "digitalocean:spacesSecretKey": "Spaces secret key for the provider's bucket calls (or SPACES_SECRET_ACCESS_KEY).",
+    }
     for key in PROVIDER_SECRET_KEYS:
-        properties[key] = {"$ref": "#/$defs/Secure", "description": "DigitalOcean API token (or DIGITALOCEAN_TOKEN in the environment)."}
+        properties[key] = {"$ref": "#/$defs/Secure", "description": described[key]}
     known = sorted(properties)
     config = {
         "description": model.get("description", ""),

@@ -210,3 +210,46 @@ def test_every_command_refuses_out_of_range_numbers_the_same_way(argv, flag, cap
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {flag}:" in err and "Traceback" not in err
+
+
+COMPARE = [a if a != "gpu-mi325x8-2048gb-contracted" else "gpu-mi300x8-1536gb,gpu-mi325x8-2048gb,gpu-h200x8-1128gb" for a in BASE]
+
+
+def test_several_gpus_are_ranked_by_cost_per_token_with_their_bands(capsys):
+    assert run(COMPARE + ["--json"]) == 0
+    items = json.loads(capsys.readouterr().out)
+    assert {i["gpu"] for i in items} == {"gpu-mi300x8-1536gb", "gpu-mi325x8-2048gb", "gpu-h200x8-1128gb"}
+    costs = [i["usd_per_million_output_tokens"] for i in items]
+    assert costs == sorted(costs)  # all three sizes are list-priced: cheapest first
+    for i in items:
+        low, high = i["usd_per_million_output_tokens_band"]
+        assert low <= i["usd_per_million_output_tokens"] <= high
+        g_low, g_high = i["goodput_band_rps_per_node"]
+        assert g_low <= i["goodput_rps_per_node"] <= g_high
+
+
+def test_the_comparison_table_ends_with_a_one_line_verdict(capsys):
+    assert run(COMPARE) == 0
+    out = capsys.readouterr().out
+    assert "cheapest within the SLO: gpu-" in out
+    assert "uncertainty bands overlap" in out or "outside each other's uncertainty bands" in out
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--usd-per-hour", "20"], "--usd-per-hour"),
+        (["--concurrency", "8"], "--concurrency"),
+    ],
+)
+def test_one_gpu_options_are_refused_with_several(extra, needle, capsys):
+    with pytest.raises(UserError, match=needle):
+        run(COMPARE + extra)
+
+
+def test_region_filters_only_all(capsys):
+    with pytest.raises(UserError, match="--region filters `--gpu all`"):
+        run(COMPARE + ["--region", "atl1"])
+    bad = [a if a != "gpu-mi325x8-2048gb-contracted" else "gpu-mi300x8-1536gb,gpu-nope" for a in BASE]
+    with pytest.raises(UserError, match="'gpu-nope' is not a GPU size we know"):
+        run(bad)
