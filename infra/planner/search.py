@@ -528,6 +528,22 @@ def evaluate_layout(
     return _evaluate_many(ctx, [layout], tune_max_num_seqs=False, concurrency=concurrency)[0]
 
 
+def evaluate_layouts(
+    arch: ModelArch,
+    gpu: GpuSize,
+    workload: Workload,
+    slo: Slo,
+    layouts: list[Layout],
+    *,
+    usd_per_hour: float | None = None,
+    efficiency: EfficiencyTable | None = None,
+) -> list[Candidate]:
+    """`evaluate_layout` for several layouts of one model at once (one batch of scenarios): what a
+    fit that compares many measured layouts calls at every step."""
+    ctx = _Context(arch, gpu, workload, slo, usd_per_hour, efficiency)
+    return _evaluate_many(ctx, list(layouts), tune_max_num_seqs=False, concurrency=None)
+
+
 def plan_model(
     arch: ModelArch,
     gpu: GpuSize,

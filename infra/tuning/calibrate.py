@@ -293,17 +293,19 @@ def save_factors(report: CalibrationReport, path: Path | None = None) -> Path:
 
 
 def _fit(context: ModelContext, table, base, samples: list[tuple[str, dict, float]]):
-    from infra.planner import evaluate_layout
     from infra.planner.fit import fit_family
+    from infra.planner.search import evaluate_layouts
+
+    layouts = [layout_from_fields(lf) for _, lf, _ in samples]
 
     def residuals(factors):
         trial = table.with_family(context.family, factors)
         out = []
-        for _, lf, measured in samples:
-            cand = evaluate_layout(
-                context.arch, context.gpu, context.workload, context.slo, layout_from_fields(lf),
-                usd_per_hour=context.usd_per_hour, efficiency=trial,
-            )
+        cands = evaluate_layouts(
+            context.arch, context.gpu, context.workload, context.slo, layouts,
+            usd_per_hour=context.usd_per_hour, efficiency=trial,
+        )
+        for (_, _, measured), cand in zip(samples, cands, strict=True):
             if cand.fits and cand.goodput_rps_per_node > 0:
                 out.append(math.log(cand.goodput_rps_per_node / measured))
                 continue
