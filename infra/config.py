@@ -1379,7 +1379,8 @@ def _check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> t
     # without it; the offline plan lists it under "secrets to set" and names the models.
     if gated_models(raw.models):
         required.append("huggingface_token")
-    needs_api_key = raw.router.public
+    # A public endpoint checks keys; so does the gateway unless told not to (router.gateway.authentication).
+    needs_api_key = raw.router.public or (raw.router.kind == "gateway" and raw.router.gateway.authentication == "api-key")
     if needs_api_key:
         required.append("api_key")
     if _observability_on(raw):

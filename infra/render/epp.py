@@ -10,7 +10,7 @@ For every model the gateway gets (facts of the pinned versions, infra/catalog/ve
 - an endpoint picker: the llm-d-router EPP (`ghcr.io/llm-d/llm-d-router-endpoint-picker`) as a
   one-replica Deployment (`Recreate`: its prefix index is in-process state; the llm-d chart
   config/charts/routerlib/templates/_deployment.yaml @ v0.10.0 runs it the same way), a Service
-  (ext_proc 9002 as h2c, metrics 9090), a ConfigMap with its `EndpointPickerConfig`
+  (ext_proc 9002, gRPC over TLS; metrics 9090), a ConfigMap with its `EndpointPickerConfig`
   (apix/config/v1alpha1/endpointpickerconfig_types.go), and a namespaced Role that can only read
   pods, its InferencePool and InferenceObjectives (the reconcilers of pkg/epp/controller and the
   chart's llm-d-router-gateway/templates/rbac.yaml);
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from infra.catalog import versions
-from infra.catalog.epp import SESSION_AFFINITY, SCORERS
+from infra.catalog.epp import SCORERS, SESSION_AFFINITY
 from infra.catalog.vllm_flags import VLLM_PORT
 from infra.render.model_service import LABEL_MODEL, NAMESPACE, PART_OF, selector_labels
 
@@ -285,7 +285,9 @@ def render_epp_service(spec: PoolSpec) -> dict:
             "type": "ClusterIP",
             "selector": epp_selector(spec.model),
             "ports": [
-                {"name": "grpc-ext-proc", "port": EPP_GRPC_PORT, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "kubernetes.io/h2c"},
+                # gRPC over TLS (the EPP's self-signed certificate): no appProtocol, Agentgateway
+                # dials it with TLS regardless (inference_plugin.go @ v1.4.1, BackendTLS INSECURE_ALL).
+                {"name": "grpc-ext-proc", "port": EPP_GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
                 {"name": "http-metrics", "port": EPP_METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
             ],
         },
@@ -379,3 +381,14 @@ def render_pool(spec: PoolSpec) -> list[dict]:
 def selector_matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
     """Whether `matchLabels` selects an object with `labels` (every pair present and equal)."""
     return all(labels.get(k) == v for k, v in selector.items())
+
+
+def selection_conflicts(pools: tuple[PoolSpec, ...] | list[PoolSpec], pod_labels: dict[str, dict[str, str]]) -> list[tuple[str, str]]:
+    """(pool's model, other model) for every pool whose selector takes in another model's engine
+    pods; `pod_labels` maps each model to its engine pods' labels (the Deployment's template)."""
+    return [
+        (pool.model, other)
+        for pool in pools
+        for other, labels in pod_labels.items()
+        if other != pool.model and selector_matches(pool.selector, labels)
+    ]

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from infra.catalog import versions
 from infra.render.epp import GATEWAY_GROUP, MODEL_HEADER, PoolSpec
 from infra.render.model_service import ANNOTATION_API_KEY_REQUIRED, API_KEY_KEY, NAMESPACE, PART_OF
+from infra.render.observability import MonitoringSettings
 
 AGW_API = "agentgateway.dev/v1alpha1"
 GATEWAY_NAME = "inference-gateway"
@@ -84,6 +85,8 @@ class GatewaySpec:
     api_key_secret: the Secret (key `api-key`) the gateway checks keys against; None: no check.
     install_gateway_api_crds: install Gateway API's CRDs (false where DOKS manages them).
     system_node_selector: where the controller and proxies run.
+    monitoring: the monitoring stack's settings when observability is on (PodMonitors, rules and
+        the dashboard of infra/render/gateway_observability.py); None: not monitored.
     """
 
     name: str
@@ -98,6 +101,7 @@ class GatewaySpec:
     system_node_selector: dict[str, str] = field(default_factory=dict)
     chart_version: str = versions.AGENTGATEWAY_CHART_VERSION
     gateway_name: str = GATEWAY_NAME
+    monitoring: MonitoringSettings | None = None
 
     @property
     def endpoint(self) -> str:
@@ -258,3 +262,49 @@ def render_gateway_resources(spec: GatewaySpec) -> list[dict]:
     if backend is not None:
         objects.append(backend)
     return objects
+
+
+# --- the front door the plan shows (issue 17 item 3; the lead unifies it with the router's) -------
+
+# Scorer type → the short name the plan's routing line uses.
+_SCORER_SHORT = {
+    "prefix-cache-scorer": "prefix",
+    "queue-scorer": "queue",
+    "kv-cache-utilization-scorer": "kv",
+    "session-affinity-scorer": "session",
+    "running-requests-size-scorer": "running",
+    "load-aware-scorer": "load",
+    "lora-affinity-scorer": "lora",
+}
+
+
+def routing_summary(scorers: tuple[tuple[str, float], ...]) -> str:
+    """`EPP: prefix+queue+kv scorers` — the scorers of the endpoint pickers, in configured order."""
+    return "EPP: " + "+".join(_SCORER_SHORT.get(name, name) for name, _ in scorers) + " scorers"
+
+
+def gateway_front_door(spec: GatewaySpec) -> dict:
+    """The fields of the plan's front door for `router.kind: gateway` (pure; a plain dict so that
+    the plan JSON stays plain data): one URL for every model, which models, how it routes, why."""
+    scorers = spec.pools[0].scorers if spec.pools else ()
+    weights = ", ".join(f"{name} {weight:g}" for name, weight in scorers)
+    if spec.public:
+        scheme, port = ("https", HTTPS_PORT) if spec.tls_certificate_id else ("http", LISTENER_PORT)
+        public_url = f"{scheme}://<load balancer address>:{port}/v1"
+    else:
+        public_url = None
+    return {
+        "kind": "gateway",
+        "url": spec.endpoint,
+        "public_url": public_url,
+        "models": [p.served_model_name for p in spec.pools],
+        "routing": routing_summary(scorers),
+        "scorer_weights": {name: weight for name, weight in scorers},
+        "authentication": "api-key" if spec.api_key_secret else "none",
+        "allowed_source_cidrs": list(spec.allowed_source_cidrs),
+        "why": (
+            "one Agentgateway gateway (Gateway API + Inference Extension) for every model: the request body's "
+            f"`model` selects the model's InferencePool, whose endpoint picker scores its engines ({weights}) "
+            "on prefix-cache hits, queue depth and KV-cache use"
+        ),
+    }
