@@ -248,3 +248,24 @@ def test_gateway_settings_without_kind_gateway_are_refused(tmp_path):
         _load(tmp_path, {"kind": "session", "gateway": {"routing": "prefix"}})
     ((path, message),) = _problems(e)
     assert path.endswith("router.gateway.routing") and "router.kind gateway" in message
+
+
+# --- the plan shows the front door; diff still works -------------------------------------------
+
+
+def test_plan_text_shows_the_front_door(staging):
+    from infra.commands.plan import render_summary
+
+    text = render_summary(staging, terminal=False)
+    assert "Front door: gateway at http://inference-gateway.inference.svc.cluster.local/v1" in text
+    assert "routing: EPP: prefix+queue+kv scorers" in text
+
+
+def test_diff_from_the_router_to_the_gateway(staging):
+    from infra.plandiff import diff_plans, render_markdown
+    from tests.conftest import plan_of
+
+    diff = diff_plans(plan_of("staging").to_dict(), staging.to_dict())
+    text = render_markdown(diff)
+    assert not diff.empty
+    assert "InferencePool" in text and "Router" in text
