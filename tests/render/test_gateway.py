@@ -132,3 +132,18 @@ def test_front_door_names_every_model_and_the_routing():
     assert door["routing"] == "EPP: prefix+queue+kv scorers" == routing_summary(PREFIX)
     assert door["public_url"].startswith("https://") and door["authentication"] == "api-key"
     assert "why" in door and door["url"].endswith("/v1")
+
+
+def test_policies_keep_the_crds_cel_rules():
+    """The field lists drop CEL rules; these are the ones our policies could break
+    (agentgateway_policy_types.go @ v1.4.1: PreRouting targets a Gateway and carries only
+    extAuth/authorization/transformation/extProc/*Authentication/cors; one targetRef kind)."""
+    pre_routing_fields = {"phase", "authorization", "transformation", "extProc", "extAuth", "jwtAuthentication",
+                          "basicAuthentication", "apiKeyAuthentication", "cors"}  # fmt: skip
+    for policy in [o for o in render_gateway_resources(_gateway(api_key_secret="k")) if o["kind"] == "AgentgatewayPolicy"]:
+        spec = policy["spec"]
+        assert len({t["kind"] for t in spec["targetRefs"]}) == 1
+        traffic = spec.get("traffic", {})
+        if traffic.get("phase") == "PreRouting":
+            assert set(traffic) <= pre_routing_fields
+            assert all(t["kind"] == "Gateway" and t["group"] == "gateway.networking.k8s.io" for t in spec["targetRefs"])
