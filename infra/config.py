@@ -606,18 +606,60 @@ class ModelConfig(_Strict):
         return self.served_model_name or self.source
 
 
+class GatewayObjectiveConfig(_Strict):
+    """An InferenceObjective: a priority the endpoint picker gives the requests that name it."""
+
+    name: Name = Field(description="Objective name; clients send it in the `x-llm-d-inference-objective` header.")
+    model: Name = Field(description="The model (models[].name) whose pool the objective belongs to.")
+    priority: int = Field(
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="Higher is served first; below 0 the request is sheddable (dropped while the pool is saturated). Unset objective: 0.",
+    )
+
+
+class GatewayConfig(_Strict):
+    """`router.kind: gateway`: one Agentgateway gateway (Gateway API + Inference Extension) for every
+    model, with an llm-d endpoint picker per model choosing the engine (docs/serving.md)."""
+
+    routing: Literal["prefix", "session"] = Field(
+        "prefix",
+        description="Scorer preset of the endpoint pickers: prefix = prefix-cache 3, queue 2, kv-cache-utilization 2 (llm-d's defaults); session = those plus session-affinity 2 on router.session_header (an alpha plugin).",
+    )
+    scorers: dict[str, float] | None = Field(
+        None,
+        description="Explicit scorer weights instead of the preset, e.g. {prefix-cache-scorer: 3, queue-scorer: 2}; names from infra/catalog/epp.py, weights > 0 and ≤ 100.",
+    )
+    failure_mode: Literal["open", "close"] = Field(
+        "open",
+        description="When a model's endpoint picker is unavailable: open = the gateway still forwards to one of the model's engines (no scoring); close = requests fail.",
+    )
+    authentication: Literal["api-key", "none"] = Field(
+        "api-key",
+        description="api-key: the gateway checks `Authorization: Bearer <api_key secret>` before routing (required when router.public); none: it checks nothing (internal gateways only).",
+    )
+    objectives: list[GatewayObjectiveConfig] = Field(
+        default_factory=list, description="Optional InferenceObjectives (priorities), each for one model, e.g. interactive vs batch."
+    )
+    install_gateway_api_crds: bool | None = Field(
+        None,
+        description="Install the Gateway API CRDs (standard channel, pinned). Default: false on VPC-native clusters (network.cluster_subnet set), where DOKS manages them, true elsewhere.",
+    )
+
+
 class RouterConfig(_Strict):
     """The request router in front of each model's replicas."""
 
-    kind: Literal["service", "session", "prefix", "round-robin"] = Field(
+    kind: Literal["service", "session", "prefix", "round-robin", "gateway"] = Field(
         "session",
-        description="service: kube-proxy balancing to the model Service; session/prefix/round-robin: the vLLM production-stack router.",
+        description="service: kube-proxy balancing to the model Service; session/prefix/round-robin: the vLLM production-stack router; gateway: one Gateway API gateway with an endpoint picker per model (router.gateway).",
     )
     session_header: HeaderName = Field("x-session-id", description="HTTP header that pins a conversation to a replica (kind: session); letters, digits and - only, at most 64 characters.")
-    replicas: int = Field(2, ge=1, le=20, description="Router replicas (a PodDisruptionBudget keeps one up).")
+    replicas: int = Field(2, ge=1, le=20, description="Router replicas (kind gateway: gateway proxy replicas); a PodDisruptionBudget keeps one up.")
     public: bool = Field(False, description="Expose through a DigitalOcean LoadBalancer (requires the api_key secret).")
     tls_certificate_id: str | None = Field(None, description="DO certificate id for TLS termination on the LoadBalancer.")
     allowed_source_cidrs: list[Cidr] = Field(default_factory=list, description="LoadBalancer source allow-list; empty: open.")
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig, description="The gateway of router.kind gateway.")
 
 
 class AlertReceiverConfig(_Strict):
@@ -869,13 +911,13 @@ def _check_network(raw: StackInput) -> list[Problem]:
     return problems
 
 
-def _duplicates(items: list, attr: str, section: str) -> list[Problem]:
+def _duplicates(items: list, attr: str, section: str, consequence: str = "") -> list[Problem]:
     seen: dict[str, int] = {}
     problems = []
     for i, item in enumerate(items):
         value = getattr(item, attr)
         if value in seen:
-            problems.append(Problem(f"{NS}{section}[{i}].{attr}", f"{value!r} duplicates {section}[{seen[value]}]; names must be unique"))
+            problems.append(Problem(f"{NS}{section}[{i}].{attr}", f"{value!r} duplicates {section}[{seen[value]}]; names must be unique{consequence}"))
         else:
             seen[value] = i
     return problems
@@ -898,7 +940,11 @@ def pins_in_use(raw: StackInput) -> list[str]:
         if len(set(names)) == len(names) and all(m.pool in names for m in raw.models):
             if any(m.autoscaling.enabled for m in _resolve_autoscaling(raw)):
                 pins.append("keda")
-    if raw.router.kind != "service":
+    if raw.router.kind == "gateway":
+        pins += ["agentgateway", "gateway-api-inference-extension", "llm-d-router-epp"]
+        if install_gateway_api_crds(raw.router.gateway, raw.network):
+            pins.append("gateway-api")
+    elif raw.router.kind != "service":
         pins.append("router")
     return pins
 
@@ -925,6 +971,80 @@ def _check_cluster(raw: StackInput) -> list[Problem]:
                 "set auto_upgrade: false, or give a prefix such as \"1.33\"",
             )
         )
+    return problems
+
+
+# --- router.gateway (the llm-d request path; issue 17) ----------------------------------------
+
+# Object names the gateway renders per model (infra/render/epp.py): `<model>-epp` must not be
+# another model's name, whose Service, Deployment and labels it would collide with.
+_EPP_SUFFIX = "-epp"
+
+
+def install_gateway_api_crds(gateway: GatewayConfig, network: NetworkConfig) -> bool:
+    """Whether the platform installs the Gateway API CRDs: DOKS manages them itself on VPC-native
+    clusters (docs.digitalocean.com/products/kubernetes/how-to/use-gateway-api: enabled by default
+    on VPC-native clusters from 1.33), so by default only elsewhere."""
+    if gateway.install_gateway_api_crds is not None:
+        return gateway.install_gateway_api_crds
+    return network.cluster_subnet is None
+
+
+def _check_gateway(raw: StackInput) -> list[Problem]:
+    """`router.gateway` is read only by kind gateway; scorer names are the EPP's; a public gateway
+    checks API keys; objectives name a model; no model is named like another's endpoint picker."""
+    from infra.catalog.epp import MAX_WEIGHT, SCORERS  # local import: keeps the catalog out of config's top
+
+    at = f"{NS}router.gateway"
+    gw = raw.router.gateway
+    if raw.router.kind != "gateway":
+        return [Problem(f"{at}.{key}", f"applies only with router.kind gateway (kind is {raw.router.kind!r})") for key in sorted(gw.model_fields_set)]
+    problems = []
+    for name, weight in (gw.scorers or {}).items():
+        if name not in SCORERS:
+            close = difflib.get_close_matches(name, list(SCORERS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(
+                Problem(
+                    f"{at}.scorers.{name}",
+                    f"{name!r} is not a scorer of the pinned endpoint picker (llm-d-router {versions.LLM_D_ROUTER_VERSION}){hint}; "
+                    f"allowed: {', '.join(SCORERS)} (infra/catalog/epp.py)",
+                )
+            )
+        elif not 0 < weight <= MAX_WEIGHT:
+            problems.append(Problem(f"{at}.scorers.{name}", f"{weight!r} is out of range; a weight must be greater than 0 and at most {MAX_WEIGHT:g}"))
+    if gw.scorers is not None and not gw.scorers:
+        problems.append(Problem(f"{at}.scorers", "is empty; name at least one scorer, or leave it unset for the routing preset"))
+    if gw.scorers is not None and "routing" in gw.model_fields_set:
+        problems.append(Problem(f"{at}.routing", "is ignored when router.gateway.scorers is given; set one of them"))
+    if raw.router.public and gw.authentication == "none":
+        problems.append(
+            Problem(
+                f"{at}.authentication",
+                "'none' on a public endpoint (router.public: true) would let anyone on the internet use the GPUs; "
+                "use api-key (with the api_key secret), or make the gateway internal",
+            )
+        )
+    names = {m.name: i for i, m in enumerate(raw.models)}
+    for i, model in enumerate(raw.models):
+        if model.name.endswith(_EPP_SUFFIX) and model.name.removesuffix(_EPP_SUFFIX) in names:
+            other = names[model.name.removesuffix(_EPP_SUFFIX)]
+            problems.append(
+                Problem(
+                    f"{NS}models[{i}].name",
+                    f"{model.name!r} is the name of the endpoint picker of models[{other}] under router.kind gateway; choose another name",
+                )
+            )
+    seen: dict[str, int] = {}
+    for j, objective in enumerate(gw.objectives):
+        where = f"{at}.objectives[{j}]"
+        if objective.model not in names:
+            close = difflib.get_close_matches(objective.model, list(names), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(Problem(f"{where}.model", f"{objective.model!r} is not a model{hint}; models: {', '.join(names) or 'none'}"))
+        if objective.name in seen:
+            problems.append(Problem(f"{where}.name", f"{objective.name!r} duplicates objectives[{seen[objective.name]}]; objective names must be unique"))
+        seen.setdefault(objective.name, j)
     return problems
 
 
@@ -1025,7 +1145,10 @@ def _check_runtime(raw: StackInput) -> list[Problem]:
 
 
 def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
-    problems = _duplicates(raw.models, "name", "models")
+    # Under router.kind gateway a duplicate name is worse than a clash: the InferencePool selects
+    # engine pods by their model label, so one model's pool would take in the other's engines.
+    pool_hint = " (with router.kind gateway, one model's InferencePool would select the other's engine pods)"
+    problems = _duplicates(raw.models, "name", "models", pool_hint if raw.router.kind == "gateway" else "")
     problems += _duplicates(raw.models, "api_model_name", "models")
     pools = {p.name: p for p in raw.gpu_pools}
     by_pool: dict[str, list[int]] = {}
@@ -1256,7 +1379,8 @@ def _check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> t
     # without it; the offline plan lists it under "secrets to set" and names the models.
     if gated_models(raw.models):
         required.append("huggingface_token")
-    needs_api_key = raw.router.public
+    # A public endpoint checks keys; so does the gateway unless told not to (router.gateway.authentication).
+    needs_api_key = raw.router.public or (raw.router.kind == "gateway" and raw.router.gateway.authentication == "api-key")
     if needs_api_key:
         required.append("api_key")
     if _observability_on(raw):
@@ -1264,7 +1388,7 @@ def _check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> t
         if raw.observability.alert_receiver.kind != "none":
             required.append("alert_webhook_url")
     if raw.router.public and raw.router.kind == "service":
-        problems.append(Problem(NS + "router.public", "true needs a router (kind session, prefix or round-robin) to check the API key; kind 'service' exposes vLLM directly"))
+        problems.append(Problem(NS + "router.public", "true needs a router (kind session, prefix, round-robin or gateway) to check the API key; kind 'service' exposes vLLM directly"))
     if raw.router.tls_certificate_id and not raw.router.public:
         problems.append(Problem(NS + "router.tls_certificate_id", "applies only with router.public: true (TLS terminates on the public load balancer)"))
     return problems, tuple(required)
@@ -1341,6 +1465,7 @@ def load_config(
     problems = early + _check_network(raw) + _check_pools(raw) + _check_runtime(raw) + _check_models(raw, base_dir)
     problems += _check_cluster(raw)
     problems += _check_model_cache(raw)
+    problems += _check_gateway(raw)
     secret_problems, required = _check_secrets(raw, secrets_set, plain_secrets)
     problems += secret_problems
     if problems:

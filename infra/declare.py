@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components.autoscaling import ReplicaAutoscaling, ReplicaAutoscalingArgs
 from components.cluster import DoksCluster, DoksClusterArgs
+from components.gateway import InferenceGateway, InferenceGatewayArgs
 from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
 from components.model_cache import ModelCache, ModelCacheArgs
@@ -97,6 +98,8 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             pulumi.ResourceOptions(deleted_with=cluster.cluster),
         )
         services.append(service)
+        if plan.gateway is not None:
+            continue  # router.kind gateway: the gateway below is every model's front door
         Router(
             f"{plan.stack}-router-{service_spec.name}",
             # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on
@@ -115,6 +118,14 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
                 deleted_with=cluster.cluster,
             ),
             pulumi.ResourceOptions(depends_on=services),
+        )
+    if plan.gateway is not None:
+        InferenceGateway(
+            plan.gateway.name,
+            # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on destroy.
+            InferenceGatewayArgs(
+                spec=plan.gateway, api_key=secrets.api_key, provider=cluster.provider, depends_on=[namespace, *services], monitoring=monitoring
+            ),
         )
     if plan.autoscaling is not None:
         by_model = {s.spec.name: s for s in services}

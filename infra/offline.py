@@ -98,6 +98,7 @@ def build_plan(stack: str, root: Path | None = None) -> Plan:
     cfg = load_stack_file(stack, project_root(root))
     plan = plan_stack(cfg)
     resources, notes = record_stack_plan(plan)
+    summary_extra = {"front_door": plan.front_door} if plan.front_door is not None else {}
     return Plan(
         stack=stack,
         project=PROJECT,
@@ -113,6 +114,7 @@ def build_plan(stack: str, root: Path | None = None) -> Plan:
             "pools": plan.pools_json(),
             "secrets_to_set": cfg.missing_secrets,
             "notes": notes,
+            **summary_extra,
         },
     )
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from infra.catalog import versions
 from infra.catalog.cpu_sizes import CPU_PRICES_AS_OF, CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
+from infra.catalog.epp import preset_weights
 from infra.catalog.gpus import GPU_SIZES, HOURS_PER_MONTH
 from infra.catalog.models import ModelArch, resolve_model
 from infra.config import (
@@ -25,6 +26,7 @@ from infra.config import (
     ModelConfig,
     StackConfig,
     gated_models,
+    install_gateway_api_crds,
     zero_replica_notes,
 )
 from infra.domain import Layout, Provenance
@@ -45,6 +47,8 @@ from infra.render.autoscaling import (
     render_scaled_object,
     scale_up_policy,
 )
+from infra.render.epp import FAILURE_MODES, PoolSpec, selection_conflicts
+from infra.render.gateway import GatewaySpec, gateway_front_door, request_timeout_seconds
 from infra.render.model_cache import MODEL_CACHE_PVC_NAME
 from infra.render.model_service import (
     CacheSpec,
@@ -52,6 +56,7 @@ from infra.render.model_service import (
     api_key_secret_name,
     deployment_name,
     hf_token_secret_name,
+    render_deployment,
     render_namespace,
 )
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec, prometheus_url
@@ -154,6 +159,8 @@ class StackPlan:
     problems: tuple[Problem, ...] = field(default=())
     weight_bucket: WeightBucketSpec | None = None  # model_cache.kind spaces
     prepull: ImagePrepullSpec | None = None  # image pre-pull DaemonSets on the GPU pools
+    gateway: GatewaySpec | None = None  # router.kind gateway (issue 17): replaces the routers
+    front_door: dict[str, Any] | None = None  # router.kind gateway: gateway_front_door(gateway)
 
     @property
     def stack(self) -> str:
@@ -337,6 +344,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
             models=tuple(observed_models(models)),
             gpu=gpu_runtime_facts(cfg),
         )
+    gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
     scaled = tuple((m.config.name, render_scaled_object(scaling_spec(m))) for m in models if m.config.autoscaling.enabled)
     autoscaling = (
         AutoscalingSpec(name=f"{prefix}-autoscaling", scaled_objects=scaled, system_node_selector=cluster.system_node_selector)
@@ -367,6 +375,8 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         problems=tuple(problems),
         weight_bucket=bucket,
         prepull=image_prepull_spec(prefix, services),
+        gateway=gateway,
+        front_door=gateway_front_door(gateway) if gateway is not None else None,
     )
 
 
@@ -664,8 +674,11 @@ def model_service_spec(
 
 
 def router_spec(cfg: StackConfig, service: ModelServiceSpec) -> RouterSpec:
-    """The router of one model. Its API-key Secret is the one the model service creates."""
+    """The router of one model. Its API-key Secret is the one the model service creates.
+    Under router.kind gateway no router is declared (the gateway is the front door)."""
     r = cfg.router
+    if r.kind == "gateway":
+        return RouterSpec(model=service.name, kind="service", namespace=INFERENCE_NAMESPACE)
     return RouterSpec(
         model=service.name,
         kind=r.kind,
@@ -760,3 +773,72 @@ def cold_start_notes(cfg: StackConfig) -> list[str]:
                 f"vLLM ≥ {versions.VLLM_RUNAI_STREAMER_MIN_VERSION} with the runai-model-streamer s3 extra"
             )
     return notes
+
+
+# --------------------------------------------------------------------------- gateway (issue 17)
+
+
+def gateway_pool_specs(cfg: StackConfig, services: tuple[ModelServiceSpec, ...], system_node_selector: dict[str, str]) -> tuple[PoolSpec, ...]:
+    """Every model's InferencePool + endpoint picker + route, from router.gateway and its SLO."""
+    gw = cfg.router.gateway
+    weights = dict(gw.scorers) if gw.scorers else preset_weights(gw.routing)
+    scorers = tuple(weights.items())  # the preset's (or the config's) order
+    by_name = {m.name: m for m in cfg.models}
+    pools = []
+    for s in services:
+        model = by_name[s.name]
+        pools.append(
+            PoolSpec(
+                model=s.name,
+                served_model_name=s.served_model_name,
+                scorers=scorers,
+                gateway_name="inference-gateway",
+                namespace=INFERENCE_NAMESPACE,
+                session_header=cfg.router.session_header,
+                failure_mode=FAILURE_MODES[gw.failure_mode],
+                request_timeout_seconds=request_timeout_seconds(model.slo.ttft_p90_ms, model.slo.tpot_p90_ms, model.workload.output_tokens),
+                objectives=tuple((o.name, o.priority) for o in gw.objectives if o.model == s.name),
+                system_node_selector=dict(system_node_selector),
+            )
+        )
+    return tuple(pools)
+
+
+def gateway_spec(
+    cfg: StackConfig,
+    services: tuple[ModelServiceSpec, ...],
+    system_node_selector: dict[str, str],
+    monitoring: MonitoringSettings | None,
+) -> GatewaySpec | None:
+    """The environment's gateway under router.kind gateway (else None). Raises ConfigError when a
+    model's pool would select another model's engine pods."""
+    if cfg.router.kind != "gateway":
+        return None
+    r = cfg.router
+    pools = gateway_pool_specs(cfg, services, system_node_selector)
+    pod_labels = {s.name: render_deployment(s)["spec"]["template"]["metadata"]["labels"] for s in services}
+    index = {m.name: i for i, m in enumerate(cfg.models)}
+    problems = [
+        Problem(
+            f"{NS}models[{index[model]}].name",
+            f"{model!r}: its InferencePool's selector would also select the engine pods of models[{index[other]}] "
+            f"({other!r}); every model needs its own engine labels (names must be unique)",
+        )
+        for model, other in selection_conflicts(pools, pod_labels)
+    ]
+    if problems:
+        raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")
+    checks_keys = r.gateway.authentication == "api-key" and "api_key" in (cfg.secrets_set | set(cfg.secrets_required))
+    return GatewaySpec(
+        name=f"{cfg.stack}-gateway",
+        pools=pools,
+        namespace=INFERENCE_NAMESPACE,
+        replicas=r.replicas,
+        public=r.public,
+        tls_certificate_id=r.tls_certificate_id,
+        allowed_source_cidrs=tuple(r.allowed_source_cidrs),
+        api_key_secret="inference-gateway-api-key" if checks_keys else None,
+        install_gateway_api_crds=install_gateway_api_crds(r.gateway, cfg.network),
+        system_node_selector=dict(system_node_selector),
+        monitoring=monitoring,
+    )

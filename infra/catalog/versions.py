@@ -57,6 +57,41 @@ KEDA_CHART_VERSION = "2.18.3"
 # --service-discovery k8s, --k8s-label-selector, --routing-logic, --session-key.
 ROUTER_IMAGE = "lmcache/lmstack-router:v0.1.12"
 
+# The llm-d request path (`router.kind: gateway`, infra/render/gateway.py and epp.py); the
+# pins move together, each read at its tag:
+# - Agentgateway: a Gateway API implementation conformant with the Inference Extension
+#   (gateway-api-inference-extension site-src/implementations/gateways.md @ v1.6.0). Charts are
+#   published as OCI artifacts `cr.agentgateway.dev/charts/<chart>:v<version>`
+#   (agentgateway/agentgateway .github/workflows/release.yml @ v1.4.1); the chart's appVersion,
+#   and so the controller and proxy image tags, is the release version.
+AGENTGATEWAY_CHART_REPO = "oci://cr.agentgateway.dev/charts"
+AGENTGATEWAY_CHART = "agentgateway"
+AGENTGATEWAY_CRDS_CHART = "agentgateway-crds"
+AGENTGATEWAY_CHART_VERSION = "v1.4.1"
+# - The InferencePool API (inference.networking.k8s.io/v1): the release asset with only the v1
+#   CRD (Makefile target `artifacts` @ v1.6.0 builds `v1-manifests.yaml` from config/crd).
+GATEWAY_API_INFERENCE_EXTENSION_VERSION = "v1.6.0"
+INFERENCE_POOL_CRDS_URL = (
+    "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/"
+    f"{GATEWAY_API_INFERENCE_EXTENSION_VERSION}/v1-manifests.yaml"
+)
+# - Gateway API itself (standard channel), for clusters where DOKS does not manage it (DOKS
+#   installs the Gateway API CRDs on VPC-native clusters from 1.33). Agentgateway v1.4.1 is built
+#   against sigs.k8s.io/gateway-api v1.6.1 (its go.mod).
+GATEWAY_API_VERSION = "v1.6.1"
+GATEWAY_API_CRDS_URL = (
+    f"https://github.com/kubernetes-sigs/gateway-api/releases/download/{GATEWAY_API_VERSION}/standard-install.yaml"
+)
+# - The endpoint picker (EPP) and InferenceObjective now live in llm-d/llm-d-router: image
+#   `ghcr.io/llm-d/llm-d-router-endpoint-picker:<tag>` (.github/ISSUE_TEMPLATE/new-release.md @
+#   v0.10.0), CRD `inferenceobjectives.llm-d.ai` (config/crd/bases @ v0.10.0, no release asset).
+LLM_D_ROUTER_VERSION = "v0.10.0"
+EPP_IMAGE = f"ghcr.io/llm-d/llm-d-router-endpoint-picker:{LLM_D_ROUTER_VERSION}"
+INFERENCE_OBJECTIVE_CRD_URL = (
+    f"https://raw.githubusercontent.com/llm-d/llm-d-router/{LLM_D_ROUTER_VERSION}/"
+    "config/crd/bases/llm-d.ai_inferenceobjectives.yaml"
+)
+
 
 def vllm_version_of_image(image: str) -> tuple[int, int, int] | None:
     """The vLLM release an image tag names, when it names one: `vllm/vllm-openai-rocm:v0.33.0` and

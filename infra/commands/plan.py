@@ -166,6 +166,12 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
             lines.append("    why: " + m["reason"])
         if m.get("alternatives"):
             lines.append("    runners-up: " + ", ".join(m["alternatives"]))
+    door = s.get("front_door")
+    if door:  # router.kind gateway (issue 17); the lead unifies this with the router's front door
+        lines += ["", f"Front door: {door['kind']} at {door['url']}" + (f" (public: {door['public_url']})" if door.get("public_url") else "")]
+        lines.append(f"  serves: {', '.join(door['models'])}")
+        lines.append(f"  routing: {door['routing']}; authentication: {door['authentication']}")
+        lines.append(f"  why: {door['why']}")
     c = plan.cost
     lines += [
         "",

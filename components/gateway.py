@@ -1,0 +1,166 @@
+"""`router.kind: gateway`: the environment's inference gateway and every model's pool behind it.
+
+Thin: every manifest comes from `infra.render.gateway`, `infra.render.epp` and
+`infra.render.gateway_observability`. Order: the CRDs (Gateway API where the platform installs
+them, InferencePool, InferenceObjective, Agentgateway's own chart) → the Agentgateway controller
+(which creates the GatewayClass) → the API-key Secret, AgentgatewayParameters, Gateway and
+policies → per model the endpoint picker's built-in objects, then its InferencePool, HTTPRoute and
+InferenceObjectives → the monitors (after the monitoring stack, which installs their CRDs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.catalog import versions
+from infra.render.epp import render_epp, render_pool_resources
+from infra.render.gateway import (
+    API_KEY_SECRET,
+    CONTROLLER_NAMESPACE,
+    GatewaySpec,
+    gateway_labels,
+    render_controller_values,
+    render_gateway_resources,
+)
+from infra.render.gateway_observability import (
+    render_gateway_dashboard_configmap,
+    render_gateway_pod_monitors,
+    render_gateway_prometheus_rule,
+)
+from infra.render.model_service import API_KEY_KEY
+
+HELM_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class InferenceGatewayArgs:
+    """Inputs of the gateway.
+
+    spec: the planned gateway (GatewaySpec); `spec.api_key_secret` set means the gateway checks keys.
+    api_key: the `api_key` Pulumi secret; lands only in the gateway's Kubernetes Secret.
+    provider: the cluster's Kubernetes provider.
+    depends_on: the model services (their engines are the pools' endpoints).
+    monitoring: the Observability component when the stack is monitored (its chart installs the
+        PodMonitor/PrometheusRule CRDs and the Grafana sidecar).
+    """
+
+    spec: GatewaySpec
+    api_key: Any = None
+    provider: k8s.Provider | None = None
+    depends_on: Sequence[pulumi.Resource] = ()
+    monitoring: pulumi.Resource | None = None
+
+
+class InferenceGateway(pulumi.ComponentResource):
+    """Agentgateway + Inference Extension: one front door, an endpoint picker per model."""
+
+    def __init__(self, name: str, args: InferenceGatewayArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("inference-platform:gateway:InferenceGateway", name, None, opts)
+        spec = args.spec
+
+        def child(*deps: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, *deps], **extra)
+
+        crds: list[pulumi.Resource] = [
+            k8s.yaml.v2.ConfigFile(f"{name}-{logical}", file=url, opts=child()) for logical, url in spec.crd_urls
+        ]
+        controller_ns = k8s.core.v1.Namespace(
+            f"{name}-controller-ns", metadata={"name": CONTROLLER_NAMESPACE, "labels": gateway_labels()}, opts=child()
+        )
+        chart_crds = k8s.helm.v3.Release(
+            f"{name}-agentgateway-crds",
+            k8s.helm.v3.ReleaseArgs(
+                name="agentgateway-crds",
+                chart=f"{versions.AGENTGATEWAY_CHART_REPO}/{versions.AGENTGATEWAY_CRDS_CHART}",
+                version=spec.chart_version,
+                namespace=CONTROLLER_NAMESPACE,
+                timeout=HELM_TIMEOUT_S,
+            ),
+            opts=child(controller_ns),
+        )
+        crds.append(chart_crds)
+        self.controller = k8s.helm.v3.Release(
+            f"{name}-agentgateway",
+            k8s.helm.v3.ReleaseArgs(
+                name="agentgateway",
+                chart=f"{versions.AGENTGATEWAY_CHART_REPO}/{versions.AGENTGATEWAY_CHART}",
+                version=spec.chart_version,
+                namespace=CONTROLLER_NAMESPACE,
+                values=render_controller_values(spec),
+                timeout=HELM_TIMEOUT_S,
+                atomic=False,
+            ),
+            opts=child(controller_ns, *crds),
+        )
+
+        secret_deps: list[pulumi.Resource] = []
+        if spec.api_key_secret:
+            if args.api_key is None:
+                raise ValueError("the gateway checks API keys but no api_key secret was given")
+            secret_deps.append(
+                k8s.core.v1.Secret(
+                    f"{name}-api-key",
+                    metadata={"name": API_KEY_SECRET, "namespace": spec.namespace, "labels": gateway_labels()},
+                    string_data={API_KEY_KEY: pulumi.Output.secret(args.api_key)},
+                    opts=child(),
+                )
+            )
+        # The public Service of the gateway (a DO load balancer) must be deleted on destroy, so
+        # that DOKS removes the load balancer: nothing here is deleted_with the cluster.
+        edge_opts = child(self.controller, *secret_deps)
+        self.edge = [self._custom(name, obj, edge_opts) for obj in render_gateway_resources(spec)]
+
+        self.pools: dict[str, list[pulumi.Resource]] = {}
+        for pool in spec.pools:
+            built = [self._builtin(name, obj, child()) for obj in render_epp(pool)]
+            custom = [self._custom(name, obj, child(self.controller, *self.edge, *built)) for obj in render_pool_resources(pool)]
+            self.pools[pool.model] = built + custom
+
+        self.monitors: list[pulumi.Resource] = []
+        if spec.monitoring is not None:
+            after = child(*([args.monitoring] if args.monitoring is not None else []))
+            for obj in [*render_gateway_pod_monitors(spec, spec.monitoring), render_gateway_prometheus_rule(spec, spec.monitoring)]:
+                self.monitors.append(self._custom(name, obj, after))
+            board = render_gateway_dashboard_configmap(spec, spec.monitoring)
+            self.monitors.append(
+                k8s.core.v1.ConfigMap(f"{name}-{board['metadata']['name']}", metadata=board["metadata"], data=board["data"], opts=after)
+            )
+
+        self.endpoint = spec.endpoint
+        self.register_outputs({"endpoint": self.endpoint, "models": [p.served_model_name for p in spec.pools]})
+
+    @staticmethod
+    def _custom(name: str, obj: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+        fields = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+        return k8s.apiextensions.CustomResource(
+            f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}",
+            api_version=obj["apiVersion"],
+            kind=obj["kind"],
+            metadata=obj["metadata"],
+            opts=opts,
+            **fields,
+        )
+
+    @staticmethod
+    def _builtin(name: str, obj: dict, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        """The endpoint picker's built-in objects, as typed resources (validated by the provider)."""
+        kind, meta = obj["kind"], obj["metadata"]
+        logical = f"{name}-{kind.lower()}-{meta['name']}"
+        if kind == "ServiceAccount":
+            return k8s.core.v1.ServiceAccount(logical, metadata=meta, opts=opts)
+        if kind == "Role":
+            return k8s.rbac.v1.Role(logical, metadata=meta, rules=obj["rules"], opts=opts)
+        if kind == "RoleBinding":
+            return k8s.rbac.v1.RoleBinding(logical, metadata=meta, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts)
+        if kind == "ConfigMap":
+            return k8s.core.v1.ConfigMap(logical, metadata=meta, data=obj["data"], opts=opts)
+        if kind == "Deployment":
+            return k8s.apps.v1.Deployment(logical, metadata=meta, spec=obj["spec"], opts=opts)
+        if kind == "Service":
+            return k8s.core.v1.Service(logical, metadata=meta, spec=obj["spec"], opts=opts)
+        raise ValueError(f"no typed resource for {kind}")
