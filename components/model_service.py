@@ -36,6 +36,7 @@ from infra.render.model_service import (
     service_name,
     startup_budget_seconds,
 )
+from infra.render.pd_service import PdServiceSpec, render_pd_service
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,9 @@ class ModelService(pulumi.ComponentResource):
             f"{name}-api-key", spec.api_key_secret, API_KEY_KEY, args.api_key, child_opts
         )
         secrets = [s for s in (self.hf_token_secret, self.api_key_secret) if s is not None]
+        if getattr(spec.layout, "disaggregated", False):
+            self._declare_pd(name, spec, secrets, child_opts)
+            return
 
         self.prefetch_job = None
         job = render_prefetch_job(spec)
@@ -144,6 +148,48 @@ class ModelService(pulumi.ComponentResource):
                 "replicas": spec.replicas,
                 "gpus_per_replica": spec.gpus_per_replica,
             }
+        )
+
+    def _declare_pd(self, name: str, spec: ModelServiceSpec, secrets: list, child_opts) -> None:
+        """A prefill/decode layout: prefill and decode Deployments, their PDBs and the P/D router
+        (infra/render/pd_service.py); the model's Service selects the router."""
+        objects = render_pd_service(PdServiceSpec(spec, spec.layout, units=spec.replicas))
+        kinds = {
+            "Job": k8s.batch.v1.Job,
+            "Deployment": k8s.apps.v1.Deployment,
+            "PodDisruptionBudget": k8s.policy.v1.PodDisruptionBudget,
+            "ServiceAccount": k8s.core.v1.ServiceAccount,
+            "Role": k8s.rbac.v1.Role,
+            "RoleBinding": k8s.rbac.v1.RoleBinding,
+            "Service": k8s.core.v1.Service,
+        }
+        self.prefetch_job = None
+        created: dict[str, pulumi.Resource] = {}
+        budget = f"{startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS}s"
+        for obj in objects:
+            kind, meta = obj["kind"], obj["metadata"]
+            body = {("role_ref" if k == "roleRef" else k): v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+            extra: dict = {}
+            depends: list = []
+            if kind == "Job":
+                timeout = f"{prefetch_timeout_seconds(spec)}s"
+                extra["custom_timeouts"] = pulumi.CustomTimeouts(create=timeout, update=timeout)
+                depends = secrets
+            elif kind == "Deployment" and meta["name"] != f"{spec.name}-pd-router":
+                extra["custom_timeouts"] = pulumi.CustomTimeouts(create=budget, update=f"{deployment_timeout_seconds(spec)}s")
+                depends = [*secrets, *([self.prefetch_job] if self.prefetch_job else [])]
+            resource = kinds[kind](
+                f"{name}-{kind.lower()}-{meta['name']}", metadata=meta, **body, opts=child_opts(depends_on=depends, **extra)
+            )
+            created[f"{kind}/{meta['name']}"] = resource
+            if kind == "Job":
+                self.prefetch_job = resource
+        self.deployment = created[f"Deployment/{spec.name}-engine-decode"]
+        self.service = created[f"Service/{service_name(spec)}"]
+        self.pdb = created[f"PodDisruptionBudget/{spec.name}-engine-decode"]
+        self.endpoint = f"http://{service_name(spec)}.{spec.namespace}.svc.cluster.local:8000/v1"
+        self.register_outputs(
+            {"endpoint": self.endpoint, "service_name": service_name(spec), "layout": spec.layout.name, "replicas": spec.replicas}
         )
 
     def _secret(self, logical_name, secret_name, key, value, child_opts) -> k8s.core.v1.Secret | None:

@@ -29,7 +29,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -60,9 +62,12 @@ from infra.domain import (
     MAX_TPOT_P90_MS,
     MAX_TTFT_P90_MS,
     Layout,
+    PdLayout,
     Provenance,
     Slo,
     Workload,
+    is_pd_layout_name,
+    parse_pd_layout_name,
 )
 from infra.durations import duration_days
 from infra.errors import ConfigError, Problem, UserError, yaml_error_line
@@ -312,8 +317,10 @@ def _k8s_prefix(value: str) -> str:
 def _auto_or_layout(value: Any) -> Any:
     if value == "auto" or value is None:
         return None
+    if isinstance(value, str) and is_pd_layout_name(value):
+        return {"disaggregated": value}
     if isinstance(value, str):
-        raise ValueError(f"{value!r} is not a layout; use 'auto' or a mapping such as {{tp: 4, ep: true, replicas_per_node: 2}}")
+        raise ValueError(f"{value!r} is not a layout; use 'auto', a P/D layout name such as p1tp4-d1tp4, or a mapping such as {{tp: 4, ep: true, replicas_per_node: 2}}")
     return value
 
 
@@ -423,6 +430,10 @@ class GpuPoolConfig(_Strict):
     usd_per_hour: float | None = Field(
         None, gt=0, description="Price per node-hour. Required for cost figures on contract-only sizes; overrides the catalog price."
     )
+    fabric: bool = Field(
+        False,
+        description="The pool's nodes are on DigitalOcean's RDMA GPU fabric (a -fabric- size): P/D units and replicas may span nodes, KV and collectives move over RDMA. Only for fabric sizes.",
+    )
     labels: NodeLabels = Field(
         default_factory=dict,
         description="Extra Kubernetes node labels (Kubernetes label syntax; prefixes kubernetes.io/, k8s.io/, doks.digitalocean.com/ and inference-platform/ are reserved).",
@@ -507,7 +518,8 @@ class LayoutConfig(_Strict):
     max_model_len: int | None = Field(None, ge=256, le=1048576, description="vLLM --max-model-len; unset: twice input+output tokens rounded up to a power of two, at least 4096, at most the model's context.")
     provenance: Provenance | None = Field(None, description="Where a measured layout came from (written by `infra tune ingest --write`); its `measured_goodput_rps` sizes the pool.")
 
-    def to_layout(self) -> Layout:
+    def to_layout(self, gpus_per_node: int | None = None) -> Layout:
+        """The planner's Layout (`gpus_per_node` is for P/D layouts; a colocated one needs none)."""
         base = Layout()
         return Layout(
             tp=self.tp,
@@ -520,6 +532,56 @@ class LayoutConfig(_Strict):
             kv_cache_dtype=self.kv_cache_dtype,
             max_model_len=self.max_model_len,
         )
+
+
+def _pd_name(value: str) -> str:
+    parse_pd_layout_name(value)  # ValueError names the grammar
+    return value
+
+
+class PdLayoutConfig(_Strict):
+    """A prefill/decode-disaggregated layout: `layout: p1tp4-d1tp4`, or this mapping for its limits.
+
+    N prefill engines of TP A and M decode engines of TP B per unit, joined by the GPU vendor's KV
+    connector (MoRI-IO on AMD, NIXL on NVIDIA) behind a per-model P/D router (docs/serving.md).
+    """
+
+    disaggregated: Annotated[str, AfterValidator(_pd_name)] = Field(
+        description="P/D layout name p<N>tp<A>[-ep]-d<M>tp<B>[-ep], e.g. p1tp4-d1tp4 (1 prefill engine of TP4, 1 decode engine of TP4)."
+    )
+    decode_max_num_seqs: int | None = Field(None, ge=1, le=4096, description="vLLM --max-num-seqs of each decode engine; unset: the planner's choice.")
+    prefill_max_num_batched_tokens: int | None = Field(None, ge=256, le=262144, description="vLLM --max-num-batched-tokens of each prefill engine; unset: 8192.")
+    gpu_memory_utilization: float = Field(0.90, gt=0.3, le=0.98, description="vLLM --gpu-memory-utilization of every engine.")
+    kv_cache_dtype: Literal["auto", "fp8"] = Field("auto", description="vLLM --kv-cache-dtype of every engine (and the KV moved between them).")
+    max_model_len: int | None = Field(None, ge=256, le=1048576, description="vLLM --max-model-len; unset: as for colocated layouts.")
+    provenance: Provenance | None = Field(None, description="Where a measured P/D layout came from; its `measured_goodput_rps` sizes the pool.")
+
+    def to_layout(self, gpus_per_node: int | None = None) -> PdLayout:
+        base = PdLayout()
+        return PdLayout(
+            **parse_pd_layout_name(self.disaggregated),
+            gpus_per_node=gpus_per_node or base.gpus_per_node,
+            prefill_max_num_batched_tokens=self.prefill_max_num_batched_tokens or base.prefill_max_num_batched_tokens,
+            decode_max_num_seqs=self.decode_max_num_seqs or base.decode_max_num_seqs,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            kv_cache_dtype=self.kv_cache_dtype,
+            max_model_len=self.max_model_len,
+        )
+
+
+def _layout_kind(value: Any) -> str:
+    """Which mapping a `layout:` is: a P/D one names `disaggregated`, any other is colocated (so a
+    typo in a colocated mapping gets the colocated errors only, not both forms')."""
+    if isinstance(value, PdLayoutConfig) or (isinstance(value, dict) and "disaggregated" in value):
+        return _PD_TAG
+    return _COLOCATED_TAG
+
+
+_PD_TAG, _COLOCATED_TAG = "disaggregated-layout", "colocated-layout"
+_LAYOUT_TAGS = (_PD_TAG, _COLOCATED_TAG)
+_AnyLayout = Annotated[
+    Annotated[LayoutConfig, Tag(_COLOCATED_TAG)] | Annotated[PdLayoutConfig, Tag(_PD_TAG)], Discriminator(_layout_kind)
+]
 
 
 class WorkloadConfig(_Strict):
@@ -585,8 +647,8 @@ class ModelConfig(_Strict):
         description="Pin the checkpoint to one Hugging Face commit (40 hex characters): the prefetch, vLLM's weights and tokenizer all use it. Unset: `main` as of the first prefetch.",
     )
     pool: Name = Field(description="Name of the GPU pool that serves it.")
-    layout: Annotated[LayoutConfig | None, BeforeValidator(_auto_or_layout)] = Field(
-        None, description="'auto' (the planner chooses) or an explicit layout mapping."
+    layout: Annotated[_AnyLayout | None, BeforeValidator(_auto_or_layout)] = Field(
+        None, description="'auto' (the planner chooses), an explicit layout mapping, or a prefill/decode layout (p1tp4-d1tp4 or {disaggregated: p1tp4-d1tp4, ...})."
     )
     workload: WorkloadConfig = Field(description="Traffic shape.")
     slo: SloConfig = Field(description="p90 latency objectives.")
@@ -757,8 +819,8 @@ def _hf_config_path(model: ModelConfig, base_dir: Path | None) -> Path | None:
 def _path(loc: tuple) -> str:
     out = ""
     for part in loc:
-        if part == "[key]":
-            continue  # pydantic's marker for a bad mapping key; the key itself is the previous part
+        if part == "[key]" or part in _LAYOUT_TAGS:
+            continue  # pydantic's marker for a bad mapping key / the layout form chosen: not a key
         if isinstance(part, int):
             out += f"[{part}]"
         else:
@@ -771,6 +833,9 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
     model: Any = StackInput
     for part in loc[:-1]:
         if isinstance(part, int):
+            continue
+        if part in _LAYOUT_TAGS:
+            model = PdLayoutConfig if part == _PD_TAG else LayoutConfig
             continue
         field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
         if field is None:
@@ -1126,6 +1191,11 @@ def _check_pools(raw: StackInput) -> list[Problem]:
                 problems.append(Problem(f"{at}.{missing}", "required for an autoscaling pool (give both min_nodes and max_nodes)"))
             elif pool.min_nodes > pool.max_nodes:
                 problems.append(Problem(f"{at}.min_nodes", f"{pool.min_nodes} is greater than max_nodes ({pool.max_nodes})"))
+        if pool.fabric and not pool.gpu.fabric:
+            fabric_sizes = sorted(slug for slug, size in GPU_SIZES.items() if size.fabric)
+            problems.append(
+                Problem(f"{at}.fabric", f"true needs a fabric GPU size; {pool.size} has no RDMA fabric. Fabric sizes: {', '.join(fabric_sizes)}")
+            )
         if pool.partition_mode and pool.gpu.vendor != "amd":
             problems.append(Problem(f"{at}.partition_mode", f"{pool.partition_mode!r} applies to AMD pools only; {pool.size} is {pool.gpu.vendor}"))
         if pool.gpu.fabric and any(p.gpu.fabric is False for p in raw.gpu_pools):
@@ -1185,8 +1255,8 @@ def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
                     )
                 )
             else:
-                used = sum(m.layout.tp * m.layout.dp * m.layout.replicas_per_node for m in models)
                 gpus = pools[pool_name].gpu.gpus
+                used = sum(m.layout.to_layout(gpus).gpus_per_node_used for m in models)
                 if used > gpus:
                     problems.append(
                         Problem(f"{NS}models[{indices[-1]}].layout", f"models on pool {pool_name!r} use {used} GPUs per node; it has {gpus}")
@@ -1232,6 +1302,8 @@ def _resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
     out = []
     for model in raw.models:
         enabled = model.autoscaling.enabled
+        if enabled is None and isinstance(model.layout, PdLayoutConfig):
+            enabled = False  # P/D sides scale on different signals: not yet automatic
         if enabled is None:
             pool = pools[model.pool]
             enabled = 1 <= pool.min_node_count < pool.max_node_count and sharing[model.pool] == 1 and _observability_on(raw)
@@ -1329,7 +1401,55 @@ def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_d
     problems = _context_problems(model, arch, at)
     if model.layout is None:
         return problems
+    if isinstance(model.layout, PdLayoutConfig):
+        return problems + _pd_layout_problems(model, pool, arch, at)
     return problems + [Problem(f"{at}.layout", msg) for msg in check_layout(arch, pool.gpu, model.layout.to_layout())]
+
+
+# MoRI is bundled in vllm/vllm-openai-rocm from v0.21.0 (MoRIIOConnector itself from vLLM 0.14.0);
+# vllm docs/features/moriio_connector_usage.md, serving-research B1.
+MORIIO_MIN_ROCM_IMAGE = (0, 21, 0)
+
+
+def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: str) -> list[Problem]:
+    """A P/D layout against the pool (connector, nodes, fabric) and the model's engine image."""
+    from infra.planner.disaggregation import CONNECTORS, pd_problems
+
+    gpu = pool.gpu
+    pd = model.layout.to_layout(gpu.gpus)
+    problems = []
+    if gpu.vendor not in CONNECTORS:
+        allowed = ", ".join(f"{v} GPUs ({c})" for v, c in sorted(CONNECTORS.items()))
+        return [Problem(f"{at}.layout", f"{pd.name} needs a KV connector; {gpu.slug} ({gpu.vendor}) has none. Supported: {allowed}")]
+    if gpu.vendor == "amd" and model.image is not None:
+        version = versions.vllm_version_of_image(model.image)
+        if version is not None and version < MORIIO_MIN_ROCM_IMAGE:
+            problems.append(
+                Problem(
+                    f"{at}.image",
+                    f"{model.image!r} (vLLM {'.'.join(map(str, version))}) does not ship MoRIIOConnector for P/D layout {pd.name}; "
+                    f"give a vllm/vllm-openai-rocm image of v{'.'.join(map(str, MORIIO_MIN_ROCM_IMAGE))} or later, or a colocated layout",
+                )
+            )
+    for msg in pd_problems(arch, gpu, pd, fabric=pool.fabric, pool_nodes=pool.max_node_count):
+        problems.append(Problem(f"{at}.layout", f"{pd.name}: {msg}"))
+    if not problems:
+        from infra.planner.memory import memory_per_gpu
+
+        context = model.workload.input_tokens + model.workload.output_tokens
+        kv = pd.with_(kv_cache_dtype="fp8") if pd.kv_cache_dtype.startswith("fp8") else pd
+        for role, tokens in (("prefill", model.workload.input_tokens + 1), ("decode", context)):
+            mem = memory_per_gpu(arch, gpu, kv.side(role), tokens)
+            if not mem.fits:
+                problems.append(Problem(f"{at}.layout", f"{pd.name}: the {role} engine of TP{kv.side(role).tp} does not fit: {mem.problem}"))
+    if model.autoscaling.enabled:
+        problems.append(
+            Problem(
+                f"{at}.autoscaling.enabled",
+                f"true is not supported with P/D layout {pd.name} yet (prefill and decode scale on different signals); set it to false",
+            )
+        )
+    return problems
 
 
 def _context_problems(model: ModelConfig, arch: Any, at: str) -> list[Problem]:

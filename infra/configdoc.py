@@ -73,15 +73,26 @@ def _nested(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _alternatives(annotation: Any) -> list[type[BaseModel]]:
+    """Every mapping type a key accepts (a union of two mappings documents both)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found += [m for m in _alternatives(arg) if m not in found]
+    return found
+
+
 def _section(model: type[BaseModel], path: str, out: list[str]) -> None:
     out += [f"### `{path}`", "", (model.__doc__ or "").strip(), "", "| key | type | default | description |", "|---|---|---|---|"]
     children = []
     for name, field in model.model_fields.items():
         out.append(f"| `{name}` | {_type_name(field.annotation)} | {_default(field)} | {field.description or ''} |")
-        nested = _nested(field.annotation)
-        if nested is not None:
-            item = "[]" if typing.get_origin(field.annotation) is list else ""
-            children.append((nested, f"{path}.{name}{item}"))
+        item = "[]" if typing.get_origin(field.annotation) is list else ""
+        for k, nested in enumerate(_alternatives(field.annotation)):
+            # a second mapping form of the same key (models[].layout: colocated or P/D) gets its own section
+            suffix = "" if k == 0 else f" ({nested.__name__})"
+            children.append((nested, f"{path}.{name}{item}{suffix}"))
     out.append("")
     for nested, child_path in children:
         _section(nested, child_path, out)

@@ -100,6 +100,164 @@ def parse_layout_name(name: str) -> dict:
     }
 
 
+_PD_NAME = re.compile(
+    r"^p(?P<pn>[0-9]+)tp(?P<pt>[0-9]+)(?P<pe>-ep)?-d(?P<dn>[0-9]+)tp(?P<dt>[0-9]+)(?P<de>-ep)?$"
+)
+PD_NAME_GRAMMAR = "p<N>tp<A>[-ep]-d<M>tp<B>[-ep]"
+
+
+@dataclass(frozen=True)
+class PdLayout:
+    """A prefill/decode-disaggregated layout: N prefill engines of TP A and M decode engines of TP B.
+
+    One *unit* is the N + M engines the P/D router balances between; its GPUs (N·A + M·B) either
+    fit one node (KV moves over xGMI / NVLink) or span `nodes_per_unit` nodes (KV moves over the
+    RDMA fabric). Prefill engines only compute prompts (vLLM `kv_role: kv_producer`), decode
+    engines only generate (`kv_consumer`), so each side has its own batch limits. The canonical
+    name `p1tp4-d1tp4` (or `p1tp4-ep-d1tp4-ep` with expert parallelism) is what the planner's
+    JSON and `infra bench --layouts` use, like `tp4-ep-r2` for a colocated layout.
+
+    It answers the questions the planner and the stack ask of a `Layout` (name, GPUs per replica
+    and per node, replicas per node, batch budget, `fields()`), so a P/D candidate ranks next to
+    colocated ones without a second code path: one unit counts as one "replica".
+    """
+
+    prefill_instances: int = 1
+    prefill_tp: int = 1
+    decode_instances: int = 1
+    decode_tp: int = 1
+    prefill_ep: bool = False
+    decode_ep: bool = False
+    gpus_per_node: int = 8  # the node it was planned for: whether a unit spans nodes
+    prefill_max_num_batched_tokens: int = 8192
+    decode_max_num_seqs: int = 256
+    gpu_memory_utilization: float = 0.90
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = None
+
+    disaggregated = True
+    dp = 1
+
+    @property
+    def unit_gpus(self) -> int:
+        return self.prefill_instances * self.prefill_tp + self.decode_instances * self.decode_tp
+
+    @property
+    def nodes_per_unit(self) -> int:
+        return -(-self.unit_gpus // self.gpus_per_node)
+
+    @property
+    def spans_nodes(self) -> bool:
+        return self.nodes_per_unit > 1
+
+    @property
+    def units_per_node(self) -> int:
+        """Whole units on one node (0 when a unit spans nodes)."""
+        return self.gpus_per_node // self.unit_gpus
+
+    # --- what a Layout answers -------------------------------------------------------------
+    @property
+    def tp(self) -> int:
+        return self.decode_tp
+
+    @property
+    def ep(self) -> bool:
+        return self.decode_ep
+
+    @property
+    def replicas_per_node(self) -> int:
+        return max(1, self.units_per_node)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.unit_gpus
+
+    @property
+    def gpus_per_node_used(self) -> int:
+        if self.spans_nodes:
+            return min(self.gpus_per_node, self.unit_gpus)
+        return self.unit_gpus * self.units_per_node
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.prefill_max_num_batched_tokens
+
+    @property
+    def max_num_seqs(self) -> int:
+        return self.decode_max_num_seqs
+
+    @property
+    def name(self) -> str:
+        return pd_layout_name(
+            self.prefill_instances, self.prefill_tp, self.prefill_ep, self.decode_instances, self.decode_tp, self.decode_ep
+        )
+
+    def with_(self, **changes) -> PdLayout:
+        return replace(self, **changes)
+
+    def fields(self) -> dict[str, Any]:
+        """The LAYOUT_KEYS a colocated layout reports (decode engine's TP/EP, one unit as one replica,
+        the prefill token budget), then each side's shape."""
+        return {
+            "tp": self.tp,
+            "ep": self.ep,
+            "dp": 1,
+            "replicas_per_node": self.replicas_per_node,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "disaggregated": True,
+            "prefill": {"instances": self.prefill_instances, "tp": self.prefill_tp, "ep": self.prefill_ep,
+                        "max_num_batched_tokens": self.prefill_max_num_batched_tokens},
+            "decode": {"instances": self.decode_instances, "tp": self.decode_tp, "ep": self.decode_ep,
+                       "max_num_seqs": self.decode_max_num_seqs},
+            "nodes_per_unit": self.nodes_per_unit,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "max_model_len": self.max_model_len,
+        }
+
+    def side(self, role: str) -> Layout:
+        """One engine of a side as a colocated Layout (what the memory and step models take)."""
+        prefill = role == "prefill"
+        return Layout(
+            tp=self.prefill_tp if prefill else self.decode_tp,
+            ep=self.prefill_ep if prefill else self.decode_ep,
+            dp=1,
+            replicas_per_node=1,
+            max_num_seqs=256 if prefill else self.decode_max_num_seqs,
+            max_num_batched_tokens=self.prefill_max_num_batched_tokens if prefill else 8192,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            kv_cache_dtype=self.kv_cache_dtype,
+            max_model_len=self.max_model_len,
+        )
+
+
+def pd_layout_name(pn: int, ptp: int, pep: bool, dn: int, dtp: int, dep: bool) -> str:
+    """Canonical P/D layout name, e.g. `p1tp4-d1tp4` or `p2tp2-ep-d1tp4-ep`."""
+    return f"p{pn}tp{ptp}{'-ep' if pep else ''}-d{dn}tp{dtp}{'-ep' if dep else ''}"
+
+
+def is_pd_layout_name(name: str) -> bool:
+    """Whether `name` is meant as a P/D layout (starts like one), so a malformed one gets the P/D error."""
+    return bool(re.match(r"^p[0-9]", name.strip()))
+
+
+def parse_pd_layout_name(name: str) -> dict:
+    """`p1tp4-d1tp4` → {"prefill_instances": 1, "prefill_tp": 4, ...}; ValueError naming what is wrong."""
+    m = _PD_NAME.match(name.strip())
+    if not m:
+        raise ValueError(
+            f"{name!r} is not a P/D layout name; expected {PD_NAME_GRAMMAR} "
+            "(N prefill engines of TP A, M decode engines of TP B), e.g. p1tp4-d1tp4"
+        )
+    values = {"prefill_instances": int(m["pn"]), "prefill_tp": int(m["pt"]),
+              "decode_instances": int(m["dn"]), "decode_tp": int(m["dt"])}
+    zero = [k for k, v in values.items() if v < 1]
+    if zero:
+        raise ValueError(f"{name!r}: {', '.join(zero)} must be at least 1 (grammar {PD_NAME_GRAMMAR})")
+    return {**values, "prefill_ep": bool(m["pe"]), "decode_ep": bool(m["de"])}
+
+
 @dataclass(frozen=True)
 class Workload:
     """What the traffic looks like: mean prompt and completion lengths, and the peak request rate."""

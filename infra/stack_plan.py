@@ -39,7 +39,7 @@ from infra.planner import (
     plan_readiness,
     slo_shortfall,
 )
-from infra.planner.search import nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
+from infra.planner.search import NEAR_TIE, nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
 from infra.render.autoscaling import (
     RUNNING_HEADROOM,
     AutoscalingSpec,
@@ -405,9 +405,12 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
     for index, model in enumerate(cfg.models):
         pool = cfg.pool(model.pool)
         arch = resolve_model(model.source, str(cfg.hf_config_path(model)) if model.hf_config else None)
-        explicit = model.layout.to_layout() if model.layout is not None else None
+        explicit = model.layout.to_layout(pool.gpu.gpus) if model.layout is not None else None
         slo = model.slo.to_slo()
-        plan = plan_model(arch, pool.gpu, model.workload.to_workload(), slo, explicit, usd_per_hour=pool.node_usd_per_hour)
+        plan = plan_model(
+            arch, pool.gpu, model.workload.to_workload(), slo, explicit, usd_per_hour=pool.node_usd_per_hour,
+            fabric=pool.fabric, pool_nodes=pool.max_node_count,
+        )
         provenance = model.layout.provenance if model.layout is not None else None
         facts = ModelFacts(
             config=model, pool=pool, arch=arch, plan=plan, measured=provenance if provenance and provenance.measured else None
@@ -431,6 +434,8 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         elif shortfall:
             notes.append(f"model {model.name}: {shortfall}; as configured it serves no load within the SLO")
         notes += _sizing_notes(facts, cfg.stack)
+        if explicit is None:
+            notes += pd_notes(facts)
     notes += zero_replica_notes(cfg)
     notes += cold_start_notes(cfg)
     if cfg.observability.enabled and models:
@@ -440,6 +445,34 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
     return models, notes, problems
+
+
+def pd_notes(m: ModelFacts) -> list[str]:
+    """`layout: auto` plans colocated layouts; when a prefill/decode layout would carry clearly more
+    (beyond the near-tie margin), say so: switching is the user's call (a second router, a KV
+    connector, no autoscaling yet — docs/serving.md)."""
+    from infra.planner.disaggregation import pd_candidates
+    from infra.planner.efficiency import load_efficiency
+
+    chosen = m.plan.chosen
+    if not chosen.fits or chosen.goodput_rps_per_node <= 0:
+        return []
+    table = load_efficiency()
+    gpu = m.pool.gpu
+    pds = pd_candidates(
+        m.arch, gpu, m.config.workload.to_workload(), m.config.slo.to_slo(), table.for_family(gpu.accelerator.family),
+        table.band(gpu.accelerator.family, m.arch.is_moe), m.pool.node_usd_per_hour, fabric=m.pool.fabric,
+        pool_nodes=m.pool.max_node_count,
+    )
+    best = min((c for c in pds if c.fits), key=lambda c: (-c.goodput_rps_per_node, c.name), default=None)
+    if best is None or best.goodput_rps_per_node <= chosen.goodput_rps_per_node * (1 + NEAR_TIE):
+        return []
+    ratio = best.goodput_rps_per_node / chosen.goodput_rps_per_node
+    return [
+        f"model {m.config.name}: prefill/decode layout {best.name} would carry {best.goodput_rps_per_node:.2f} req/s per node, "
+        f"{ratio:.2f}× {chosen.name} ({best.short_reason}); set layout: {best.name} to serve it disaggregated "
+        "(docs/serving.md, P/D), and measure both with `infra bench`"
+    ]
 
 
 def _does_not_fit(m: ModelFacts, index: int) -> Problem:

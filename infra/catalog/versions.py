@@ -114,3 +114,11 @@ def vllm_version_of_image(image: str) -> tuple[int, int, int] | None:
 def parse_version(text: str) -> tuple[int, int, int]:
     major, minor, patch = (int(p) for p in text.split("."))
     return (major, minor, patch)
+
+
+# The P/D router: the vLLM project's Rust router (PyPI `vllm-router`, vllm-project/router) in
+# `--vllm-pd-disaggregation` mode, one Deployment per P/D model (render/pd_router.py). No
+# `vllm/vllm-router:v0.1.17` image tag could be confirmed (serving-research A4), so the pod
+# installs the pinned wheel into a pinned Python base image at start.
+PD_ROUTER_VERSION = "0.1.17"
+PD_ROUTER_BASE_IMAGE = "python:3.12-slim-bookworm"

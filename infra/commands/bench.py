@@ -18,7 +18,7 @@ from pathlib import Path
 from infra.cli_args import positive_int
 from infra.commands.bench_runner import apply_bundle
 from infra.commands.files import check_output_dir, write_failed
-from infra.domain import Layout, parse_layout_name
+from infra.domain import Layout, is_pd_layout_name, parse_layout_name, parse_pd_layout_name
 from infra.errors import Problem, UserError
 from infra.tuning.bench import (
     BenchOptions,
@@ -182,8 +182,15 @@ class _Planner:
     def top(self, n: int):
         from infra.planner import plan_model
 
-        plan = plan_model(self.arch, self.gpu, self.workload, self.slo, usd_per_hour=self.usd_per_hour)
+        plan = plan_model(self.arch, self.gpu, self.workload, self.slo, usd_per_hour=self.usd_per_hour, disaggregation=True)
         return [c for c in plan.candidates if c.fits][:n]
+
+    def for_pd(self, name: str):
+        """The planner's prediction for a P/D layout name (decode batch limit tuned)."""
+        from infra.planner import plan_model
+
+        plan = plan_model(self.arch, self.gpu, self.workload, self.slo, usd_per_hour=self.usd_per_hour, disaggregation=True)
+        return next((c for c in plan.candidates if c.name == name), None)
 
     def for_shape(self, shape: dict):
         """The planner's best candidate of this tp/ep/dp/replicas shape (batch limits tuned)."""
@@ -237,6 +244,19 @@ def choose_sweeps(
     else:
         problems = []
         for name in [n.strip() for n in layouts.split(",") if n.strip()]:
+            if is_pd_layout_name(name):
+                try:
+                    parse_pd_layout_name(name)
+                except ValueError as err:
+                    problems.append(Problem("--layouts", str(err)))
+                    continue
+                cand = planner.for_pd(name)
+                if cand is None or not cand.fits:
+                    why = "; ".join(cand.problems) if cand and cand.problems else "the planner has no such P/D layout on this GPU"
+                    problems.append(Problem("--layouts", f"{name}: {why}"))
+                    continue
+                chosen.append((cand.layout, cand.goodput_rps_per_node))
+                continue
             try:
                 shape = parse_layout_name(name)
             except ValueError as err:

@@ -11,7 +11,9 @@ With one size, every candidate layout is listed best first. With several (comma-
 figure carries the uncertainty band of its GPU family and model class (leave-one-source-out), and
 the $/M range is the price at the band's two ends.
 
-`--tp/--ep/--dp/--replicas-per-node` restrict the candidates; `--concurrency C` also predicts each
+Prefill/decode-disaggregated layouts (`p1tp4-d1tp4`: 1 prefill engine of TP4, 1 decode engine
+of TP4) rank next to the colocated ones unless `--no-pd`; `--fabric` adds units spanning two nodes
+(KV over RDMA). `--tp/--ep/--dp/--replicas-per-node` restrict the candidates (and drop P/D); `--concurrency C` also predicts each
 candidate closed-loop at C concurrent requests per node (split over its replicas, as benchmark
 clients do). `--model` accepts a Hugging Face id from the catalog or a path to a local config.json.
 """
@@ -57,6 +59,11 @@ def register(subparsers) -> None:
         "--prefix-cache-hit-rate", type=fraction, default=0.0, help="share of prompt tokens served from cache, in [0, 1)"
     )
     p.add_argument("--usd-per-hour", type=positive_float, help="node price (required for cost on contract sizes)")
+    p.add_argument(
+        "--pd", action=argparse.BooleanOptionalAction, default=True,
+        help="also rank prefill/decode-disaggregated layouts p<N>tp<A>-d<M>tp<B> (default on; off with --concurrency)",
+    )
+    p.add_argument("--fabric", action="store_true", help="the pool is a fabric (RDMA) pool: also try P/D units spanning two nodes")
     p.add_argument("--tp", type=positive_int, help="only layouts with this tensor-parallel size")
     p.add_argument(
         "--ep",
@@ -134,6 +141,8 @@ def run(args) -> int:
         replicas_per_node=args.replicas_per_node,
         concurrency=args.concurrency,
         efficiency=load_efficiency(args.efficiency) if args.efficiency else None,
+        disaggregation=args.pd and args.concurrency is None,
+        fabric=args.fabric,
     )
     candidates = plan.candidates[: args.top] if args.top is not None else plan.candidates
     if args.json:

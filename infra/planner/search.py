@@ -157,6 +157,35 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class PdCandidate(Candidate):
+    """A prefill/decode-disaggregated candidate (`layout` is a `PdLayout`; one unit = one replica).
+    Built by `disaggregation.pd_candidates`; it carries the P/D prediction for JSON and reasons."""
+
+    prediction: object = None  # disaggregation.PdPrediction
+
+    @property
+    def short_reason(self) -> str:
+        p = self.prediction
+        if not self.fits or p is None or self.goodput_rps_per_node <= 0:
+            return super().short_reason
+        return f"P/D, {p.binding} side binds, KV {p.transfer.seconds * 1e3:.0f} ms over {p.transfer.link}"
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        p = self.prediction
+        if p is not None and p.transfer is not None:
+            out["disaggregation"] = {
+                "binding": p.binding,
+                "prefill_rps_per_instance": _r(p.prefill_rps_per_instance, 3),
+                "decode_rps_per_instance": _r(p.decode_rps_per_instance, 3),
+                "kv_transfer_ms": _r(p.transfer.seconds * 1e3, 2),
+                "kv_transfer_link": p.transfer.link,
+                "kv_bytes_per_request": int(p.transfer.bytes_total),
+            }
+        return out
+
+
+@dataclass(frozen=True)
 class ModelPlan:
     """The chosen layout, every candidate (best first) and why."""
 
@@ -558,14 +587,29 @@ def plan_model(
     replicas_per_node: int | None = None,
     concurrency: int | None = None,
     efficiency: EfficiencyTable | None = None,
+    disaggregation: bool = False,
+    fabric: bool = False,
+    pool_nodes: int | None = None,
 ) -> ModelPlan:
     """Plan one model on one GPU size.
 
     layout None searches every shape (`layout: auto`); an explicit layout is validated and
     annotated with the same predictions (its batch limits are kept). tp/ep/dp/replicas_per_node
     restrict the search; `concurrency` adds a closed-loop prediction at that many clients per node.
+    `disaggregation` adds prefill/decode candidates (`planner.disaggregation`; units across nodes
+    only with `fabric`); a `PdLayout` as `layout` is evaluated as such.
     """
     ctx = _Context(arch, gpu, workload, slo, usd_per_hour, efficiency)
+    if layout is not None and getattr(layout, "disaggregated", False):
+        from infra.planner.disaggregation import pd_candidates
+
+        cand = pd_candidates(arch, gpu, workload, slo, ctx.eff, ctx.band, ctx.price, layouts=[layout], fabric=fabric,
+                             pool_nodes=pool_nodes, tune=False)[0]
+        best = plan_model(arch, gpu, workload, slo, usd_per_hour=usd_per_hour, efficiency=efficiency).chosen
+        reason = ("explicit layout: " if cand.fits and cand.goodput_rps_per_node > 0 else "") + cand.reason
+        if best.fits and best.goodput_rps_per_node > 0:
+            reason += f" (the best colocated layout {best.name} carries {best.goodput_rps_per_node:.2f} req/s per node)"
+        return ModelPlan(arch.id, gpu.slug, cand, [cand], reason)
     if layout is not None:
         cand = evaluate_layout(
             arch, gpu, workload, slo, layout, usd_per_hour=usd_per_hour, concurrency=concurrency, efficiency=efficiency
@@ -624,9 +668,18 @@ def plan_model(
         candidates.append(best)
     if not candidates:
         raise_no_shape(arch, gpu, tp, ep, dp, replicas_per_node)
+    if disaggregation and tp is None and ep is None and dp is None and replicas_per_node is None:
+        from infra.planner.disaggregation import pd_candidates
+
+        candidates += pd_candidates(arch, gpu, workload, slo, ctx.eff, ctx.band, ctx.price, fabric=fabric, pool_nodes=pool_nodes)
     candidates = _break_ties(sorted(candidates, key=_rank_key))
     plan = ModelPlan(arch.id, gpu.slug, candidates[0], candidates)
-    return replace(plan, reason=_plan_reason(plan, slo, arch.is_moe))
+    reason = _plan_reason(plan, slo, arch.is_moe)
+    if disaggregation:
+        from infra.planner.disaggregation import pd_verdict
+
+        reason += pd_verdict(candidates)
+    return replace(plan, reason=reason)
 
 
 def _break_ties(ranked: list[Candidate]) -> list[Candidate]:

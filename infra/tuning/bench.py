@@ -362,6 +362,8 @@ def render_layout_bench(target: BenchTarget, sweep: LayoutSweep, opts: BenchOpti
         raise UserError(problems)
     selector = bench_selector(target.model, sweep.layout)
     engine_labels = {**bench_labels(target.model, sweep.layout, opts.run_id, "engine"), **selector}
+    if getattr(sweep.layout, "disaggregated", False):
+        return _render_pd_bench(target, spec, sweep, opts, engine_labels)
 
     # The model service renderer's labels and selectors are production's contract (router,
     # monitors, PDB, Service): replaced wholesale, not extended.
@@ -394,6 +396,29 @@ def render_layout_bench(target: BenchTarget, sweep: LayoutSweep, opts: BenchOpti
 
     job = _render_job(target, spec, sweep, opts, selector)
     return [deployment, service, headless, job]
+
+
+def _render_pd_bench(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: LayoutSweep, opts: BenchOptions, labels: dict) -> list[dict]:
+    """A P/D layout under test: its prefill and decode engines and P/D router, as production renders
+    them (render/pd_service.py) under the bench name, the bench labels added (the selectors of the
+    P/D objects are theirs), and the sweep Job against the router. The headless Service the Job
+    waits on lists the decode engines."""
+    from infra.render.pd_service import PD_ROLE_LABEL, PdServiceSpec, render_pd_service
+
+    objects = [o for o in render_pd_service(PdServiceSpec(spec, sweep.layout, units=1)) if o["kind"] != "PodDisruptionBudget"]
+    objects = [o for o in objects if o["kind"] != "Job"]  # the bench prefetches weights itself
+    for obj in objects:
+        obj["metadata"]["labels"] = {**obj["metadata"].get("labels", {}), **labels}
+        obj["metadata"].pop("annotations", None)
+    decode = {**ms.selector_labels(spec.name), PD_ROLE_LABEL: "decode"}
+    headless = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{spec.name}-pods", "namespace": spec.namespace, "labels": dict(labels)},
+        "spec": {"clusterIP": "None", "selector": decode,
+                 "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}]},
+    }
+    return [*objects, headless, _render_job(target, spec, sweep, opts, decode)]
 
 
 def job_name(spec: ms.ModelServiceSpec) -> str:

@@ -122,7 +122,7 @@ INVALID = [
     ("ep on a dense model", "dev", _set("models[0].layout", {"tp": 1, "ep": True}), "models[0].layout", "mixture-of-experts"),
     ("replicas x tp exceeds GPUs", "prod", _set("models[0].layout", {"tp": 4, "ep": True, "replicas_per_node": 3}), "models[0].layout", "GPUs"),
     ("weights do not fit", "staging", _both(_set("gpu_pools[0].size", "gpu-mi300x1-192gb"), _set("models[0].layout", {"tp": 1})), "models[0].layout", "exceed"),
-    ("layout neither auto nor mapping", "prod", _set("models[0].layout", "fast"), "models[0].layout", "'auto' or a mapping"),
+    ("layout neither auto nor mapping", "prod", _set("models[0].layout", "fast"), "models[0].layout", "use 'auto', a P/D layout name"),
     ("plain-text secret", "prod", _set("api_key", "sk-123"), "inference-platform:api_key", "plain text"),
     ("plain-text provider token", "prod", lambda v: v.__setitem__("digitalocean:token", "dop_v1_abc"), "digitalocean:token", "plain text"),
     ("model id without org", "prod", _set("models[0].source", "Qwen3-235B"), "models[0].source", "Hugging Face model id"),

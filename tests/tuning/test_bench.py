@@ -619,3 +619,28 @@ def test_the_sweep_records_time_to_ready_and_weights_source_in_every_result():
     assert '"ready_seconds=$READY_SECONDS"; then' in script
     assert "weights_source=nfs" in script
     assert spec["automountServiceAccountToken"] is False
+
+
+def test_a_pd_layout_benches_like_any_other_behind_its_router():
+    from infra.domain import PdLayout
+
+    pd = PdLayout(1, 4, 1, 4, True, True, 8, kv_cache_dtype="fp8", decode_max_num_seqs=128, max_model_len=4096)
+    bundle = _bundle(layouts=(LAYOUT, pd))
+    (objs,) = [objs for name, objs in bundle.layouts if name.endswith(pd.name)]
+    for obj in objs:
+        kubernetes_validate.validate(obj, "1.33", strict=True)
+    names = {o["metadata"]["name"] for o in objs}
+    bench_name = bench.bench_name("qwen3-235b", pd)
+    assert {f"{bench_name}-engine-prefill", f"{bench_name}-engine-decode", f"{bench_name}-pd-router", bench_name} <= names
+    job = [o for o in objs if o["kind"] == "Job"][0]
+    assert job["metadata"]["annotations"]["inference-platform/layout"] == pd.name
+    assert f"http://{bench_name}.inference.svc.cluster.local:8000" in json.dumps(job)
+
+
+def test_the_planner_offers_pd_layouts_to_the_sweep():
+    from infra.catalog.models import resolve_model
+
+    target = _target()
+    planner = bench_cmd._Planner(resolve_model(target.service.source), target.service.gpu, target.workload, target.slo, None)
+    cand = planner.for_pd("p1tp4-ep-d1tp4-ep")
+    assert cand is not None and cand.fits and cand.goodput_rps_per_node > 0
