@@ -37,6 +37,7 @@ Service (TLS with a DO certificate id, source allow-list, health-check tuning).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -324,6 +325,11 @@ def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
     return init, [router, registrar], volumes
 
 
+def _files_digest(spec: RouterSpec) -> str:
+    files = [REGISTRAR_FILE] + ([] if spec.image else [LOCK_FILE])
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
+
+
 def render_router_deployment(spec: RouterSpec) -> dict:
     init, containers, volumes = _containers(spec)
     pod: dict = {
@@ -355,7 +361,9 @@ def render_router_deployment(spec: RouterSpec) -> dict:
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": router_selector()},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {"metadata": {"labels": router_labels(spec)}, "spec": pod},
+            # The registrar script and the lock are read at start: a change of either rolls the pods.
+            "template": {"metadata": {"labels": router_labels(spec), "annotations": {
+                "inference-platform/router-files-sha256": _files_digest(spec)}}, "spec": pod},
         },
     }
 

@@ -162,6 +162,17 @@ def test_the_lock_pins_vllm_router_by_pypi_sha256():
     assert {"vllm-router", "setproctitle", "aiohttp", "orjson", "uvicorn", "fastapi"} <= set(pins)
 
 
+def test_a_changed_registrar_or_lock_rolls_the_router_pods(monkeypatch, tmp_path):
+    import infra.render.router as r
+
+    before = render_router_deployment(spec())["spec"]["template"]["metadata"]["annotations"]
+    changed = tmp_path / "router_registrar.py"
+    changed.write_text(r.REGISTRAR_FILE.read_text() + "\n# changed\n")
+    monkeypatch.setattr(r, "REGISTRAR_FILE", changed)
+    after = render_router_deployment(spec())["spec"]["template"]["metadata"]["annotations"]
+    assert before.keys() == after.keys() and before != after
+
+
 def test_image_override_skips_the_install():
     objects = render_router(spec(image="registry.example.com/vllm-router:0.1.17"))
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
