@@ -1,7 +1,7 @@
-"""The request router in front of one model's replicas, and its optional public endpoint.
+"""The environment's one request router (vllm-router, all models) and its optional public endpoint.
 
-Thin: manifests come from `infra.render.router`. Kind `service` creates no router (clients use
-the model's Service) but may still add the public load balancer in front of the engines.
+Thin: manifests come from `infra.render.router`. Kind `service` creates nothing (clients use each
+model's Service; the config refuses `public` with it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import pulumi_kubernetes as k8s
 
 from infra.render.router import (
     RouterSpec,
+    render_install_configmap,
     render_public_service,
+    render_registrar_configmap,
     render_role,
     render_role_binding,
     render_router_deployment,
@@ -26,12 +28,12 @@ from infra.render.router import (
 
 @dataclass(frozen=True)
 class RouterArgs:
-    """Inputs of one model's router.
+    """Inputs of the environment's router.
 
-    spec: kind, replicas, exposure; `spec.api_key_secret` must name the Secret the model service
-        created (ModelService.spec.api_key_secret) when the endpoint is public.
+    spec: kind, models, replicas, exposure; `spec.api_key_secret` must name a Secret a model
+        service created (ModelService.spec.api_key_secret).
     provider: the cluster's Kubernetes provider.
-    depends_on: the model service (its API-key Secret must exist before router pods start).
+    depends_on: the model services (their API-key Secrets must exist before router pods start).
     """
 
     spec: RouterSpec
@@ -40,13 +42,14 @@ class RouterArgs:
 
 
 class Router(pulumi.ComponentResource):
-    """ServiceAccount + read-only Role → router Deployment + PDB + Service; public LB optional."""
+    """ServiceAccount + read-only Role + registrar/install ConfigMaps → Deployment + PDB + Service;
+    public LB optional."""
 
     spec: RouterSpec
     deployment: k8s.apps.v1.Deployment | None
     service: k8s.core.v1.Service | None
     public_service: k8s.core.v1.Service | None
-    endpoint: str | None  # in-cluster base URL (None for kind `service`: use the model's)
+    endpoint: str | None  # in-cluster base URL (None for kind `service`: use each model's)
     public_address: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: RouterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -75,12 +78,19 @@ class Router(pulumi.ComponentResource):
                 subjects=binding["subjects"],
                 opts=child_opts(depends_on=[account, role_res]),
             )
+            maps = [render_registrar_configmap(spec)] + ([] if spec.image else [render_install_configmap(spec)])
+            map_res = [
+                k8s.core.v1.ConfigMap(
+                    f"{name}-{cm['metadata']['name']}", metadata=cm["metadata"], data=cm["data"], opts=child_opts()
+                )
+                for cm in maps
+            ]
             deployment = render_router_deployment(spec)
             self.deployment = k8s.apps.v1.Deployment(
                 f"{name}-deployment",
                 metadata=deployment["metadata"],
                 spec=deployment["spec"],
-                opts=child_opts(depends_on=[binding_res]),
+                opts=child_opts(depends_on=[binding_res, *map_res]),
             )
             pdb = render_router_pdb(spec)
             k8s.policy.v1.PodDisruptionBudget(
@@ -90,18 +100,18 @@ class Router(pulumi.ComponentResource):
             self.service = k8s.core.v1.Service(
                 f"{name}-service", metadata=service["metadata"], spec=service["spec"], opts=child_opts()
             )
-            self.endpoint = f"http://{spec.name}.{spec.namespace}.svc.cluster.local/v1"
+            self.endpoint = f"{spec.internal_url}/v1"
 
-        if spec.public:
-            public = render_public_service(spec)
-            self.public_service = k8s.core.v1.Service(
-                f"{name}-public",
-                metadata=public["metadata"],
-                spec=public["spec"],
-                # The DO load balancer takes a few minutes to get an address.
-                opts=child_opts(custom_timeouts=pulumi.CustomTimeouts(create="20m", update="20m")),
-            )
-            self.public_address = self.public_service.status.apply(_ingress_address)
+            if spec.public:
+                public = render_public_service(spec)
+                self.public_service = k8s.core.v1.Service(
+                    f"{name}-public",
+                    metadata=public["metadata"],
+                    spec=public["spec"],
+                    # The DO load balancer takes a few minutes to get an address.
+                    opts=child_opts(custom_timeouts=pulumi.CustomTimeouts(create="20m", update="20m")),
+                )
+                self.public_address = self.public_service.status.apply(_ingress_address)
 
         self.register_outputs({"endpoint": self.endpoint, "public_address": self.public_address})
 

@@ -710,17 +710,35 @@ class GatewayConfig(_Strict):
 
 
 class RouterConfig(_Strict):
-    """The request router in front of each model's replicas."""
+    """The one request router in front of every model of the environment."""
 
     kind: Literal["service", "session", "prefix", "round-robin", "gateway"] = Field(
         "session",
-        description="service: kube-proxy balancing to the model Service; session/prefix/round-robin: the vLLM production-stack router; gateway: one Gateway API gateway with an endpoint picker per model (router.gateway).",
+        description=(
+            "service: clients use each model's ClusterIP Service (kube-proxy balancing); session/prefix/round-robin: "
+            "one vLLM router (vllm-router 0.1.17) for all models, routing by the request's `model` with policy "
+            "consistent_hash on x-session-id / cache_aware / round_robin; gateway: one Gateway API gateway with an "
+            "endpoint picker per model (router.gateway)."
+        ),
     )
-    session_header: HeaderName = Field("x-session-id", description="HTTP header that pins a conversation to a replica (kind: session); letters, digits and - only, at most 64 characters.")
+    session_header: HeaderName = Field(
+        "x-session-id",
+        description=(
+            "HTTP header that pins a conversation to a replica (kind: session). vllm-router hashes x-session-id "
+            "and has no flag to rename it: only x-session-id is accepted."
+        ),
+    )
     replicas: int = Field(2, ge=1, le=20, description="Router replicas (kind gateway: gateway proxy replicas); a PodDisruptionBudget keeps one up.")
-    public: bool = Field(False, description="Expose through a DigitalOcean LoadBalancer (requires the api_key secret).")
+    public: bool = Field(False, description="Expose through one DigitalOcean LoadBalancer (requires the api_key secret).")
     tls_certificate_id: str | None = Field(None, description="DO certificate id for TLS termination on the LoadBalancer.")
     allowed_source_cidrs: list[Cidr] = Field(default_factory=list, description="LoadBalancer source allow-list; empty: open.")
+    image: str | None = Field(
+        None,
+        description=(
+            "An image with vllm-router 0.1.17 on PATH (build images/vllm-router/Dockerfile; explicit tag, not latest). "
+            "Default: the pinned Python image installs the hash-locked wheels in an initContainer."
+        ),
+    )
     gateway: GatewayConfig = Field(default_factory=GatewayConfig, description="The gateway of router.kind gateway.")
 
 
@@ -1509,6 +1527,11 @@ def _check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> t
             required.append("alert_webhook_url")
     if raw.router.public and raw.router.kind == "service":
         problems.append(Problem(NS + "router.public", "true needs a router (kind session, prefix, round-robin or gateway) to check the API key; kind 'service' exposes vLLM directly"))
+    if raw.router.kind == "session" and raw.router.session_header.lower() != "x-session-id":
+        problems.append(Problem(NS + "router.session_header", f"{raw.router.session_header!r}: vllm-router 0.1.17 keys sessions on x-session-id and has no flag to rename the header; use x-session-id (clients send that header)"))
+    image = raw.router.image
+    if image is not None and (":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest") or not image.strip() or any(c.isspace() for c in image)):
+        problems.append(Problem(NS + "router.image", f"{image!r} is not a pinned image reference; give an image built from images/vllm-router/Dockerfile with an explicit tag other than latest"))
     if raw.router.tls_certificate_id and not raw.router.public:
         problems.append(Problem(NS + "router.tls_certificate_id", "applies only with router.public: true (TLS terminates on the public load balancer)"))
     return problems, tuple(required)

@@ -3,7 +3,7 @@
 Nothing is decided here. Every spec comes from `plan_stack`; this function wires the specs to
 the Pulumi handles each component needs (the VPC id, the cluster's Kubernetes provider, the
 secrets, what to wait for), in dependency order: network → cluster → GPU pools → GPU runtime →
-namespace and weight cache → model services → routers → observability → autoscaling → project.
+namespace and weight cache → model services → the router → observability → autoscaling → project.
 The real program (`infra/__main__.py`) and the offline plan (`infra plan`, under the mock
 runtime) both call it with the same plan value.
 """
@@ -85,7 +85,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
         )
     weight_deps = [r for r in (cache, bucket, prepull) if r is not None]
     services = []
-    for model, service_spec, router_spec in zip(plan.models, plan.services, plan.routers, strict=True):
+    for model, service_spec in zip(plan.models, plan.services, strict=True):
         service = ModelService(
             f"{plan.stack}-model-{service_spec.name}",
             ModelServiceArgs(
@@ -98,13 +98,13 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             pulumi.ResourceOptions(deleted_with=cluster.cluster),
         )
         services.append(service)
-        if plan.gateway is not None:
-            continue  # router.kind gateway: the gateway below is every model's front door
-        Router(
-            f"{plan.stack}-router-{service_spec.name}",
+    router = gateway = None
+    if plan.gateway is None:  # router.kind gateway: the gateway below is every model's front door
+        router = Router(
+            f"{plan.stack}-router",
             # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on
             # destroy so that DOKS removes the DO load balancer (docs/architecture.md).
-            RouterArgs(spec=router_spec, provider=cluster.provider, depends_on=[service]),
+            RouterArgs(spec=plan.router, provider=cluster.provider, depends_on=services),
         )
     monitoring = None
     if plan.observability is not None:
@@ -120,7 +120,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             pulumi.ResourceOptions(depends_on=services),
         )
     if plan.gateway is not None:
-        InferenceGateway(
+        gateway = InferenceGateway(
             plan.gateway.name,
             # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on destroy.
             InferenceGatewayArgs(
@@ -149,4 +149,9 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
         "kubeconfig": cluster.kubeconfig,
         "layouts": {m.config.name: m.layout.name for m in plan.models},
         "endpoints": {s.spec.name: s.endpoint for s in services},
+        "front_door": (
+            {"url": router.endpoint, "public_address": router.public_address}
+            if router is not None
+            else {"url": gateway.endpoint if gateway is not None else None}
+        ),
     }

@@ -39,12 +39,14 @@ class Plan:
     models: list[dict[str, Any]] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
+    front_door: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "stack": self.stack,
             "project": self.project,
             "summary": self.summary,
+            "front_door": self.front_door,
             "cost": self.cost,
             "models": self.models,
             "resources": self.resources,
@@ -62,6 +64,7 @@ class Plan:
             models=data.get("models", []),
             cost=data.get("cost", {}),
             summary=data.get("summary", {}),
+            front_door=data.get("front_door", {}),
         )
 
 
@@ -98,13 +101,13 @@ def build_plan(stack: str, root: Path | None = None) -> Plan:
     cfg = load_stack_file(stack, project_root(root))
     plan = plan_stack(cfg)
     resources, notes = record_stack_plan(plan)
-    summary_extra = {"front_door": plan.front_door} if plan.front_door is not None else {}
     return Plan(
         stack=stack,
         project=PROJECT,
         resources=resources,
         models=plan.models_json(),
         cost=plan.cost_json(),
+        front_door=plan.front_door.to_json(),
         summary={
             "environment": cfg.environment,
             "region": cfg.region,
@@ -114,7 +117,6 @@ def build_plan(stack: str, root: Path | None = None) -> Plan:
             "pools": plan.pools_json(),
             "secrets_to_set": cfg.missing_secrets,
             "notes": notes,
-            **summary_extra,
         },
     )
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, StringConstraints
 
 from infra.errors import json_kind
+from infra.front_door import endpoint_changes
 from infra.json_shapes import Shape, ShapeError, expected, validate
 from infra.offline import mock_id, money
 
@@ -83,12 +84,14 @@ class PlanDiff:
     changed: list[ResourceChange]
     model_changes: list[tuple[str, Any, Any]]
     cost_change: tuple[Any, Any] | None
+    endpoint_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
     old_index: dict = field(default_factory=dict, repr=False)
     new_index: dict = field(default_factory=dict, repr=False)
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed or self.model_changes or self.cost_change)
+        return not (self.added or self.removed or self.changed or self.model_changes or self.cost_change
+                    or self.endpoint_changes)
 
     def dangerous(self) -> list[str]:
         """One line per replacement or deletion of a stateful or protected resource."""
@@ -248,7 +251,8 @@ def diff_plans(old: dict, new: dict) -> PlanDiff:
     if tuple(oc.get(k) for k in cost_key) != tuple(nc.get(k) for k in cost_key):
         cost_change = (tuple(oc.get(k) for k in cost_key), tuple(nc.get(k) for k in cost_key))
     stack = new.get("stack") or old.get("stack", "?")
-    return PlanDiff(stack, added, removed, changed, model_changes, cost_change, old_index, new_index)
+    endpoint = endpoint_changes(old.get("front_door") or None, new.get("front_door") or None)
+    return PlanDiff(stack, added, removed, changed, model_changes, cost_change, endpoint, old_index, new_index)
 
 
 def _fmt(value: Any, limit: int = 80) -> str:
@@ -276,6 +280,11 @@ def render_markdown(diff: PlanDiff, *, max_paths: int = 25) -> str:
     if danger:
         lines += ["> [!CAUTION]", f"> **{len(danger)} stateful or protected resource(s) would be replaced or deleted.**", ""]
         lines += ["#### Replacements and deletions", ""] + [f"- {d}" for d in danger] + [""]
+    if diff.endpoint_changes:
+        lines += ["> [!WARNING]", "> **Endpoint change: clients must follow the front door** (router kind, URL or models).", ""]
+        lines += ["#### Front door", "", "| field | before | after |", "|---|---|---|"]
+        lines += [f"| {f} | {_fmt(a)} | {_fmt(b)} |" for f, a, b in diff.endpoint_changes]
+        lines.append("")
     lines += [counts, ""]
     if diff.model_changes:
         lines += ["#### Model layouts", "", "| model | before | after |", "|---|---|---|"]
@@ -355,6 +364,7 @@ class PlanFile(Shape):
     resources: list[PlanResource] = expected("a list of resources")
     models: list[PlanModel] | None = expected("a list", None)
     cost: dict[str, Any] | None = expected("an object", None)
+    front_door: dict[str, Any] | None = expected("an object", None)
 
 
 def plan_shape_problems(data: Any) -> list[tuple[str, str]]:

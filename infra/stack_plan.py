@@ -19,6 +19,7 @@ from infra.catalog.cpu_sizes import CPU_PRICES_AS_OF, CPU_USD_PER_MONTH, HA_CONT
 from infra.catalog.epp import preset_weights
 from infra.catalog.gpus import GPU_SIZES, HOURS_PER_MONTH
 from infra.catalog.models import ModelArch, resolve_model
+from infra.catalog.vllm_flags import VLLM_PORT
 from infra.config import (
     NS,
     PROJECT,
@@ -31,6 +32,7 @@ from infra.config import (
 )
 from infra.domain import Layout, Provenance
 from infra.errors import ConfigError, Problem
+from infra.front_door import FrontDoor, public_base_url
 from infra.planner import (
     ModelPlan,
     ReadinessPlan,
@@ -48,7 +50,7 @@ from infra.render.autoscaling import (
     scale_up_policy,
 )
 from infra.render.epp import FAILURE_MODES, PoolSpec, selection_conflicts
-from infra.render.gateway import GatewaySpec, gateway_front_door, request_timeout_seconds
+from infra.render.gateway import GatewaySpec, gateway_front_door, route_timeout_seconds
 from infra.render.model_cache import MODEL_CACHE_PVC_NAME
 from infra.render.model_service import (
     CacheSpec,
@@ -60,7 +62,7 @@ from infra.render.model_service import (
     render_namespace,
 )
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec, prometheus_url
-from infra.render.router import RouterSpec
+from infra.render.router import POLICY_WHY, RoutedModel, RouterSpec, router_timeout_seconds
 from infra.render.slo_rules import ObservedModel, slo_bucket_warnings
 from infra.render.warm_start import (
     SPACES_READ_SECRET,
@@ -152,15 +154,15 @@ class StackPlan:
     namespace: dict[str, Any]  # the inference namespace object
     model_cache: ModelCacheSpec | None
     services: tuple[ModelServiceSpec, ...]  # one per model, same order
-    routers: tuple[RouterSpec, ...]  # one per model, same order
+    router: RouterSpec  # the one router of the environment (kind service: renders nothing)
+    front_door: FrontDoor
     observability: ObservabilitySpec | None
     autoscaling: AutoscalingSpec | None
     project: ProjectSpec
     problems: tuple[Problem, ...] = field(default=())
     weight_bucket: WeightBucketSpec | None = None  # model_cache.kind spaces
     prepull: ImagePrepullSpec | None = None  # image pre-pull DaemonSets on the GPU pools
-    gateway: GatewaySpec | None = None  # router.kind gateway (issue 17): replaces the routers
-    front_door: dict[str, Any] | None = None  # router.kind gateway: gateway_front_door(gateway)
+    gateway: GatewaySpec | None = None  # router.kind gateway (issue 17): replaces the router
 
     @property
     def stack(self) -> str:
@@ -327,7 +329,13 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         model_service_spec(m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node")
         for m in models
     )
-    routers = tuple(router_spec(cfg, s) for s in services)
+    router = router_spec(cfg, models, services, cluster.system_node_selector)
+    if router.uses_router and router.public and not router.allowed_source_cidrs:
+        notes = [*notes, (
+            "router.public without allowed_source_cidrs: vllm-router 0.1.17's admin routes (/workers, "
+            "/flush_cache) have no authentication; restrict the load balancer to your clients' CIDRs "
+            "(docs/serving.md#authentication)"
+        )]
     observability = None
     if cfg.observability.enabled:
         obs = cfg.observability
@@ -368,7 +376,8 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         namespace=render_namespace(INFERENCE_NAMESPACE),
         model_cache=cache,
         services=services,
-        routers=routers,
+        router=router,
+        front_door=gateway_front_door(gateway) if gateway is not None else front_door(router, services),
         observability=observability,
         autoscaling=autoscaling,
         project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=env),
@@ -376,7 +385,6 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         weight_bucket=bucket,
         prepull=image_prepull_spec(prefix, services),
         gateway=gateway,
-        front_door=gateway_front_door(gateway) if gateway is not None else None,
     )
 
 
@@ -706,23 +714,45 @@ def model_service_spec(
     )
 
 
-def router_spec(cfg: StackConfig, service: ModelServiceSpec) -> RouterSpec:
-    """The router of one model. Its API-key Secret is the one the model service creates.
-    Under router.kind gateway no router is declared (the gateway is the front door)."""
+def router_spec(cfg: StackConfig, models: list[ModelFacts], services: tuple[ModelServiceSpec, ...],
+                node_selector: dict[str, str]) -> RouterSpec:
+    """The environment's one router, serving every model. The engines' API-key Secrets all hold the
+    stack's one `api_key`; the router reads the first model's (its Deployment waits for them all).
+    Under router.kind gateway no router is declared (the gateway is the front door): kind service."""
     r = cfg.router
+    keys = [s.api_key_secret for s in services if s.api_key_secret]
     if r.kind == "gateway":
-        return RouterSpec(model=service.name, kind="service", namespace=INFERENCE_NAMESPACE)
+        return RouterSpec(models=tuple(RoutedModel(s.name, s.served_model_name) for s in services), kind="service",
+                          namespace=INFERENCE_NAMESPACE)
     return RouterSpec(
-        model=service.name,
+        models=tuple(RoutedModel(s.name, s.served_model_name) for s in services),
         kind=r.kind,
-        session_header=r.session_header,
         replicas=r.replicas,
         namespace=INFERENCE_NAMESPACE,
         public=r.public,
         tls_certificate_id=r.tls_certificate_id,
         allowed_source_cidrs=tuple(r.allowed_source_cidrs),
-        api_key_secret=service.api_key_secret,
+        api_key_secret=keys[0] if keys else None,
+        image=r.image,
+        request_timeout_s=router_timeout_seconds(
+            [(m.config.slo.ttft_p90_ms, m.config.slo.tpot_p90_ms, m.config.workload.output_tokens) for m in models]
+        ),
+        node_selector=dict(node_selector),
     )
+
+
+def front_door(router: RouterSpec, services: tuple[ModelServiceSpec, ...]) -> FrontDoor:
+    """Where clients go: the router's Service (and load balancer), or each model's Service."""
+    served = tuple(sorted(s.served_model_name for s in services))
+    if router.uses_router:
+        urls: tuple[str, ...] = (f"{router.internal_url}/v1",)
+        routing = f"vllm-router {router.policy}, by the request's model"
+    else:
+        urls = tuple(f"http://{s.name}.{s.namespace}.svc.cluster.local:{VLLM_PORT}/v1" for s in services)
+        routing = "kube-proxy (per connection)"
+    public = f"{public_base_url(bool(router.tls_certificate_id))}/v1" if router.public else None
+    return FrontDoor(kind=router.kind, urls=urls, public_url=public, models=served, routing=routing,
+                     why=POLICY_WHY[router.kind])
 
 
 # --------------------------------------------------------------------------- cold start (issue 20)
@@ -829,7 +859,7 @@ def gateway_pool_specs(cfg: StackConfig, services: tuple[ModelServiceSpec, ...],
                 namespace=INFERENCE_NAMESPACE,
                 session_header=cfg.router.session_header,
                 failure_mode=FAILURE_MODES[gw.failure_mode],
-                request_timeout_seconds=request_timeout_seconds(model.slo.ttft_p90_ms, model.slo.tpot_p90_ms, model.workload.output_tokens),
+                request_timeout_seconds=route_timeout_seconds(model.slo.ttft_p90_ms, model.slo.tpot_p90_ms, model.workload.output_tokens),
                 objectives=tuple((o.name, o.priority) for o in gw.objectives if o.model == s.name),
                 system_node_selector=dict(system_node_selector),
             )

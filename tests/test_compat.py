@@ -27,7 +27,7 @@ def test_every_in_cluster_pin_has_a_matrix_entry():
         "CERT_MANAGER_CHART_VERSION",
         "ROCM_DEVICE_PLUGIN_IMAGE",
         "ROCM_NODE_LABELLER_IMAGE",
-        "ROUTER_IMAGE",
+        "ROUTER_BASE_IMAGE",
         "VLLM_IMAGE_ROCM",
         "VLLM_IMAGE_CUDA",
     }

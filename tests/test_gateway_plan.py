@@ -57,11 +57,11 @@ def _types(plan, suffix):
 
 
 def test_staging_gateway_plans_with_a_front_door(staging):
-    door = staging.summary["front_door"]
-    assert door["kind"] == "gateway" and door["url"] == "http://inference-gateway.inference.svc.cluster.local/v1"
+    door = staging.to_dict()["front_door"]
+    assert door["kind"] == "gateway" and door["urls"] == ["http://inference-gateway.inference.svc.cluster.local/v1"]
     assert door["models"] == ["Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"]  # the served model name clients send
     assert door["routing"] == "EPP: prefix+queue+kv scorers"
-    assert door["authentication"] == "api-key" and door["public_url"] is None
+    assert "API key checked at the gateway" in door["why"] and door["public_url"] is None
     assert any("api_key" in s for s in staging.summary["secrets_to_set"])  # the gateway checks keys
     # no production-stack router under kind gateway
     assert not [r for r in staging.resources if r["type"] == "inference-platform:router:Router"]
@@ -72,11 +72,11 @@ def test_gateway_plan_is_byte_identical_across_runs(staging, tmp_path):
     assert _variant(tmp_path, "staging").to_json() == staging.to_json()
 
 
-def test_committed_stacks_have_no_front_door_key():
-    """The plan JSON of the shipped stacks (router kind session) is unchanged by this feature."""
+def test_committed_stacks_front_door_is_the_router():
+    """The shipped stacks (router kind session) keep the one vLLM router as their front door."""
     from tests.conftest import plan_of
 
-    assert "front_door" not in plan_of("staging").summary
+    assert plan_of("staging").to_dict()["front_door"]["kind"] == "session"
 
 
 def test_pins_are_what_the_fixtures_were_read_at():
@@ -170,7 +170,7 @@ def test_prod_has_one_gateway_and_one_endpoint_for_both_models(prod):
     svc = params["spec"]["service"]
     assert svc["spec"]["type"] == "LoadBalancer" and svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
     assert svc["metadata"]["annotations"]["service.beta.kubernetes.io/do-loadbalancer-certificate-id"] == "cert-123"
-    door = prod.summary["front_door"]
+    door = prod.to_dict()["front_door"]
     assert len(door["models"]) == 2 and door["public_url"].startswith("https://")
     assert not [r for r in prod.resources if r["type"] == "inference-platform:router:Router"]
 
@@ -257,8 +257,8 @@ def test_plan_text_shows_the_front_door(staging):
     from infra.commands.plan import render_summary
 
     text = render_summary(staging, terminal=False)
-    assert "Front door: gateway at http://inference-gateway.inference.svc.cluster.local/v1" in text
-    assert "routing: EPP: prefix+queue+kv scorers" in text
+    assert "kind gateway: EPP: prefix+queue+kv scorers" in text
+    assert "internal: http://inference-gateway.inference.svc.cluster.local/v1" in text
 
 
 def test_diff_from_the_router_to_the_gateway(staging):

@@ -52,10 +52,15 @@ KEDA_CHART_REPO = "https://kedacore.github.io/charts"
 KEDA_CHART = "keda"
 KEDA_CHART_VERSION = "2.18.3"
 
-# vLLM production-stack request router (session / prefix-aware / round-robin routing). Tags are
-# `v<helm chart version>`, published by the project's scheduled release workflow; CLI flags used:
-# --service-discovery k8s, --k8s-label-selector, --routing-logic, --session-key.
-ROUTER_IMAGE = "lmcache/lmstack-router:v0.1.12"
+# The vLLM project's Rust request router (vllm-project/router), PyPI `vllm-router`: the build
+# tests/e2e runs. No `vllm/vllm-router:v0.1.17` Docker tag could be confirmed, so the router pod
+# runs the pinned Python base image and installs the hash-locked wheel set
+# images/vllm-router/requirements.txt (vllm-router's wheel is cp38-abi3 manylinux_2_28 x86_64;
+# its dependencies are locked for CPython 3.12) in an initContainer; `router.image` overrides it
+# with an image built from images/vllm-router/Dockerfile. The registrar sidecar runs the same
+# base image (stdlib only).
+ROUTER_VERSION = "0.1.17"
+ROUTER_BASE_IMAGE = "python:3.12-slim-bookworm"
 
 # The llm-d request path (`router.kind: gateway`, infra/render/gateway.py and epp.py); the
 # pins move together, each read at its tag:

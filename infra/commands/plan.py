@@ -21,6 +21,7 @@ from infra.catalog.doks import is_exact_version
 from infra.commands import tables
 from infra.commands.files import check_output_dir, check_output_file, write_failed
 from infra.errors import Problem, UserError
+from infra.front_door import FrontDoor
 from infra.offline import Plan, build_plan, kubernetes_objects, money
 
 # Lists the files `infra plan --out` wrote into a directory; nothing else there is ever removed.
@@ -137,6 +138,9 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
             price = "contract price not set"
         pools.append((p["name"], p["size"], f"{p['gpus_per_node']}×{p['gpu']}", count, price))
     lines += ["GPU pools:", tables.render(("pool", "size", "GPUs per node", "nodes", "price"), pools, terminal=terminal)]
+    if plan.front_door:
+        lines += ["", "Front door:"] + FrontDoor(**{**plan.front_door, "urls": tuple(plan.front_door["urls"]),
+                                                     "models": tuple(plan.front_door["models"])}).lines()
     lines += ["", "Models:"]
     for m in plan.models:
         pred = m["predicted"]
@@ -166,12 +170,6 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
             lines.append("    why: " + m["reason"])
         if m.get("alternatives"):
             lines.append("    runners-up: " + ", ".join(m["alternatives"]))
-    door = s.get("front_door")
-    if door:  # router.kind gateway (issue 17); the lead unifies this with the router's front door
-        lines += ["", f"Front door: {door['kind']} at {door['url']}" + (f" (public: {door['public_url']})" if door.get("public_url") else "")]
-        lines.append(f"  serves: {', '.join(door['models'])}")
-        lines.append(f"  routing: {door['routing']}; authentication: {door['authentication']}")
-        lines.append(f"  why: {door['why']}")
     c = plan.cost
     lines += [
         "",

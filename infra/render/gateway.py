@@ -33,13 +33,14 @@ cloud-controller-manager/do/loadbalancers.go `buildRegionalNetworkForwardingRule
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from infra.catalog import versions
+from infra.front_door import FrontDoor
 from infra.render.epp import GATEWAY_GROUP, MODEL_HEADER, PoolSpec
 from infra.render.model_service import ANNOTATION_API_KEY_REQUIRED, API_KEY_KEY, NAMESPACE, PART_OF
 from infra.render.observability import MonitoringSettings
+from infra.render.timeouts import request_timeout_seconds
 
 AGW_API = "agentgateway.dev/v1alpha1"
 GATEWAY_NAME = "inference-gateway"
@@ -57,19 +58,12 @@ DO_LB = "service.beta.kubernetes.io/do-loadbalancer-"
 # DO's HTTP load balancer closes idle connections after 60 s by default; 600 s is its maximum.
 LB_IDLE_TIMEOUT_SECONDS = 600
 
-# Request timeouts: twice the time a completion four times the typical length takes when both
-# SLO limits are just met (first token at the TTFT limit, every further token at the TPOT limit),
-# rounded up to 10 s, at least 60 s. The factor 2 leaves room for queueing under load; the tail
-# of 4 covers long answers the typical length hides.
-TIMEOUT_OUTPUT_TAIL = 4
-TIMEOUT_FACTOR = 2
 MIN_REQUEST_TIMEOUT_SECONDS = 60
 
 
-def request_timeout_seconds(ttft_p90_ms: float, tpot_p90_ms: float, output_tokens: int) -> int:
-    """A model's route timeout from its SLO and output length (see TIMEOUT_*)."""
-    at_slo = ttft_p90_ms / 1000 + TIMEOUT_OUTPUT_TAIL * output_tokens * tpot_p90_ms / 1000
-    return max(MIN_REQUEST_TIMEOUT_SECONDS, 10 * math.ceil(TIMEOUT_FACTOR * at_slo / 10))
+def route_timeout_seconds(ttft_p90_ms: float, tpot_p90_ms: float, output_tokens: int) -> int:
+    """A model's route timeout (infra/render/timeouts.py), at least 60 s."""
+    return max(MIN_REQUEST_TIMEOUT_SECONDS, request_timeout_seconds(ttft_p90_ms, tpot_p90_ms, output_tokens))
 
 
 @dataclass(frozen=True)
@@ -283,9 +277,9 @@ def routing_summary(scorers: tuple[tuple[str, float], ...]) -> str:
     return "EPP: " + "+".join(_SCORER_SHORT.get(name, name) for name, _ in scorers) + " scorers"
 
 
-def gateway_front_door(spec: GatewaySpec) -> dict:
-    """The fields of the plan's front door for `router.kind: gateway` (pure; a plain dict so that
-    the plan JSON stays plain data): one URL for every model, which models, how it routes, why."""
+def gateway_front_door(spec: GatewaySpec) -> FrontDoor:
+    """The plan's front door for `router.kind: gateway`: one URL for every model, which models, how
+    it routes (the endpoint pickers' scorers and weights), how clients authenticate, and why."""
     scorers = spec.pools[0].scorers if spec.pools else ()
     weights = ", ".join(f"{name} {weight:g}" for name, weight in scorers)
     if spec.public:
@@ -293,18 +287,17 @@ def gateway_front_door(spec: GatewaySpec) -> dict:
         public_url = f"{scheme}://<load balancer address>:{port}/v1"
     else:
         public_url = None
-    return {
-        "kind": "gateway",
-        "url": spec.endpoint,
-        "public_url": public_url,
-        "models": [p.served_model_name for p in spec.pools],
-        "routing": routing_summary(scorers),
-        "scorer_weights": {name: weight for name, weight in scorers},
-        "authentication": "api-key" if spec.api_key_secret else "none",
-        "allowed_source_cidrs": list(spec.allowed_source_cidrs),
-        "why": (
+    auth = "API key checked at the gateway" if spec.api_key_secret else "no authentication at the gateway"
+    sources = f"; clients from {', '.join(spec.allowed_source_cidrs)}" if spec.allowed_source_cidrs else ""
+    return FrontDoor(
+        kind="gateway",
+        urls=(spec.endpoint,),
+        public_url=public_url,
+        models=tuple(sorted(p.served_model_name for p in spec.pools)),
+        routing=routing_summary(scorers),
+        why=(
             "one Agentgateway gateway (Gateway API + Inference Extension) for every model: the request body's "
             f"`model` selects the model's InferencePool, whose endpoint picker scores its engines ({weights}) "
-            "on prefix-cache hits, queue depth and KV-cache use"
+            f"on prefix-cache hits, queue depth and KV-cache use; {auth}{sources}"
         ),
-    }
+    )

@@ -4,7 +4,8 @@ dashboards (no Pulumi; `components/observability.py` turns these into resources)
 Scrape contract with the other renderers:
 - vLLM pods carry `app.kubernetes.io/name: vllm` and `inference-platform/model: <name>` and serve
   `/metrics` on the container port named `http` (8000).
-- Router pods carry `app.kubernetes.io/name: router` and the same model label.
+- The one router's pods carry `app.kubernetes.io/name: router` (no model label: it serves all models);
+  their vllm_router_* series come from the `metrics` port.
 - The AMD device-metrics exporter serves `/metrics` on container port 5000. Its pod labels differ
   between installs (DOKS add-on in kube-system, the upstream Helm chart's
   `app: <release>-amdgpu-metrics-exporter`, the GPU operator's `app.kubernetes.io/name:
@@ -122,7 +123,9 @@ class MonitoringSettings:
     alert_slack_channel: str | None = None
     runbook_url: str = RUNBOOK_DEFAULT
     scrape_interval: str = "15s"
-    router_metrics_port: str = "http"
+    # vllm-router serves its own vllm_router_* series on --prometheus-port (container port
+    # `metrics`); GET /metrics on its serving port is proxied to one engine (tests/e2e/test_router.py).
+    router_metrics_port: str = "metrics"
     grafana_storage_gib: int = 0  # 0: dashboards come from ConfigMaps, no state worth a volume
 
 
@@ -321,6 +324,14 @@ def render_pod_monitors(
     namespaces = sorted({m.namespace for m in models})
     monitors = []
     if namespaces:
+        # The engines carry their model's label; the one router serves every model and carries none.
+        selectors = {
+            "vllm": {
+                "matchLabels": {"app.kubernetes.io/name": "vllm"},
+                "matchExpressions": [{"key": "inference-platform/model", "operator": "Exists"}],
+            },
+            "router": {"matchLabels": {"app.kubernetes.io/name": "router", "app.kubernetes.io/part-of": "inference-platform"}},
+        }
         for component, port in (("vllm", "http"), ("router", settings.router_metrics_port)):
             monitors.append(
                 _pod_monitor(
@@ -328,10 +339,7 @@ def render_pod_monitors(
                     settings.namespace,
                     {
                         "namespaceSelector": {"matchNames": namespaces},
-                        "selector": {
-                            "matchLabels": {"app.kubernetes.io/name": component},
-                            "matchExpressions": [{"key": "inference-platform/model", "operator": "Exists"}],
-                        },
+                        "selector": selectors[component],
                         "podMetricsEndpoints": [
                             {
                                 "port": port,

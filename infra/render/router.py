@@ -1,64 +1,120 @@
-"""Kubernetes manifests for the request router in front of one model's vLLM replicas.
+"""Kubernetes manifests of the one request router in front of every model of an environment.
 
 Router kinds (stack config `router.kind`):
-  service       no router: clients use the model's ClusterIP Service; kube-proxy spreads
-                connections (not requests) over the replicas.
-  session       vLLM production-stack router, `--routing-logic session`: requests carrying the
-                same session header go to the same replica, whose prefix cache holds the chat.
-  prefix        `--routing-logic prefixaware`: requests sharing a prompt prefix go together.
-  round-robin   `--routing-logic roundrobin`: per-request balancing (better than per-connection).
+  service       no router: clients use each model's ClusterIP Service; kube-proxy spreads
+                connections (not requests) over its replicas.
+  session       vLLM router `--policy consistent_hash`: requests carrying the same `x-session-id`
+                header go to the same replica, whose prefix cache holds the conversation.
+  prefix        `--policy cache_aware`: requests sharing a prompt prefix go together (the router
+                keeps an approximate radix tree per worker), load-balanced past a threshold.
+  round-robin   `--policy round_robin`: per-request balancing (better than per-connection).
 
-The router discovers engines itself (`--service-discovery k8s`, whose default pod-IP discovery
-lists and watches pods matching the engine labels and asks each ready pod for its model), so it
-needs read-only, namespaced RBAC on pods and nothing else.
+The router is the vLLM project's Rust router, `vllm-router==0.1.17` (PyPI; vllm-project/router),
+the same build tests/e2e runs against real engines. One Deployment serves all models in IGW mode
+(`--enable-igw`): it keeps one worker pool per model id and routes each request by its `model`
+field. Its workers are registered by the registrar sidecar (`router_registrar.py`, shipped in a
+ConfigMap; why a sidecar: its docstring) with the served model name as the explicit `model_id`.
 
-Exposure: internal ClusterIP always; `public` adds a DigitalOcean Load Balancer Service
-(TLS with a DO certificate id, source allow-list, health-check tuning) and then requires an
-API key, enforced by the engines (clients send `Authorization: Bearer <key>`).
+Image: no `vllm/vllm-router:v0.1.17` tag is confirmed on Docker Hub (the release script pushes
+`v<version>` tags, but none could be checked), so the default is the pinned Python base image
+with an initContainer that installs a hash-locked wheel set (`images/vllm-router/requirements.txt`:
+vllm-router 0.1.17's manylinux x86_64 wheel and its Python dependencies, `pip install --no-deps
+--require-hashes`) into an emptyDir. `router.image` names an image built from
+`images/vllm-router/Dockerfile` (the same lock) instead: no install at pod start, no PyPI access.
+
+Authentication: vllm-router 0.1.17 passes the client's `Authorization` header through to the
+engine, which checks the key (`vllm serve --api-key`, from the Secret): no key or a wrong one is
+refused with 401 at the engine (verified in tests/e2e). `--api-key` is the key the router itself
+sends to workers (health checks). The router's own admin routes (`/workers`, `/add_worker`,
+`/flush_cache`, ...) have no authentication in 0.1.17 (its Python launcher does not pass
+`api_key_validation_urls` to the Rust core): a public endpoint should be restricted with
+`allowed_source_cidrs` (see docs/serving.md). The unauthenticated `/health`, `/liveness`,
+`/readiness` serve the Kubernetes probes.
+
+Exposure: internal ClusterIP `router` always; `public` adds one DigitalOcean Load Balancer
+Service (TLS with a DO certificate id, source allow-list, health-check tuning).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from infra.catalog import versions
-from infra.catalog.vllm_flags import VLLM_PORT
 from infra.render.model_service import (
     ANNOTATION_API_KEY_REQUIRED,
     API_KEY_KEY,
-    LABEL_MODEL,
     NAMESPACE,
     PART_OF,
     selector_labels,
 )
+from infra.render.timeouts import request_timeout_seconds
 
 ROUTER_PORT = 8001
-ROUTING_LOGIC = {"session": "session", "prefix": "prefixaware", "round-robin": "roundrobin"}
+METRICS_PORT = 29000  # vllm-router's --prometheus-port default
+ROUTER_NAME = "router"
 ROUTER_KINDS = ("service", "session", "prefix", "round-robin")
+POLICY = {"session": "consistent_hash", "prefix": "cache_aware", "round-robin": "round_robin"}
+POLICY_WHY = {
+    "service": "no router: kube-proxy spreads connections over each model's replicas",
+    "session": "consistent hash of the x-session-id header: a conversation stays on the replica holding its prefix cache",
+    "prefix": "cache-aware: requests sharing a prompt prefix go to the replica that cached it, load-balanced past a threshold",
+    "round-robin": "round robin per request: even load when prompts share little",
+}
+# consistent_hash reads the session from these headers, in order (vllm-project/router 0.1.17
+# src/policies/hash_key.rs); no flag renames them, so `router.session_header` must be the first.
+SESSION_HEADER = "x-session-id"
+REGISTRAR_FILE = Path(__file__).with_name("router_registrar.py")
+REGISTRAR_INTERVAL_SECONDS = 5
+LOCK_FILE = Path(__file__).resolve().parents[2] / "images" / "vllm-router" / "requirements.txt"
+INSTALL_DIR = "/opt/vllm-router"
 
 DO_LB = "service.beta.kubernetes.io/do-loadbalancer-"
 # DO's HTTP load balancer closes idle connections after 60 s by default; a long non-streamed
 # completion can be silent for minutes. 600 s is the maximum DO allows.
 LB_IDLE_TIMEOUT_SECONDS = 600
+REQUEST_TIMEOUT_MIN_SECONDS = 300
+REQUEST_TIMEOUT_MAX_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class RoutedModel:
+    """One model behind the router.
+
+    name: the platform model name (engine labels, its ClusterIP Service's name).
+    served_model_name: what clients put in `model` (`vllm serve --served-model-name`); the worker's
+        model id in the router.
+    """
+
+    name: str
+    served_model_name: str
+
+    @property
+    def engine_service(self) -> str:
+        return self.name  # infra.render.model_service.service_name
 
 
 @dataclass(frozen=True)
 class RouterSpec:
-    """The router of one model.
+    """The environment's router.
 
-    model: the model name (same as ModelServiceSpec.name); engines are found by its labels.
+    models: every model it serves (the registrar registers their ready engines).
     kind: service | session | prefix | round-robin.
-    session_header: HTTP header naming the session (kind `session`).
     replicas: router pods (two or more survive a node drain; a PDB keeps one up).
     public: add a DO Load Balancer; requires api_key_secret.
     tls_certificate_id: DO certificate id for HTTPS on 443 (HTTP on 80 then redirects).
     allowed_source_cidrs: client CIDRs allowed through the load balancer (empty = everyone).
-    api_key_secret: Secret (key `api-key`) the engines check; the router uses it to list models.
+    api_key_secret: a Secret (key `api-key`) holding the key the engines check; the router sends
+        it to the workers itself (`--api-key`); clients send their own, passed through.
+    image: an image with `vllm-router` on PATH (images/vllm-router/Dockerfile); None: the pinned
+        Python base image plus the hash-locked install in an initContainer.
+    request_timeout_s: `--request-timeout-secs`, sized from the slowest model's SLO and output.
+    node_selector: where the router pods run (the system pool).
     """
 
-    model: str
+    models: tuple[RoutedModel, ...]
     kind: str = "session"
-    session_header: str = "x-session-id"
     replicas: int = 2
     namespace: str = NAMESPACE
     public: bool = False
@@ -66,6 +122,8 @@ class RouterSpec:
     allowed_source_cidrs: tuple[str, ...] = ()
     api_key_secret: str | None = None
     image: str | None = None
+    request_timeout_s: int = 1800
+    node_selector: dict[str, str] = field(default_factory=dict)
 
     @property
     def uses_router(self) -> bool:
@@ -73,24 +131,34 @@ class RouterSpec:
 
     @property
     def name(self) -> str:
-        return f"{self.model}-router"
+        return ROUTER_NAME
 
     @property
-    def resolved_image(self) -> str:
-        return self.image or versions.ROUTER_IMAGE
+    def policy(self) -> str | None:
+        return POLICY.get(self.kind)
+
+    @property
+    def internal_url(self) -> str:
+        return f"http://{self.name}.{self.namespace}.svc.cluster.local"
 
 
-def router_selector(model: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "router", LABEL_MODEL: model}
+def router_timeout_seconds(slowest: list[tuple[float, float, int]]) -> int:
+    """`--request-timeout-secs` from (ttft_p90_ms, tpot_p90_ms, mean output tokens) per model: the
+    longest model's timeout (infra/render/timeouts.py) within [300 s, 3600 s]."""
+    need = [request_timeout_seconds(ttft, tpot, out) for ttft, tpot, out in slowest] or [0]
+    return int(min(REQUEST_TIMEOUT_MAX_SECONDS, max(REQUEST_TIMEOUT_MIN_SECONDS, max(need))))
+
+
+def router_selector() -> dict[str, str]:
+    return {"app.kubernetes.io/name": "router", "app.kubernetes.io/part-of": PART_OF}
 
 
 def router_labels(spec: RouterSpec) -> dict[str, str]:
     return {
-        "app.kubernetes.io/part-of": PART_OF,
+        **router_selector(),
         "app.kubernetes.io/managed-by": "pulumi",
         "app.kubernetes.io/component": "router",
-        "app.kubernetes.io/instance": spec.model,
-        **router_selector(spec.model),
+        "app.kubernetes.io/instance": spec.name,
     }
 
 
@@ -102,28 +170,56 @@ def _meta(name: str, spec: RouterSpec, annotations: dict | None = None) -> dict:
 
 
 def router_args(spec: RouterSpec) -> list[str]:
-    """Command line of the production-stack router (`vllm-router`, the image's entrypoint)."""
-    engine_selector = ",".join(f"{k}={v}" for k, v in selector_labels(spec.model).items())
+    """`vllm-router` arguments (every flag is checked against the 0.1.17 CLI in tests)."""
     args = [
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(ROUTER_PORT),
-        "--service-discovery",
-        "k8s",
-        "--k8s-namespace",
-        spec.namespace,
-        "--k8s-port",
-        str(VLLM_PORT),
-        "--k8s-label-selector",
-        engine_selector,
-        "--routing-logic",
-        ROUTING_LOGIC[spec.kind],
-    ]
-    if spec.kind == "session":
-        args += ["--session-key", spec.session_header]
-    args += ["--engine-stats-interval", "15", "--request-stats-window", "60"]
+        "--host", "0.0.0.0",
+        "--port", str(ROUTER_PORT),
+        "--enable-igw",
+        "--policy", POLICY[spec.kind],
+        "--prometheus-host", "0.0.0.0",
+        "--prometheus-port", str(METRICS_PORT),
+        "--request-timeout-secs", str(spec.request_timeout_s),
+        # vLLM's /health answers without a key; 10 s instead of 60 s drops a dead engine quickly
+        # (the registrar also removes it as soon as its EndpointSlice marks it not ready).
+        "--health-check-endpoint", "/health",
+        "--health-check-interval-secs", "10",
+        "--health-failure-threshold", "3",
+        "--log-level", "info",
+    ]  # fmt: skip
+    if spec.api_key_secret:
+        args += ["--api-key", "$(VLLM_API_KEY)"]  # expanded by the kubelet from the Secret env
     return args
+
+
+def registrar_args(spec: RouterSpec) -> list[str]:
+    args = [
+        "/registrar/router_registrar.py",
+        "--router", f"http://127.0.0.1:{ROUTER_PORT}",
+        "--namespace", spec.namespace,
+        "--interval", str(REGISTRAR_INTERVAL_SECONDS),
+    ]  # fmt: skip
+    for m in sorted(spec.models, key=lambda m: m.served_model_name):
+        args += ["--model", f"{m.served_model_name}={m.engine_service}"]
+    return args
+
+
+def render_registrar_configmap(spec: RouterSpec) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(f"{spec.name}-registrar", spec),
+        "data": {"router_registrar.py": REGISTRAR_FILE.read_text()},
+    }
+
+
+def render_install_configmap(spec: RouterSpec) -> dict:
+    """The hash-locked wheel set the initContainer installs (default image only)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(f"{spec.name}-install", spec),
+        "data": {"requirements.txt": LOCK_FILE.read_text()},
+    }
 
 
 def render_service_account(spec: RouterSpec) -> dict:
@@ -131,17 +227,12 @@ def render_service_account(spec: RouterSpec) -> dict:
 
 
 def render_role(spec: RouterSpec) -> dict:
-    """Read-only, namespaced: what the router's pod-IP discovery needs and nothing else.
-
-    The production-stack router's k8s discovery (default type pod-ip) only lists and watches pods
-    by label selector; it reads no Services, Endpoints or EndpointSlices. Its service-name
-    discovery type would need Services, but router_args does not select it.
-    """
+    """Read-only, namespaced: the registrar lists EndpointSlices of the engine Services, nothing else."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": _meta(spec.name, spec),
-        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+        "rules": [{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]}],
     }
 
 
@@ -155,34 +246,109 @@ def render_role_binding(spec: RouterSpec) -> dict:
     }
 
 
-def render_router_deployment(spec: RouterSpec) -> dict:
+_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+    "runAsNonRoot": True,
+    "runAsUser": 65534,
+}
+
+
+def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
+    """(initContainers, containers, volumes) of a router pod."""
     env = []
     if spec.api_key_secret:
-        # The router lists each engine's models with this key (it reads VLLM_API_KEY).
         env.append(
+            {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": API_KEY_KEY}}}
+        )
+    volumes = [{"name": "registrar", "configMap": {"name": f"{spec.name}-registrar"}}]
+    init = []
+    if spec.image:
+        image, command = spec.image, ["vllm-router"]
+    else:
+        image, command = versions.ROUTER_BASE_IMAGE, [f"{INSTALL_DIR}/bin/vllm-router"]
+        env.append({"name": "PYTHONPATH", "value": INSTALL_DIR})
+        volumes += [
+            {"name": "vllm-router", "emptyDir": {"sizeLimit": "512Mi"}},
+            {"name": "install", "configMap": {"name": f"{spec.name}-install"}},
+        ]
+        init.append(
             {
-                "name": "VLLM_API_KEY",
-                "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": API_KEY_KEY}},
+                "name": "install-vllm-router",
+                "image": versions.ROUTER_BASE_IMAGE,
+                "command": ["python", "-m", "pip", "install", "--no-deps", "--require-hashes", "--only-binary=:all:",
+                            "--no-cache-dir", "--disable-pip-version-check", "--target", INSTALL_DIR,
+                            "-r", "/install/requirements.txt"],
+                "env": [{"name": "HOME", "value": "/tmp"}],
+                "volumeMounts": [{"name": "vllm-router", "mountPath": INSTALL_DIR},
+                                 {"name": "install", "mountPath": "/install", "readOnly": True}],
+                "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+                "securityContext": _SECURITY,
             }
         )
-    probe = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5}
-    container = {
+    mounts = [] if spec.image else [{"name": "vllm-router", "mountPath": INSTALL_DIR, "readOnly": True}]
+    router = {
         "name": "router",
-        "image": spec.resolved_image,
+        "image": image,
+        "command": command,
         "args": router_args(spec),
-        "ports": [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"}],
+        "env": env,
+        "ports": [
+            {"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
-        "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
-        "livenessProbe": {**probe, "periodSeconds": 15, "failureThreshold": 4, "initialDelaySeconds": 30},
+        # Unauthenticated in 0.1.17 (tests/e2e/test_router.py). /health answers as soon as the
+        # server is up, also with no workers: an environment scaled to zero still has a router.
+        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5, "periodSeconds": 5,
+                           "failureThreshold": 3},
+        "livenessProbe": {"httpGet": {"path": "/liveness", "port": "http"}, "timeoutSeconds": 5, "periodSeconds": 15,
+                          "failureThreshold": 4, "initialDelaySeconds": 30},
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", "10"]}}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "volumeMounts": mounts,
+        "securityContext": _SECURITY,
     }
-    if env:
-        container["env"] = env
+    registrar = {
+        "name": "registrar",
+        "image": versions.ROUTER_BASE_IMAGE,
+        "command": ["python"],
+        "args": registrar_args(spec),
+        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "volumeMounts": [{"name": "registrar", "mountPath": "/registrar", "readOnly": True}],
+        "resources": {"requests": {"cpu": "20m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "securityContext": _SECURITY,
+    }
+    return init, [router, registrar], volumes
+
+
+def _files_digest(spec: RouterSpec) -> str:
+    files = [REGISTRAR_FILE] + ([] if spec.image else [LOCK_FILE])
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
+
+
+def render_router_deployment(spec: RouterSpec) -> dict:
+    init, containers, volumes = _containers(spec)
+    pod: dict = {
+        "serviceAccountName": spec.name,
+        "enableServiceLinks": False,
+        # Long streamed completions: give open connections time to finish.
+        "terminationGracePeriodSeconds": 300,
+        "containers": containers,
+        "volumes": volumes,
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": router_selector()},
+            }
+        ],
+    }
+    if init:
+        pod["initContainers"] = init
+    if spec.node_selector:
+        pod["nodeSelector"] = dict(spec.node_selector)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -190,26 +356,11 @@ def render_router_deployment(spec: RouterSpec) -> dict:
         "spec": {
             "replicas": spec.replicas,
             "revisionHistoryLimit": 3,
-            "selector": {"matchLabels": router_selector(spec.model)},
+            "selector": {"matchLabels": router_selector()},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {
-                "metadata": {"labels": router_labels(spec)},
-                "spec": {
-                    "serviceAccountName": spec.name,
-                    "enableServiceLinks": False,
-                    # Long streamed completions: give open connections time to finish.
-                    "terminationGracePeriodSeconds": 300,
-                    "containers": [container],
-                    "topologySpreadConstraints": [
-                        {
-                            "maxSkew": 1,
-                            "topologyKey": "kubernetes.io/hostname",
-                            "whenUnsatisfiable": "ScheduleAnyway",
-                            "labelSelector": {"matchLabels": router_selector(spec.model)},
-                        }
-                    ],
-                },
-            },
+            # The registrar script and the lock are read at start: a change of either rolls the pods.
+            "template": {"metadata": {"labels": router_labels(spec), "annotations": {
+                "inference-platform/router-files-sha256": _files_digest(spec)}}, "spec": pod},
         },
     }
 
@@ -220,7 +371,7 @@ def render_router_pdb(spec: RouterSpec) -> dict:
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(spec.name, spec),
-        "spec": {**budget, "selector": {"matchLabels": router_selector(spec.model)}},
+        "spec": {**budget, "selector": {"matchLabels": router_selector()}},
     }
 
 
@@ -232,7 +383,7 @@ def render_router_service(spec: RouterSpec) -> dict:
         "metadata": _meta(spec.name, spec, annotations),
         "spec": {
             "type": "ClusterIP",
-            "selector": router_selector(spec.model),
+            "selector": router_selector(),
             "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}],
         },
     }
@@ -242,9 +393,9 @@ def public_annotations(spec: RouterSpec) -> dict[str, str]:
     """DO cloud-controller annotations for the public load balancer.
 
     Health checks: DOKS by default probes kube-proxy / the Service's healthCheckNodePort, which
-    with `externalTrafficPolicy: Local` reports whether a node has a ready backend pod — the
-    pods' own /health readiness drives that, so we tune only timing (these annotations apply
-    without `do-loadbalancer-override-health-check`). Allow-list: `spec.loadBalancerSourceRanges`
+    with `externalTrafficPolicy: Local` reports whether a node has a ready router pod — the
+    pods' own readiness drives that, so we tune only timing (these annotations apply without
+    `do-loadbalancer-override-health-check`). Allow-list: `spec.loadBalancerSourceRanges`
     (the `do-loadbalancer-allow-rules` annotation is deprecated in its favour).
     """
     annotations = {
@@ -267,17 +418,19 @@ def public_annotations(spec: RouterSpec) -> dict[str, str]:
     return annotations
 
 
+def public_service_name(spec: RouterSpec) -> str:
+    return f"{spec.name}-public"
+
+
 def render_public_service(spec: RouterSpec) -> dict:
-    """The DO Load Balancer: in front of the router pods, or the engines when kind is `service`."""
-    selector = router_selector(spec.model) if spec.uses_router else selector_labels(spec.model)
-    # Router and engine containers both name their port `http`; TLS ends at the load balancer.
+    """The DO Load Balancer in front of the router pods (TLS ends at the load balancer)."""
     ports = [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]
     if spec.tls_certificate_id:
         ports.append({"name": "https", "port": 443, "targetPort": "http", "protocol": "TCP"})
     service_spec: dict = {
         "type": "LoadBalancer",
         "externalTrafficPolicy": "Local",
-        "selector": selector,
+        "selector": router_selector(),
         "ports": ports,
     }
     if spec.allowed_source_cidrs:
@@ -285,25 +438,31 @@ def render_public_service(spec: RouterSpec) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(f"{spec.model}-public", spec, public_annotations(spec)),
+        "metadata": _meta(public_service_name(spec), spec, public_annotations(spec)),
         "spec": service_spec,
     }
 
 
+def engine_selectors(spec: RouterSpec) -> list[dict[str, str]]:
+    """The engine pods the router reaches (through their Services' EndpointSlices)."""
+    return [selector_labels(m.name) for m in spec.models]
+
+
 def render_router(spec: RouterSpec) -> list[dict]:
-    """All router objects for one model (empty for kind `service` without a public endpoint).
+    """All router objects (empty for kind `service`: the config refuses `public` with it).
 
     The spec is valid by construction: `infra.config` checks the router settings it comes from."""
-    objects: list[dict] = []
-    if spec.uses_router:
-        objects += [
-            render_service_account(spec),
-            render_role(spec),
-            render_role_binding(spec),
-            render_router_deployment(spec),
-            render_router_pdb(spec),
-            render_router_service(spec),
-        ]
+    if not spec.uses_router:
+        return []
+    objects = [
+        render_service_account(spec),
+        render_role(spec),
+        render_role_binding(spec),
+        render_registrar_configmap(spec),
+    ]
+    if not spec.image:
+        objects.append(render_install_configmap(spec))
+    objects += [render_router_deployment(spec), render_router_pdb(spec), render_router_service(spec)]
     if spec.public:
         objects.append(render_public_service(spec))
     return objects

@@ -8,7 +8,7 @@ from components.model_service import ModelService, ModelServiceArgs
 from components.router import Router, RouterArgs
 from infra.mock_runtime import resolve, run_program
 from infra.render.model_service import ModelServiceSpec, startup_budget_seconds
-from infra.render.router import RouterSpec
+from infra.render.router import RoutedModel, RouterSpec
 from tests.render.test_model_service import make_spec as render_spec
 
 HF_TOKEN = "hf_plaintext_token_7d1c"  # noqa: S105 - test fixture
@@ -38,7 +38,8 @@ def _program(spec: ModelServiceSpec, public: bool = True, kind: str = "session")
             "qwen3-235b-router",
             RouterArgs(
                 spec=RouterSpec(
-                    model=spec.name, kind=kind, public=public, api_key_secret=service.spec.api_key_secret
+                    models=(RoutedModel(spec.name, spec.served_model_name),), kind=kind,
+                    public=public and kind != "service", api_key_secret=service.spec.api_key_secret,
                 ),
                 depends_on=[service],
             ),

@@ -33,6 +33,9 @@ from tests.e2e import harness, inputs
 from tests.e2e.engine_env import EngineEnv, base_dir, ensure_engine_env
 
 HERE = Path(__file__).resolve().parent
+# Run by the ENGINE venv's Python, never imported here: collecting tests/e2e must not need vLLM or
+# torch (the default `./dev.sh test` collects this directory and skips it).
+collect_ignore = ["vllm_parsers.py", "tiny_model.py", "engine_env.py"]
 TIMINGS: dict[str, float] = {}
 _PROCS: list[harness.Processes] = []
 ENGINE_START_TIMEOUT = 300
@@ -204,35 +207,59 @@ def moe_engine(procs, engine_env, tiny_models, engine_pair) -> harness.Proc:
     return engine
 
 
-def router_starter(procs: harness.Processes, engine_env: EngineEnv, started: list):
-    """start(spec, engines) → a running vllm-router 0.1.17 (args: inputs.rust_router_args)."""
+def router_starter(procs: harness.Processes, engine_env: EngineEnv, started: list, tmp: Path):
+    """start(spec, engines) → a running vllm-router 0.1.17 with the project's rendered args, its
+    workers registered by the project's registrar (the repo's file) from a stand-in EndpointSlice
+    API. `engines`: a list (all serving the spec's first model) or {platform model name: [engines]}."""
 
-    def start(spec, engines: list[harness.Proc], name: str | None = None) -> harness.Proc:
+    def start(spec, engines, name: str | None = None) -> harness.Proc:
+        by_model = engines if isinstance(engines, dict) else {spec.models[0].name: engines}
+        served = {m.name: m.served_model_name for m in spec.models}
         port, metrics_port = harness.free_port(), harness.free_port()
-        args = inputs.rust_router_args(spec, [e.url for e in engines], host=harness.LOOPBACK, port=port,
-                                       metrics_port=metrics_port)
+        args = harness.render_router_cli(inputs.project_router_args(spec), port=port, metrics_port=metrics_port,
+                                         api_key=inputs.API_KEY)
         proc = procs.start(name or f"router-{spec.kind}", [engine_env.router, *args], port=port,
                            meta={"metrics_port": metrics_port, "args": args})
         started.append(proc)
         harness.wait_http(proc, "/health", timeout=60, extra_tails=procs.tails)
+        kube = harness.FakeEndpointSlices(spec.namespace)
+        for model, model_engines in by_model.items():
+            kube.set(model, [e.url for e in model_engines])
+        token = tmp / f"token-{port}"
+        token.write_text(kube.TOKEN)
+        reg_args = harness.render_registrar_cli(inputs.project_registrar_args(spec), router_url=proc.url,
+                                                api_server=kube.url, token_file=str(token),
+                                                script=str(inputs.REGISTRAR_SCRIPT))
+        registrar = procs.start(f"{proc.name}-registrar", [sys.executable, *reg_args], meta={"args": reg_args})
+        proc.meta.update(kube=kube, registrar=registrar)
+        started.append(registrar)
+        want = {e.url: served[m] for m, es in by_model.items() for e in es}
+        TIMINGS[f"{proc.name}: workers registered after"] = round(
+            harness.wait_workers(proc.url, want, timeout=30, tails=procs.tails), 1)
         return proc
 
     return start
 
 
-@pytest.fixture()
-def router_factory(procs, engine_env):
-    """Routers started by one test, stopped after it."""
-    started: list[harness.Proc] = []
-    yield router_starter(procs, engine_env, started)
+def _stop_routers(procs, started):
     for p in started:
         procs.stop(p)
+        kube = p.meta.get("kube")
+        if kube:
+            kube.close()
+
+
+@pytest.fixture()
+def router_factory(procs, engine_env, tmp_path):
+    """Routers (with their registrars) started by one test, stopped after it."""
+    started: list[harness.Proc] = []
+    yield router_starter(procs, engine_env, started, tmp_path)
+    _stop_routers(procs, started)
 
 
 @pytest.fixture(scope="module")
-def module_router_factory(procs, engine_env):
+def module_router_factory(procs, engine_env, tmp_path_factory):
     """Routers shared by a module's tests."""
     started: list[harness.Proc] = []
-    yield router_starter(procs, engine_env, started)
-    for p in started:
-        procs.stop(p)
+    yield router_starter(procs, engine_env, started, tmp_path_factory.mktemp("router"))
+    _stop_routers(procs, started)

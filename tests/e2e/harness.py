@@ -337,3 +337,110 @@ def adapt_bench_args(rendered: list[str], *, base_url: str, tokenizer: str, resu
 
 def flag_names(args: list[str]) -> list[str]:
     return [a.split("=", 1)[0] for a in args if a.startswith("--")]
+
+
+# --- a stand-in Kubernetes API for the registrar ------------------------------------------------
+
+
+class FakeEndpointSlices:
+    """The one Kubernetes API call the registrar makes, served from memory on a loopback port:
+    `GET /apis/discovery.k8s.io/v1/namespaces/NS/endpointslices?labelSelector=kubernetes.io/service-name=S`.
+    Requests without the bearer token get 401 (the registrar must send its service-account token).
+
+    `set(service, urls, ready=...)` replaces a Service's endpoints, as the EndpointSlice controller
+    does when pods become ready, stop being ready or go away."""
+
+    TOKEN = "e2e-service-account-token"
+
+    def __init__(self, namespace: str = "inference"):
+        import http.server
+        import threading
+        import urllib.parse
+
+        self.namespace = namespace
+        self.services: dict[str, list[tuple[str, int, bool]]] = {}
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_GET(self):  # noqa: N802 - http.server's name
+                url = urllib.parse.urlparse(self.path)
+                prefix = f"/apis/discovery.k8s.io/v1/namespaces/{fake.namespace}/endpointslices"
+                if self.headers.get("Authorization") != f"Bearer {fake.TOKEN}":
+                    return self._send(401, {"kind": "Status", "code": 401})
+                if url.path != prefix:
+                    return self._send(404, {"kind": "Status", "code": 404})
+                selector = urllib.parse.parse_qs(url.query).get("labelSelector", [""])[0]
+                service = selector.removeprefix("kubernetes.io/service-name=")
+                return self._send(200, {"kind": "EndpointSliceList", "items": fake.slices(service)})
+
+            def _send(self, code, payload):
+                raw = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Handler)
+        self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def set(self, service: str, urls: list[str], *, ready: bool = True) -> None:
+        entries = []
+        for u in urls:
+            host, port = u.removeprefix("http://").rsplit(":", 1)
+            entries.append((host, int(port), ready))
+        self.services[service] = entries
+
+    def slices(self, service: str) -> list[dict]:
+        """One slice per endpoint (a Service's endpoints may span several slices, and here each
+        engine listens on its own port, where in the cluster they all share port 8000)."""
+        return [
+            {"addressType": "IPv4", "metadata": {"labels": {"kubernetes.io/service-name": service}},
+             "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+             "endpoints": [{"addresses": [host], "conditions": {"ready": ready}}]}
+            for host, port, ready in self.services.get(service, [])
+        ]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def render_router_cli(rendered: list[str], *, port: int, metrics_port: int, api_key: str) -> list[str]:
+    """The renderer's `vllm-router` args made runnable here: loopback host and free ports, and the
+    Secret's key where the kubelet would expand `$(VLLM_API_KEY)`. Nothing else changes."""
+    args = _replace_value(rendered, "--host", LOOPBACK)
+    args = _replace_value(args, "--port", str(port))
+    args = _replace_value(args, "--prometheus-host", LOOPBACK)
+    args = _replace_value(args, "--prometheus-port", str(metrics_port))
+    return [api_key if a == "$(VLLM_API_KEY)" else a for a in args]
+
+
+def render_registrar_cli(rendered: list[str], *, router_url: str, api_server: str, token_file: str,
+                         script: str) -> list[str]:
+    """The renderer's registrar args made runnable here: the script's path in the repo, the router's
+    loopback URL, the stand-in API server and a token file (in the pod: the service account's)."""
+    args = [script if a == "/registrar/router_registrar.py" else a for a in rendered]
+    args = _replace_value(args, "--router", router_url)
+    return [*args, "--api-server", api_server, "--token-file", token_file]
+
+
+def wait_workers(router_url: str, want: dict[str, str], *, timeout: float, tails=lambda: "") -> float:
+    """Until the router's /workers lists exactly `want` (url → model id); seconds waited."""
+    t0 = time.monotonic()
+    seen: dict = {}
+    while time.monotonic() - t0 < timeout:
+        try:
+            listing = get_json(router_url + "/workers")
+            seen = {w["url"]: w.get("model_id") for w in listing.get("workers", [])}
+            if seen == want:
+                return time.monotonic() - t0
+        except Exception:  # noqa: BLE001 - router still starting: retry until the deadline
+            pass
+        time.sleep(0.25)
+    raise AssertionError(f"router workers {seen} != {want} after {timeout} s\n{tails()}")

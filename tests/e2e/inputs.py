@@ -7,10 +7,9 @@ project renders nothing for the component under test yet.
 
   engine args/env   infra.render.model_service.render_deployment(spec) → container args, env
                     (which calls infra.render.vllm_args.vllm_serve_args)
-  router args       STAND-IN rust_router_args(): the project's infra.render.router.router_args
-                    renders the production-stack router's flags (--routing-logic, ...), which
-                    vllm-router 0.1.17 rejects (test_router.py records that); the stand-in maps
-                    RouterSpec.kind onto vllm-router's --policy.
+  router args       infra.render.router.router_args(spec) (vllm-router, IGW mode, policy by kind)
+  registrar args    infra.render.router.registrar_args(spec), running the repo's
+                    infra/render/router_registrar.py against a stand-in EndpointSlice API
   bench args        infra.tuning.bench.bench_serve_args(target, layout, rate, n, opts, ...)
   ingest            `infra tune ingest` (infra.commands.tune), run as the CLI
   rules             infra.render.observability.render_prometheus_rules(...)[i]["spec"]["groups"]
@@ -69,33 +68,23 @@ def engine_container(spec: ms.ModelServiceSpec) -> dict:
     return container
 
 
-def router_spec(kind: str, *, session_header: str = "x-session-id") -> router_render.RouterSpec:
-    return router_render.RouterSpec(model=MODEL, kind=kind, session_header=session_header, api_key_secret=API_KEY_SECRET)
+def router_spec(kind: str, models: tuple[tuple[str, str], ...] = ((MODEL, SERVED),)) -> router_render.RouterSpec:
+    """The environment's router as plan_stack builds it: every model, the API-key Secret."""
+    return router_render.RouterSpec(models=tuple(router_render.RoutedModel(n, s) for n, s in models), kind=kind,
+                                    api_key_secret=API_KEY_SECRET)
 
 
 def project_router_args(spec: router_render.RouterSpec) -> list[str]:
-    """router.router_args(spec): what the project's router Deployment runs today."""
+    """router.router_args(spec): the router container's args."""
     return router_render.router_args(spec)
 
 
-# STAND-IN: the router kinds of infra/render/router.py → vllm-router 0.1.17 policies.
-RUST_POLICY = {"session": "consistent_hash", "prefix": "cache_aware", "round-robin": "round_robin"}
+def project_registrar_args(spec: router_render.RouterSpec) -> list[str]:
+    """router.registrar_args(spec): the registrar sidecar's args (after `python`)."""
+    return router_render.registrar_args(spec)
 
 
-def rust_router_args(spec: router_render.RouterSpec, worker_urls: list[str], *, host: str, port: int,
-                     metrics_port: int) -> list[str]:
-    """STAND-IN for a project renderer of vllm-router's command line (static workers here; in the
-    cluster `--service-discovery --selector k=v ... --service-discovery-namespace NS
-    --service-discovery-port 8000`). consistent_hash reads the session from the fixed header
-    list X-Session-ID, X-User-ID, ... (no flag names the header): spec.session_header must be
-    one of them."""
-    return [
-        "--host", host, "--port", str(port),
-        "--worker-urls", *worker_urls,
-        "--policy", RUST_POLICY[spec.kind],
-        "--prometheus-host", host, "--prometheus-port", str(metrics_port),
-        "--health-check-endpoint", "/health",
-    ]  # fmt: skip
+REGISTRAR_SCRIPT = router_render.REGISTRAR_FILE
 
 
 def bench_target(spec: ms.ModelServiceSpec) -> bench.BenchTarget:

@@ -8,8 +8,8 @@ the external-metric catalogue and the PromQL name extraction of tests/test_obser
 
 Changed for the test, and only this: every group's `interval` (1m for the SLO group) and the
 global evaluation/scrape interval are 1 s, so series appear within seconds instead of minutes.
-The router is scraped twice: its own metrics port (what it should be) and its serving port
-`/metrics` (what the project's router PodMonitor, port `http`, scrapes today).
+The router is scraped on its metrics port, the container port `metrics` the project's router
+PodMonitor names (its serving port's /metrics is proxied to one engine).
 """
 
 from __future__ import annotations
@@ -62,10 +62,7 @@ def _write_config(tmp, engines, router, rule_file) -> tuple[str, dict]:
                 for e in engines]},
             {"job_name": "router", "static_configs": [
                 {"targets": [f"{harness.LOOPBACK}:{router.meta['metrics_port']}"],
-                 "labels": {**labels, "component": "router", "pod": "router-0"}}]},
-            {"job_name": "router-http-port", "static_configs": [
-                {"targets": [router.url.removeprefix("http://")],
-                 "labels": {**labels, "component": "router", "pod": "router-0", "port": "http"}}]},
+                 "labels": {k: v for k, v in {**labels, "component": "router", "pod": "router-0"}.items() if k != "model"}}]},
         ],
     }
     path = tmp / "prometheus.yml"
@@ -96,7 +93,7 @@ def prom(prometheus_bin, procs, engine_pair, module_router_factory, rule_file, t
     harness.wait_http(proc, "/-/ready", timeout=60, extra_tails=procs.tails)
     p = Prom(proc)
     # Counters must be scraped once BEFORE the traffic, or rate() sees no increase.
-    targets = len(engine_pair) + 2
+    targets = len(engine_pair) + 1
     deadline = time.monotonic() + 60
     while len(p.query("up == 1")) < targets or len(p.query("count_over_time(up[1m]) >= 2")) < targets:
         assert time.monotonic() < deadline, f"targets not scraped: {p.query('up')}\n{procs.tails()}"
@@ -186,14 +183,15 @@ def test_keda_queries_return_the_load(prom):
         assert float(result[0]["value"][1]) >= 0
 
 
-def test_the_router_http_port_serves_engine_series(prom):
-    """What the router PodMonitor (port `http`) ingests with vllm-router: one engine's vllm:* series."""
+def test_the_router_pod_monitor_ingests_only_vllm_router_series(prom):
+    """The router's metrics port: its own vllm_router_* series, no copy of an engine's vllm:*."""
     p, _ = prom
-    copied = p.query('count(vllm:num_requests_running{component="router"})')
-    own = p.query('count({__name__=~"vllm_router_.+", component="router"})')
-    assert copied and own
+    assert not p.query('count(vllm:num_requests_running{component="router"})')
+    assert p.query('count({__name__=~"vllm_router_.+", component="router"})')
     router_names = {r["metric"]["__name__"] for r in p.query('group by (__name__) ({__name__=~"vllm_router_.+"})')}
     print(f"vllm-router metric names: {sorted(router_names)}")
+    for name in ("vllm_router_requests_total", "vllm_router_worker_health", "vllm_router_policy_decisions_total"):
+        assert name in router_names, (name, sorted(router_names))
 
 
 def _used_names() -> dict[str, set[str]]:

@@ -1,10 +1,10 @@
 """vllm-router 0.1.17 in front of two CPU engines: round robin, session stickiness, prefix affinity.
 
 Inputs (tests/e2e/inputs.py): the engines run model_service.render_deployment's args (API key on);
-the router's kinds come from infra.render.router.RouterSpec; its command line is the STAND-IN
-inputs.rust_router_args (the project's router.router_args targets another router, see
-test_project_router_args_run_on_vllm_router). Which engine served a request is read from each
-engine's own `vllm:request_success_total` on /metrics, sampled before and after the request.
+the router runs infra.render.router.router_args(spec) (only host, ports and the Secret's key
+substituted, harness.render_router_cli) and its workers come from the project's registrar. Which
+engine served a request is read from each engine's own `vllm:request_success_total` on /metrics,
+sampled before and after the request.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+from infra.render import router as router_render
 from tests.e2e import harness, inputs
 
 KEY = harness.bearer(inputs.API_KEY)
@@ -45,36 +46,44 @@ def send(router: harness.Proc, engines, prompt: str, headers: dict | None = None
     return delta.index(1)
 
 
-@pytest.mark.xfail(strict=True, reason="router.router_args renders the production-stack router's flags "
-                   "(--service-discovery k8s, --k8s-*, --routing-logic, --session-key, --engine-stats-interval, "
-                   "--request-stats-window); vllm-router 0.1.17 rejects them. Re-point when the renderer targets it.")
-def test_project_router_args_run_on_vllm_router(engine_env):
-    for kind in ("session", "prefix", "round-robin"):
-        args = inputs.project_router_args(inputs.router_spec(kind))
-        # Loopback and a free port, as for the engines; everything else verbatim.
-        args = harness._replace_value(harness._replace_value(args, "--host", harness.LOOPBACK), "--port",
-                                      str(harness.free_port()))
-        try:
-            result = subprocess.run([str(engine_env.router), *args], capture_output=True, text=True, timeout=20)
-        except subprocess.TimeoutExpired:
-            continue  # still running after 20 s: the arguments were accepted
-        assert result.returncode == 0, f"{kind}: {result.stderr.strip().splitlines()[-1]}"
+@pytest.mark.parametrize("kind", ["session", "prefix", "round-robin"])
+def test_project_router_args_run_on_vllm_router(engine_env, kind):
+    """Every kind's rendered command line is accepted by the real binary (it keeps running)."""
+    args = harness.render_router_cli(inputs.project_router_args(inputs.router_spec(kind)), port=harness.free_port(),
+                                     metrics_port=harness.free_port(), api_key=inputs.API_KEY)
+    try:
+        result = subprocess.run([str(engine_env.router), *args], capture_output=True, text=True, timeout=8)
+    except subprocess.TimeoutExpired:
+        return  # still serving after 8 s: the arguments were accepted
+    pytest.fail(f"{kind}: vllm-router exited {result.returncode}: {result.stderr.strip().splitlines()[-1:]}")
+
+
+def test_a_wrong_router_argument_fails_the_harness(engine_env):
+    """Harness self-test: a deliberately wrong rendered flag makes the router refuse to start."""
+    args = harness.render_router_cli(inputs.project_router_args(inputs.router_spec("session")), port=harness.free_port(),
+                                     metrics_port=harness.free_port(), api_key=inputs.API_KEY)
+    wrong = harness._replace_value(args, "--policy", "sessionaware")
+    result = subprocess.run([str(engine_env.router), *wrong], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0 and "invalid choice" in result.stderr, result.stderr[-500:]
 
 
 def test_router_endpoints_auth_and_metrics(engine_pair, router_factory):
     router = router_factory(inputs.router_spec("round-robin"), engine_pair)
     for path in ("/health", "/liveness", "/readiness"):
         assert harness.http("GET", router.url + path)[0] == 200, path
-    assert harness.http("GET", router.url + "/health_generate")[0] == 404  # not served by 0.1.17
+    # Not a probe target: IGW mode answers 503 (regular mode 404); the project probes /health, /liveness.
+    assert harness.http("GET", router.url + "/health_generate")[0] == 503
     workers = harness.get_json(router.url + "/workers")
     assert workers["total"] == 2 and all(w["is_healthy"] for w in workers["workers"])
+    assert {w["model_id"] for w in workers["workers"]} == {inputs.SERVED}  # registered by the registrar
     body = {"model": inputs.SERVED, "prompt": "hi", "max_tokens": 1}
-    # The router passes the client's Authorization header through; the engines enforce the key.
+    # The router passes the client's Authorization header through, also with its own --api-key
+    # set (that one is for its calls to workers); the engines enforce the key.
     assert harness.http("POST", router.url + "/v1/completions", body=body)[0] == 401
     assert harness.http("POST", router.url + "/v1/completions", body=body, headers=harness.bearer("wrong"))[0] == 401
     assert harness.http("POST", router.url + "/v1/completions", body=body, headers=KEY)[0] == 200
     models = harness.get_json(router.url + "/v1/models", headers=KEY)
-    assert [m["id"] for m in models["data"]] == [inputs.SERVED]
+    assert models == {"models": [inputs.SERVED]}  # IGW mode: the router's own list, not OpenAI's shape
     # Its own metrics are on --prometheus-port (default 29000, bound to 127.0.0.1 unless
     # --prometheus-host says otherwise), named vllm_router_*.
     own = harness.http("GET", f"http://{harness.LOOPBACK}:{router.meta['metrics_port']}/metrics")[1].decode()
@@ -83,11 +92,8 @@ def test_router_endpoints_auth_and_metrics(engine_pair, router_factory):
                  "vllm_router_active_workers", "vllm_router_policy_decisions_total", "vllm_router_cb_state",
                  "vllm_router_generate_duration_seconds"):
         assert name in names, (name, sorted(names))
-    # GET /metrics on the router's serving port is proxied to ONE engine: vLLM's page, not the
-    # router's. The project's router PodMonitor scrapes port `http` → it would ingest a copy of one
-    # engine's vllm:* series labelled component=router.
-    proxied = harness.metric_names(harness.http("GET", router.url + "/metrics")[1].decode())
-    assert "vllm:num_requests_running" in proxied and "vllm_router_requests_total" not in proxied
+    # The project's router PodMonitor scrapes this port (`metrics`), never the serving port.
+    assert inputs.scrape_target_labels()["router"]["port"] == "metrics"
 
 
 def test_round_robin_alternates(engine_pair, router_factory):
@@ -99,12 +105,12 @@ def test_round_robin_alternates(engine_pair, router_factory):
 
 def test_consistent_hash_keeps_a_session_on_one_engine(engine_pair, router_factory):
     spec = inputs.router_spec("session")
-    assert spec.session_header.lower() == "x-session-id"  # the header vllm-router hashes first
+    header = router_render.SESSION_HEADER  # the header vllm-router hashes first; config allows only it
     router = router_factory(spec, engine_pair)
     placement: dict[str, set[int]] = {}
     for s in range(8):
         for turn in range(3):
-            engine = send(router, engine_pair, f"turn {turn} of a chat", headers={spec.session_header: f"chat-{s}"})
+            engine = send(router, engine_pair, f"turn {turn} of a chat", headers={header: f"chat-{s}"})
             placement.setdefault(f"chat-{s}", set()).add(engine)
     assert all(len(v) == 1 for v in placement.values()), placement  # sticky
     used = {next(iter(v)) for v in placement.values()}

@@ -22,7 +22,7 @@ from infra.render.gateway import (
     gateway_front_door,
     render_gateway_resources,
     render_parameters,
-    request_timeout_seconds,
+    route_timeout_seconds,
     routing_summary,
 )
 from infra.render.model_service import selector_labels
@@ -102,8 +102,8 @@ def test_objectives_point_at_their_pool():
 
 def test_request_timeout_from_slo_and_output_length():
     # 2 s TTFT + 4 × 300 tokens × 50 ms = 62 s at the SLO; × 2, rounded up to 10 s
-    assert request_timeout_seconds(2000, 50, 300) == 130
-    assert request_timeout_seconds(100, 5, 10) == 60  # floor
+    assert route_timeout_seconds(2000, 50, 300) == 130
+    assert route_timeout_seconds(100, 5, 10) == 60  # floor
 
 
 def test_public_gateway_with_tls_terminates_on_a_regional_load_balancer():
@@ -128,10 +128,10 @@ def test_internal_gateway_has_no_load_balancer_and_policies_validate():
 
 def test_front_door_names_every_model_and_the_routing():
     door = gateway_front_door(_gateway(public=True, tls_certificate_id="c", api_key_secret="k"))
-    assert door["kind"] == "gateway" and door["models"] == ["org/chat", "org/code"]
-    assert door["routing"] == "EPP: prefix+queue+kv scorers" == routing_summary(PREFIX)
-    assert door["public_url"].startswith("https://") and door["authentication"] == "api-key"
-    assert "why" in door and door["url"].endswith("/v1")
+    assert door.kind == "gateway" and door.models == ("org/chat", "org/code")
+    assert door.routing == "EPP: prefix+queue+kv scorers" == routing_summary(PREFIX)
+    assert door.public_url.startswith("https://") and "API key checked at the gateway" in door.why
+    assert len(door.urls) == 1 and door.urls[0].endswith("/v1")
 
 
 def test_policies_keep_the_crds_cel_rules():

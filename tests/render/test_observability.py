@@ -219,7 +219,7 @@ def test_vllm_and_router_monitors_follow_the_label_contract():
     vllm, router = ms["vllm"]["spec"], ms["router"]["spec"]
     assert vllm["namespaceSelector"] == {"matchNames": ["inference", "small"]}
     assert vllm["selector"]["matchLabels"] == {"app.kubernetes.io/name": "vllm"}
-    assert router["selector"]["matchLabels"] == {"app.kubernetes.io/name": "router"}
+    assert router["selector"]["matchLabels"] == {"app.kubernetes.io/name": "router", "app.kubernetes.io/part-of": "inference-platform"}
     assert vllm["podMetricsEndpoints"][0]["port"] == "http"
     assert router["podMetricsEndpoints"][0]["port"] == "metrics"
     targets = {r["targetLabel"]: r["sourceLabels"][0] for r in vllm["podMetricsEndpoints"][0]["relabelings"]}

@@ -1,15 +1,19 @@
-"""The router manifests: least-privilege discovery, routing modes, safe public exposure."""
+"""The router manifests: one vllm-router for all models, least-privilege registrar, safe exposure."""
 
 from __future__ import annotations
+
+import re
 
 import kubernetes_validate
 import pytest
 
 from infra.catalog import versions
 from infra.errors import UserError
-from infra.render.model_service import selector_labels
 from infra.render.router import (
+    LOCK_FILE,
+    METRICS_PORT,
     ROUTER_KINDS,
+    RoutedModel,
     RouterSpec,
     render_public_service,
     render_role,
@@ -18,19 +22,17 @@ from infra.render.router import (
     render_router_deployment,
     render_router_pdb,
     router_args,
+    router_timeout_seconds,
 )
+from tests.conftest import ROOT
 
 DO = "service.beta.kubernetes.io/do-loadbalancer-"
+HELP = (ROOT / "tests" / "fixtures" / "vllm_router_0.1.17_help.txt").read_text()
+MODELS = (RoutedModel("qwen3-235b", "Qwen/Qwen3-235B"), RoutedModel("qwen3-30b", "Qwen/Qwen3-30B"))
 
 
 def spec(**overrides) -> RouterSpec:
-    base = dict(
-        model="qwen3-235b",
-        kind="session",
-        session_header="x-session-id",
-        replicas=2,
-        api_key_secret="qwen3-235b-api-key",
-    )
+    base = dict(models=MODELS, kind="session", replicas=2, api_key_secret="qwen3-235b-api-key")
     base.update(overrides)
     return RouterSpec(**base)
 
@@ -41,11 +43,14 @@ CASES = [
         public=public,
         tls_certificate_id=cert if public else None,
         allowed_source_cidrs=cidrs if public else (),
+        image=image,
     )
     for kind in ROUTER_KINDS
+    if kind != "service"
     for public in (False, True)
     for cert in (None, "0c5a3c5b-6f6e-4c2e-9b43-2a1c1e2d3f4a")
     for cidrs in ((), ("203.0.113.0/24", "198.51.100.7/32"))
+    for image in (None, "registry.example.com/vllm-router:0.1.17")
 ]
 
 
@@ -54,96 +59,140 @@ CASES = [
     CASES,
     ids=lambda r: (
         f"{r.kind}-public{int(r.public)}-tls{int(bool(r.tls_certificate_id))}-acl{len(r.allowed_source_cidrs)}"
+        f"-img{int(bool(r.image))}"
     ),
 )
 def test_every_router_object_validates_against_kubernetes_1_33(router):
-    for obj in render_router(router):
+    objects = render_router(router)
+    for obj in objects:
         kubernetes_validate.validate(obj, "1.33", strict=True)
         assert obj["metadata"]["name"] != "vllm"
+    assert [o["kind"] for o in objects].count("Deployment") == 1  # one router for every model
+    assert [o["kind"] for o in objects].count("Service") == (2 if router.public else 1)
 
 
-def test_rbac_is_read_only_and_namespaced():
+def test_rbac_is_read_only_namespaced_endpointslices():
     role = render_role(spec())
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "inference"
-    resources = set()
-    for rule in role["rules"]:
-        assert set(rule["verbs"]) <= {"get", "list", "watch"}
-        assert "*" not in rule["resources"] and "*" not in rule["apiGroups"]
-        resources.update(rule["resources"])
-    # pod-IP discovery (the default; service-name discovery would read Services) lists and
-    # watches pods only: no Services, Endpoints or EndpointSlices
-    assert resources == {"pods"}
-    assert all(rule["apiGroups"] == [""] for rule in role["rules"])
-    assert not any(a.startswith("--k8s-service-discovery-type") for a in router_args(spec()))
-    binding = render_role_binding(spec())
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": "qwen3-235b-router",
-    }
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": "qwen3-235b-router", "namespace": "inference"}
+    assert role["rules"] == [
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]}
     ]
-    kinds = {o["kind"] for k in ROUTER_KINDS for o in render_router(spec(kind=k, public=True))}
+    binding = render_role_binding(spec())
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "router"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "router", "namespace": "inference"}]
+    kinds = {o["kind"] for k in ROUTER_KINDS for o in render_router(spec(kind=k, public=k != "service"))}
     assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
 
 
-@pytest.mark.parametrize(
-    "kind, logic", [("session", "session"), ("prefix", "prefixaware"), ("round-robin", "roundrobin")]
-)
-def test_router_command_line_per_kind(kind, logic):
+def _help_flags() -> dict[str, list[str] | None]:
+    """Every long flag of vllm-router 0.1.17's --help (recorded from the real binary), with its
+    choices when it lists them."""
+    flags: dict[str, list[str] | None] = {}
+    for m in re.finditer(r"(--[a-z0-9-]+)(?: \{([a-z_,]+)\})?", HELP):
+        flags.setdefault(m.group(1), m.group(2).split(",") if m.group(2) else None)
+        if m.group(2):
+            flags[m.group(1)] = m.group(2).split(",")
+    return flags
+
+
+@pytest.mark.parametrize("kind", [k for k in ROUTER_KINDS if k != "service"])
+def test_every_rendered_flag_exists_in_vllm_router_0_1_17(kind):
+    known = _help_flags()
     args = router_args(spec(kind=kind))
-    assert args[args.index("--routing-logic") + 1] == logic
-    assert args[args.index("--service-discovery") + 1] == "k8s"
-    assert args[args.index("--k8s-namespace") + 1] == "inference"
-    assert args[args.index("--k8s-port") + 1] == "8000"
-    selector = args[args.index("--k8s-label-selector") + 1]
-    assert dict(kv.split("=") for kv in selector.split(",")) == selector_labels("qwen3-235b")
-    if kind == "session":
-        assert args[args.index("--session-key") + 1] == "x-session-id"
-    else:
-        assert "--session-key" not in args
+    for i, token in enumerate(args):
+        if token.startswith("--"):
+            assert token in known, f"{token} is not a vllm-router 0.1.17 flag"
+            if known[token]:
+                assert args[i + 1] in known[token], (token, args[i + 1], known[token])
 
 
-def test_router_deployment_is_highly_available_and_finds_engines():
-    router = spec(replicas=3)
+@pytest.mark.parametrize("kind, policy", [("session", "consistent_hash"), ("prefix", "cache_aware"), ("round-robin", "round_robin")])
+def test_router_command_line_per_kind(kind, policy):
+    args = router_args(spec(kind=kind))
+    assert args[args.index("--policy") + 1] == policy
+    assert "--enable-igw" in args  # routes on the request's model
+    assert args[args.index("--host") + 1] == "0.0.0.0"
+    assert args[args.index("--prometheus-host") + 1] == "0.0.0.0"
+    assert args[args.index("--prometheus-port") + 1] == str(METRICS_PORT)
+    assert args[args.index("--api-key") + 1] == "$(VLLM_API_KEY)"  # the kubelet expands it from the Secret env
+    assert "--worker-urls" not in args and "--service-discovery" not in args  # the registrar adds workers
+
+
+def test_request_timeout_follows_the_slowest_model():
+    assert router_timeout_seconds([(1000, 25, 250)]) == 300  # floor
+    # the longest model decides: 2 × (2 s + 4 × 2000 × 0.1 s) = 1604 s
+    assert router_timeout_seconds([(1000, 25, 250), (2000, 100, 2000)]) == 1610
+    assert router_timeout_seconds([(2000, 200, 4000)]) == 3600  # ceiling
+    assert router_args(spec(request_timeout_s=777))[router_args(spec()).index("--request-timeout-secs") + 1] == "777"
+
+
+def test_router_deployment_installs_the_locked_wheels_and_runs_the_registrar():
+    router = spec(replicas=3, node_selector={"doks.digitalocean.com/node-pool": "system"})
     deployment = render_router_deployment(router)
     pod = deployment["spec"]["template"]
     assert deployment["spec"]["replicas"] == 3
     assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == "router"
-    assert pod["metadata"]["labels"]["inference-platform/model"] == "qwen3-235b"
-    assert pod["spec"]["serviceAccountName"] == "qwen3-235b-router"
-    c = pod["spec"]["containers"][0]
-    assert c["image"] == versions.ROUTER_IMAGE and ":latest" not in c["image"]
-    assert c["readinessProbe"]["httpGet"]["path"] == "/health"
-    # The router authenticates to the engines with the same key, from the Secret.
-    assert c["env"] == [
-        {
-            "name": "VLLM_API_KEY",
-            "valueFrom": {"secretKeyRef": {"name": "qwen3-235b-api-key", "key": "api-key"}},
-        }
-    ]
+    assert "inference-platform/model" not in pod["metadata"]["labels"]  # serves every model
+    assert pod["spec"]["nodeSelector"] == {"doks.digitalocean.com/node-pool": "system"}
+    assert pod["spec"]["serviceAccountName"] == "router"
+    (install,) = pod["spec"]["initContainers"]
+    assert install["image"] == versions.ROUTER_BASE_IMAGE and ":latest" not in install["image"]
+    assert {"--no-deps", "--require-hashes"} <= set(install["command"])
+    router_c, registrar = pod["spec"]["containers"]
+    assert router_c["image"] == versions.ROUTER_BASE_IMAGE
+    assert router_c["command"] == ["/opt/vllm-router/bin/vllm-router"]
+    assert router_c["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert router_c["livenessProbe"]["httpGet"]["path"] == "/liveness"
+    assert {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"} in router_c["ports"]
+    assert {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "qwen3-235b-api-key", "key": "api-key"}}} in router_c["env"]
+    args = registrar["args"]
+    models = [args[i + 1] for i, a in enumerate(args) if a == "--model"]
+    assert models == ["Qwen/Qwen3-235B=qwen3-235b", "Qwen/Qwen3-30B=qwen3-30b"]  # served name = engine Service
     assert "tolerations" not in pod["spec"]  # never takes a GPU node
     assert render_router_pdb(router)["spec"] == {
         "minAvailable": 1,
-        "selector": {
-            "matchLabels": {"app.kubernetes.io/name": "router", "inference-platform/model": "qwen3-235b"}
-        },
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "router", "app.kubernetes.io/part-of": "inference-platform"}},
     }
     assert render_router_pdb(spec(replicas=1))["spec"]["maxUnavailable"] == 1  # never blocks a drain
 
 
+def test_the_lock_pins_vllm_router_by_pypi_sha256():
+    lock = LOCK_FILE.read_text()
+    assert "vllm-router==0.1.17 \\\n    --hash=sha256:85c96bea4d573a49b5a8ae4c72ee3dfe733aba26b6f1ff1256e6142f1f42694d" in lock
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==\S+ \\\n    --hash=sha256:[0-9a-f]{64}$", lock, re.M)
+    assert {"vllm-router", "setproctitle", "aiohttp", "orjson", "uvicorn", "fastapi"} <= set(pins)
+
+
+def test_a_changed_registrar_or_lock_rolls_the_router_pods(monkeypatch, tmp_path):
+    import infra.render.router as r
+
+    before = render_router_deployment(spec())["spec"]["template"]["metadata"]["annotations"]
+    changed = tmp_path / "router_registrar.py"
+    changed.write_text(r.REGISTRAR_FILE.read_text() + "\n# changed\n")
+    monkeypatch.setattr(r, "REGISTRAR_FILE", changed)
+    after = render_router_deployment(spec())["spec"]["template"]["metadata"]["annotations"]
+    assert before.keys() == after.keys() and before != after
+
+
+def test_image_override_skips_the_install():
+    objects = render_router(spec(image="registry.example.com/vllm-router:0.1.17"))
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert "initContainers" not in pod
+    assert pod["containers"][0]["image"] == "registry.example.com/vllm-router:0.1.17"
+    assert pod["containers"][0]["command"] == ["vllm-router"]
+    assert not any(o["kind"] == "ConfigMap" and o["metadata"]["name"] == "router-install" for o in objects)
+
+
 def test_kind_service_has_no_router_pods():
     assert render_router(spec(kind="service")) == []
-    objects = render_router(spec(kind="service", public=True))
-    assert [o["kind"] for o in objects] == ["Service"]
-    assert objects[0]["spec"]["selector"] == selector_labels("qwen3-235b")  # straight to the engines
 
 
 def test_public_endpoint_is_a_do_load_balancer_with_tls_allow_list_and_api_key():
     router = spec(public=True, tls_certificate_id="cert-123", allowed_source_cidrs=("203.0.113.0/24",))
     svc = render_public_service(router)
     annotations = svc["metadata"]["annotations"]
+    assert svc["metadata"]["name"] == "router-public"
     assert svc["spec"]["type"] == "LoadBalancer"
     assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
     assert svc["spec"]["externalTrafficPolicy"] == "Local"  # LB health checks follow pod readiness
@@ -175,6 +224,9 @@ def test_public_without_tls_listens_on_http_only():
         ({"session_header": "x" * 100_000}, "router.session_header", "1 to 64 characters"),
         ({"tls_certificate_id": "cert-123"}, "router.tls_certificate_id", "public: true"),
         ({"kind": "service", "public": True}, "router.public", "needs a router"),
+        ({"session_header": "x-user"}, "router.session_header", "no flag to rename"),
+        ({"image": "registry.example.com/vllm-router"}, "router.image", "explicit tag"),
+        ({"image": "registry.example.com/vllm-router:latest"}, "router.image", "explicit tag"),
     ],
 )
 def test_router_mistakes_are_config_errors_naming_the_key(router, path, words):

@@ -199,9 +199,9 @@ def _production(target: bench.BenchTarget):
         target.model, service.served_model_name, namespace, 2000, 50, 4, 2, deployment=f"{target.model}-engine"
     )
     objects = list(ms.render_model_service(service))
-    for kind in ("session", "service"):
-        spec = router.RouterSpec(model=target.model, kind=kind, namespace=namespace, public=True, api_key_secret="k")
-        objects += router.render_router(spec)
+    spec = router.RouterSpec(models=(router.RoutedModel(target.model, service.served_model_name),), kind="session",
+                             namespace=namespace, public=True, api_key_secret="k")
+    objects += router.render_router(spec)
     selectors = []
     for obj in objects:
         for path, sel in _label_selectors(obj):
@@ -209,11 +209,13 @@ def _production(target: bench.BenchTarget):
                               lambda ns, labels, sel=sel, own=obj["metadata"]["namespace"]: ns == own and _selects(sel, labels)))
         for container in obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
             args = container.get("args", [])
-            if "--k8s-label-selector" in args:
-                discovery = dict(kv.split("=", 1) for kv in args[args.index("--k8s-label-selector") + 1].split(","))
-                ns = args[args.index("--k8s-namespace") + 1]
-                selectors.append((f"router discovery of {obj['metadata']['name']}",
-                                  lambda n, labels, d=discovery, ns=ns: n == ns and _selects({"matchLabels": d}, labels)))
+            if container["name"] == "registrar":  # registers the ready endpoints of each named Service
+                ns = args[args.index("--namespace") + 1]
+                for value in (args[i + 1] for i, a in enumerate(args) if a == "--model"):
+                    svc = next(o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == value.split("=", 1)[1])
+                    selectors.append((f"router registrar of {value}",
+                                      lambda n, labels, sel=svc["spec"]["selector"], ns=ns: n == ns
+                                      and _selects({"matchLabels": sel}, labels)))
     for monitor in observability.render_pod_monitors([observed], observability.GpuRuntimeFacts(), observability.MonitoringSettings()):
         names = monitor["spec"]["namespaceSelector"]["matchNames"]
         if namespace not in names:
