@@ -268,7 +268,8 @@ def selector(model: ObservedModel, *extra: str) -> str:
     """The label matchers that select one model's vLLM series.
 
     `component="vllm"` comes from the vLLM PodMonitor's relabeling; it keeps out the router's own
-    `vllm:`-prefixed series (the production-stack router re-exports some under the same names).
+    `vllm:`-prefixed series should a router re-export some under the same names (the production-stack
+    router did; vllm-router's are `vllm_router_*`).
     """
     parts = [
         f"model_name={quoted(model.served_model_name)}",
