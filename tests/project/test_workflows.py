@@ -145,6 +145,16 @@ def test_ci_runs_the_readme_test_command():
         assert "./dev.sh test" in readme.read_text(), "README's test command and CI's must agree"
 
 
+def test_the_floors_check_runs_test_paths_that_exist():
+    """scripts/check_floors.sh runs a subset of the suite on the lowest allowed dependencies; a test
+    reorganisation once left it naming files that no longer existed, and CI failed only at its end."""
+    script = (ROOT / "scripts" / "check_floors.sh").read_text()
+    lists = re.findall(r"^\s*tests=\(([^)]*)\)", script, flags=re.MULTILINE)
+    assert lists, "check_floors.sh no longer sets tests=(...)"
+    for entry in (word for words in lists for word in words.split()):
+        assert list(ROOT.glob(entry)), f"check_floors.sh runs {entry}, which matches no file"
+
+
 def test_ci_cancels_superseded_runs_only_for_pull_requests():
     concurrency = _load(WORKFLOWS / "ci.yml")["concurrency"]
     assert concurrency["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
