@@ -90,8 +90,8 @@ def test_the_pd_renderer_labels_match_what_the_monitors_select():
 
 
 def test_a_staging_pd_variant_observes_both_sides():
-    from tests.config.test_pd_config import _load, _staging
     from infra.stack_plan import observed_models, plan_stack
+    from tests.config.test_pd_config import _load, _staging
 
     (observed,) = observed_models(plan_stack(_load(*_staging("p1tp4-ep-d1tp4-ep"))).models)
     assert observed.pd is not None and observed.pd.connector == "MoRIIOConnector"
@@ -99,3 +99,20 @@ def test_a_staging_pd_variant_observes_both_sides():
     assert observed.pd.prefill_deployment == "qwen3-235b-engine-prefill"
     assert observed.pd.router_deployment == "qwen3-235b-pd-router"
     assert observed.replicas == observed.pd.prefill_engines + observed.pd.decode_engines
+
+
+def test_the_dashboard_row_repeats_per_pd_model_and_reads_recorded_series():
+    import json
+    import re
+
+    from infra.render.observability import DASHBOARD_DIR
+
+    board = json.loads((DASHBOARD_DIR / "inference-slos.json").read_text())
+    (row,) = [p for p in board["panels"] if p["type"] == "row" and p.get("repeat") == "pd_model"]
+    variable = next(v for v in board["templating"]["list"] if v["name"] == "pd_model")
+    recorded = recorded_names(_groups([MORIIO, NIXL]))
+    assert variable["definition"] == "label_values(model_side:vllm_engines_up:sum, model)"
+    for panel in row["panels"]:
+        for target in panel["targets"]:
+            (name,) = re.findall(r"^([a-z0-9_:]+)\{", target["expr"])
+            assert name in recorded, (panel["title"], name)
