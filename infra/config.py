@@ -511,6 +511,10 @@ class LayoutConfig(_Strict):
     ep: bool = Field(False, description="Expert parallelism (MoE models only).")
     dp: int = Field(1, ge=1, le=64, description="Data-parallel attention ranks inside one replica.")
     replicas_per_node: int = Field(1, ge=1, le=64, description="Independent vLLM replicas per node.")
+    nodes_per_replica: int = Field(
+        1, ge=1, le=64,
+        description="Whole nodes one replica spans (fabric pools only; rendered as a LeaderWorkerSet): with ep, tp × dp = nodes_per_replica × GPUs per node with the dp ranks spread over the nodes; without ep, tp = nodes_per_replica × GPUs per node. replicas_per_node must then be 1.",
+    )
     max_num_seqs: int | None = Field(None, ge=1, le=4096, description="vLLM --max-num-seqs; unset: the planner's choice.")
     max_num_batched_tokens: int | None = Field(None, ge=256, le=262144, description="vLLM --max-num-batched-tokens; unset: the planner's choice.")
     gpu_memory_utilization: float = Field(0.90, gt=0.3, le=0.98, description="vLLM --gpu-memory-utilization.")
@@ -526,6 +530,7 @@ class LayoutConfig(_Strict):
             ep=self.ep,
             dp=self.dp,
             replicas_per_node=self.replicas_per_node,
+            nodes_per_replica=self.nodes_per_replica,
             max_num_seqs=self.max_num_seqs or base.max_num_seqs,
             max_num_batched_tokens=self.max_num_batched_tokens or base.max_num_batched_tokens,
             gpu_memory_utilization=self.gpu_memory_utilization,
