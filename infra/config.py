@@ -1356,6 +1356,16 @@ _LAYOUT_FLAGS = {
     "--max-model-len",
     "--served-model-name",
     "--port",
+    # set for a replica that spans nodes (layout.nodes_per_replica; infra/render/vllm_args.py)
+    "--data-parallel-size-local",
+    "--data-parallel-address",
+    "--data-parallel-rpc-port",
+    "--data-parallel-start-rank",
+    "--headless",
+    "--nnodes",
+    "--node-rank",
+    "--master-addr",
+    "--master-port",
 }
 
 

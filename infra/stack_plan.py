@@ -73,6 +73,7 @@ from infra.render.warm_start import (
 )
 from infra.specs import (
     ClusterSpec,
+    FabricSpec,
     GpuPoolSpec,
     GpuRuntimeSpec,
     ImagePrepullSpec,
@@ -163,6 +164,7 @@ class StackPlan:
     weight_bucket: WeightBucketSpec | None = None  # model_cache.kind spaces
     prepull: ImagePrepullSpec | None = None  # image pre-pull DaemonSets on the GPU pools
     gateway: GatewaySpec | None = None  # router.kind gateway (issue 17): replaces the router
+    fabric: FabricSpec | None = None  # a fabric pool: LWS, Multus and the fabric NIC attachments
 
     @property
     def stack(self) -> str:
@@ -385,7 +387,16 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         weight_bucket=bucket,
         prepull=image_prepull_spec(prefix, services),
         gateway=gateway,
+        fabric=fabric_spec(prefix, cfg),
     )
+
+
+def fabric_spec(prefix: str, cfg: StackConfig) -> FabricSpec | None:
+    """LWS, Multus and the NIC attachments, on clusters with a fabric pool only."""
+    fabric = tuple(p.name for p in cfg.gpu_pools if p.fabric)
+    if not fabric:
+        return None
+    return FabricSpec(name=f"{prefix}-fabric", fabric_pools=fabric, namespace=INFERENCE_NAMESPACE)
 
 
 def project_name(stack: str) -> str:
