@@ -73,6 +73,10 @@ class Layout:
         replica that spans nodes (what turns goodput per replica into goodput per node)."""
         return self.replicas_per_node / self.nodes_per_replica
 
+    def replicas_for_nodes(self, nodes: int) -> int:
+        """Replicas that `nodes` nodes run: replicas_per_node each, or whole multi-node groups."""
+        return nodes // self.nodes_per_replica if self.multi_node else self.replicas_per_node * nodes
+
     @property
     def name(self) -> str:
         return layout_name(self.tp, self.ep, self.dp, self.replicas_per_node, self.nodes_per_replica)
@@ -206,6 +210,9 @@ class PdLayout:
     @property
     def replicas_per_node_share(self) -> float:
         return float(self.replicas_per_node)
+
+    def replicas_for_nodes(self, nodes: int) -> int:
+        return self.replicas_per_node * nodes
 
     @property
     def gpus_per_node_used(self) -> int:

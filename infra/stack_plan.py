@@ -190,8 +190,8 @@ class StackPlan:
                 "layout_source": "auto" if m.config.layout is None else "explicit",
                 "layout": {"name": layout.name, **layout.fields()},
                 "replicas": {
-                    "min": layout.replicas_per_node * m.pool.min_node_count,
-                    "max": layout.replicas_per_node * m.pool.max_node_count,
+                    "min": layout.replicas_for_nodes(m.pool.min_node_count),
+                    "max": layout.replicas_for_nodes(m.pool.max_node_count),
                     "autoscaling": _autoscaling_json(m),
                 },
                 "predicted": _rounded(chosen.to_json()),
@@ -437,6 +437,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         facts = replace(facts, readiness=readiness_plan(cfg, facts, provenance))
         models.append(facts)
         problems += _running_target_problems(facts, index)
+        problems += _auto_multi_node_problems(facts, index)
         if not plan.chosen.fits:
             # Deploying it would crash-loop every replica: an error, for `auto` and explicit alike.
             problems.append(_does_not_fit(facts, index))
@@ -464,6 +465,32 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
     return models, notes, problems
+
+
+def _auto_multi_node_problems(m: ModelFacts, index: int) -> list[Problem]:
+    """`layout: auto` chose a replica over several nodes (a fabric pool): the pool must hold whole
+    replicas and the model must not autoscale, as the config requires of an explicit one."""
+    layout = m.plan.chosen.layout
+    if m.config.layout is not None or not layout.multi_node:
+        return []
+    n = layout.nodes_per_replica
+    problems = []
+    if m.pool.min_node_count % n or m.pool.max_node_count % n:
+        problems.append(
+            Problem(
+                f"{NS}models[{index}].layout",
+                f"auto chose {layout.name} (one replica over {n} nodes), but pool {m.pool.name!r} has "
+                f"{m.pool.min_node_count}..{m.pool.max_node_count} nodes; give the pool multiples of {n} nodes, or an explicit layout",
+            )
+        )
+    if m.config.autoscaling.enabled:
+        problems.append(
+            Problem(
+                f"{NS}models[{index}].autoscaling.enabled",
+                f"auto chose {layout.name}, which spans nodes and is not autoscaled yet; set autoscaling.enabled to false or give an explicit layout",
+            )
+        )
+    return problems
 
 
 def pd_notes(m: ModelFacts) -> list[str]:
@@ -616,12 +643,13 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 ttft_p90_ms=m.config.slo.ttft_p90_ms,
                 tpot_p90_ms=m.config.slo.tpot_p90_ms,
                 gpus_per_replica=m.layout.gpus_per_replica,
-                replicas=m.layout.replicas_per_node * m.pool.min_node_count,
+                replicas=m.layout.replicas_for_nodes(m.pool.min_node_count),
                 usd_per_gpu_hour=(price / m.pool.gpu.gpus) if price is not None else None,
                 pool=m.pool.name,
                 usd_per_node_hour=price,
                 pool_gpu_share=m.layout.gpus_per_node_used / pool_gpus[m.pool.name],
                 deployment=deployment_name(model_service_spec(m, None)),
+                workload="statefulset" if m.layout.multi_node else "deployment",
                 predicted_ready_seconds=m.readiness.rollout_s if m.readiness is not None else None,
             )
         )
@@ -789,7 +817,7 @@ def readiness_plan(cfg: StackConfig, model: ModelFacts, provenance: Provenance |
         source,
         gpus_per_replica=layout.gpus_per_replica,
         replicas_per_node=layout.replicas_per_node,
-        first_rollout_replicas=layout.replicas_per_node * model.pool.min_node_count,
+        first_rollout_replicas=layout.replicas_for_nodes(model.pool.min_node_count),
         measured_ready_seconds=measured,
     )
 

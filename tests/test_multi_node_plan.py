@@ -217,3 +217,13 @@ def test_the_variant_complies_with_every_policy(prod):
         if rule.scope == "stack":
             found += [f"{rule.name}: {m}" for m in rule.check(view, config)]
     assert found == []
+
+
+def test_model_down_alerts_watch_the_leader_statefulset(prod):
+    """A LeaderWorkerSet has no Deployment: kube-state-metrics reports its leaders as the
+    StatefulSet named like it, which is what VllmModelDown and VllmMetricsAbsent read."""
+    rules = [r for o in _objects(prod, "PrometheusRule") for g in o["spec"]["groups"] for r in g["rules"]]
+    down = [r for r in rules if r.get("alert") == "VllmModelDown" and r["labels"].get("model") == "deepseek-r1"]
+    assert down and 'statefulset="deepseek-r1-engine"' in down[0]["expr"] and "kube_statefulset_replicas" in down[0]["expr"]
+    others = [r for r in rules if r.get("alert") == "VllmModelDown" and r["labels"].get("model") != "deepseek-r1"]
+    assert others and all("kube_deployment_status_replicas_ready" in r["expr"] for r in others)
