@@ -114,7 +114,10 @@ class Candidate:
             "capacity": "KV/seq cap",
             "throughput": "saturated",
         }
-        return f"{limit.get(self.limit, self.limit)}, step mostly {self.bottleneck}"
+        text = f"{limit.get(self.limit, self.limit)}, step mostly {self.bottleneck}"
+        if self.layout.multi_node:
+            text += f", {self.layout.nodes_per_replica} nodes over RDMA"
+        return text
 
     def to_json(self) -> dict:
         lay = self.layout

@@ -133,8 +133,11 @@ def vllm_serve_args(layout: Layout, opts: ServeOptions, *, path: str = "") -> li
     if layout.gpus_per_replica > 1:
         # One process per GPU inside the pod; Ray is neither installed nor wanted here.
         args += ["--distributed-executor-backend", "mp"]
-    if layout.dp > 1 and layout.ep:
-        # Passing the backend keeps the choice explicit should vLLM's default change again.
+    user_flags = {canonical_flag(f) for f in flag_tokens(list(opts.extra_args))}
+    if layout.dp > 1 and layout.ep and "--all2all-backend" not in user_flags:
+        # Passing the backend keeps the choice explicit should vLLM's default change again; an
+        # `--all2all-backend` in extra_args replaces it (MoRI EP needs a NIC its userspace
+        # supports: allgather_reducescatter is the fallback over RCCL).
         args += ["--all2all-backend", all2all_backend(layout, opts.vendor)]
     if layout.multi_node:
         if opts.node_role not in ("leader", "worker"):
