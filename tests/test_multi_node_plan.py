@@ -227,3 +227,12 @@ def test_model_down_alerts_watch_the_leader_statefulset(prod):
     assert down and 'statefulset="deepseek-r1-engine"' in down[0]["expr"] and "kube_statefulset_replicas" in down[0]["expr"]
     others = [r for r in rules if r.get("alert") == "VllmModelDown" and r["labels"].get("model") != "deepseek-r1"]
     assert others and all("kube_deployment_status_replicas_ready" in r["expr"] for r in others)
+
+
+def test_the_disruption_budget_counts_workers_too(prod):
+    (pdb,) = [p for p in _objects(prod, "PodDisruptionBudget") if p["metadata"]["name"] == "deepseek-r1-engine"]
+    selector = pdb["spec"]["selector"]["matchLabels"]
+    for role in ("leader", "worker"):
+        labels = _template(prod, role)["metadata"]["labels"]
+        assert all(labels.get(k) == v for k, v in selector.items()), role
+    assert pdb["spec"]["maxUnavailable"] == 1

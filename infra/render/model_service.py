@@ -717,14 +717,19 @@ def render_service(spec: ModelServiceSpec) -> dict:
 
 
 def render_pdb(spec: ModelServiceSpec) -> dict:
-    """At most one replica voluntarily disrupted (node drains, upgrades) at a time."""
+    """At most one replica voluntarily disrupted (node drains, upgrades) at a time. For a replica
+    over several nodes the budget counts every engine pod, leaders and headless workers alike (a
+    drained worker takes its whole group down), so a drain takes one group at a time."""
+    selector = selector_labels(spec.name)
+    if spec.layout.multi_node:
+        selector = {LABEL_MODEL: spec.name, "app.kubernetes.io/component": "engine", "app.kubernetes.io/part-of": PART_OF}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(deployment_name(spec), spec.namespace, common_labels(spec.name, "engine")),
         "spec": {
             "maxUnavailable": 1,
-            "selector": {"matchLabels": selector_labels(spec.name)},
+            "selector": {"matchLabels": selector},
         },
     }
 

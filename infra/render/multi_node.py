@@ -21,8 +21,8 @@ per node, the leader's address and RPC port, `--headless` workers that start at 
 LWS_WORKER_INDEX × local ranks, MoRI EP all-to-all on AMD), or one TP group over the nodes
 (`--nnodes`, `--node-rank`, `--master-addr`). Only the leader serves HTTP: workers carry
 `app.kubernetes.io/name: vllm-worker`, so the model's Service (and so the router's registrar,
-which reads its EndpointSlices), the gateway's InferencePool, the PDB and the vLLM PodMonitor —
-all selecting `app.kubernetes.io/name: vllm` — see leaders only.
+which reads its EndpointSlices), the gateway's InferencePool and the vLLM PodMonitor — all
+selecting `app.kubernetes.io/name: vllm` — see leaders only; the PDB counts every engine pod.
 
 Every pod requests the node's 8 fabric NICs next to its GPUs: `rdma/fabric0..7` (the RDMA shared
 device plugin DOKS installs on fabric pools) and the Multus annotation
