@@ -530,12 +530,20 @@ def _does_not_fit(m: ModelFacts, index: int) -> Problem:
         key=lambda s: (s.vendor != gpu.vendor, s.hbm_gb_total, s.slug),
     )
     fitting = [s.slug for s in sizes_that_fit(m.arch, m.config.workload.to_workload(), options)]
-    elsewhere = (
-        f"it fits on {', '.join(fitting[:3])}{' and others' if len(fitting) > 3 else ''}: give gpu pool "
-        f"{m.pool.name!r} such a size, or serve the model from a pool that has one"
-        if fitting
-        else "no GPU size in the catalog holds it; choose a smaller or quantized checkpoint"
-    )
+    if fitting:
+        elsewhere = (
+            f"it fits on {', '.join(fitting[:3])}{' and others' if len(fitting) > 3 else ''}: give gpu pool "
+            f"{m.pool.name!r} such a size, or serve the model from a pool that has one"
+        )
+    else:
+        spanning = multi_node_fit(m.arch, m.config.workload.to_workload())
+        elsewhere = (
+            f"no single node of any GPU size holds it, but one replica over {spanning[1]} nodes of {spanning[0]} does: "
+            f"give pool {m.pool.name!r} that size with fabric: true and a layout with nodes_per_replica (docs/serving.md, "
+            "multi-node replicas), or choose a smaller or quantized checkpoint"
+            if spanning and not (m.pool.fabric and m.pool.gpu.slug == spanning[0])
+            else "no GPU size in the catalog holds it; choose a smaller or quantized checkpoint"
+        )
     # The candidate closest to fitting (most memory left), not the ranking's first: tp1-r8 of a 670 GB
     # model says less than tp8-r1 does about how far off the pool is.
     chosen = m.plan.chosen if m.config.layout is not None else max(m.plan.candidates, key=lambda c: (c.memory.kv_cache_gb, c.name))
@@ -547,6 +555,27 @@ def _does_not_fit(m: ModelFacts, index: int) -> Problem:
             f"{why}; {elsewhere}",
         )
     return Problem(f"{NS}models[{index}].layout", f"{chosen.name} does not fit: {why}; {elsewhere}")
+
+
+def multi_node_fit(arch, workload) -> tuple[str, int] | None:
+    """The smallest (fabric size, nodes) over which one replica of `arch` fits in memory, if any:
+    memory arithmetic only, for the error of a model that no single node holds."""
+    from infra.planner.memory import default_max_model_len, memory_per_gpu
+    from infra.planner.search import multi_node_shapes
+
+    context = workload.input_tokens + workload.output_tokens
+    fits = []
+    for gpu in (s for s in GPU_SIZES.values() if s.fabric):
+        kv = "fp8" if gpu.accelerator.supports_fp8 else "auto"
+        for tp, ep, dp, nodes in multi_node_shapes(arch, gpu, None):
+            layout = Layout(tp=tp, ep=ep, dp=dp, nodes_per_replica=nodes, kv_cache_dtype=kv,
+                            max_model_len=default_max_model_len(arch, context))
+            if memory_per_gpu(arch, gpu, layout, context).fits:
+                fits.append((nodes, gpu.hbm_gb_total, gpu.slug))
+    if not fits:
+        return None
+    nodes, _hbm, slug = min(fits)
+    return slug, nodes
 
 
 def _sizing_notes(m: ModelFacts, stack: str) -> list[str]:

@@ -66,3 +66,13 @@ def test_a_model_that_fits_no_node_gets_a_multi_node_replica():
     plan = plan_model(huge, FABRIC, WORKLOAD, Slo(10000, 200), fabric=True, pool_nodes=4)
     assert plan.chosen.fits and plan.chosen.layout.multi_node
     assert "no layout within one node" in plan.reason
+
+
+def test_a_model_no_node_holds_is_pointed_at_a_fabric_pool():
+    """The stack's "does not fit" error names the smallest fabric span that holds the model."""
+    from infra.stack_plan import multi_node_fit
+
+    huge = dataclasses.replace(R1_BF16, id="huge", moe_intermediate_size=R1_BF16.moe_intermediate_size * 3)
+    slug, nodes = multi_node_fit(huge, WORKLOAD)
+    assert GPU_SIZES[slug].fabric and nodes in (2, 4)
+    assert multi_node_fit(dataclasses.replace(R1_BF16, id="vast", moe_intermediate_size=R1_BF16.moe_intermediate_size * 40), WORKLOAD) is None
