@@ -79,6 +79,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "stacks").mkdir()
+        # --root must be a project directory: the CLI refuses one without this project's Pulumi.yaml.
+        (root / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
         for n in (1, 10, 50):
             (root / "stacks" / f"Pulumi.gen{n}.yaml").write_text(yaml.safe_dump(generated_stack(n)))
             t, m = measure(f"gen{n}", root, args.repeats)

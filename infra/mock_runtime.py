@@ -374,6 +374,13 @@ def resolve(output: Any) -> tuple[Any, bool]:
     that kept an Output from the program it ran."""
     if not isinstance(output, pulumi.Output):
         return output, False
+    value_future, secret_future = output._future, output._is_secret
+    if all(asyncio.isfuture(f) and f.done() for f in (value_future, secret_future)):
+        # Settled while the program ran: read it here. Awaiting it again would need the program's
+        # event loop, which `run` has closed; pulumi 3.231's _sync_await refuses a future of
+        # another loop (newer releases tolerate it), so the dependency floor needs this path.
+        value = value_future.result()
+        return (None if rpc.contains_unknowns(value) else value), bool(secret_future.result())
     from pulumi.runtime.sync_await import _sync_await
 
     value = _sync_await(output.future())

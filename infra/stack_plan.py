@@ -42,6 +42,7 @@ from infra.planner import (
     slo_shortfall,
 )
 from infra.planner.search import NEAR_TIE, nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
+from infra.render import pd_service
 from infra.render.autoscaling import (
     RUNNING_HEADROOM,
     AutoscalingSpec,
@@ -63,7 +64,7 @@ from infra.render.model_service import (
 )
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec, prometheus_url
 from infra.render.router import POLICY_WHY, RoutedModel, RouterSpec, router_timeout_seconds
-from infra.render.slo_rules import ObservedModel, slo_bucket_warnings
+from infra.render.slo_rules import ObservedModel, PdObserved, slo_bucket_warnings
 from infra.render.warm_start import (
     SPACES_READ_SECRET,
     SPACES_WRITE_SECRET,
@@ -664,6 +665,7 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
     out = []
     for m in models:
         price = m.pool.node_usd_per_hour
+        pd = pd_observed(m)
         out.append(
             ObservedModel(
                 name=m.config.name,
@@ -672,17 +674,42 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 ttft_p90_ms=m.config.slo.ttft_p90_ms,
                 tpot_p90_ms=m.config.slo.tpot_p90_ms,
                 gpus_per_replica=m.layout.gpus_per_replica,
-                replicas=m.layout.replicas_for_nodes(m.pool.min_node_count),
+                replicas=(
+                    pd.prefill_engines + pd.decode_engines
+                    if pd is not None
+                    else m.layout.replicas_for_nodes(m.pool.min_node_count)
+                ),
                 usd_per_gpu_hour=(price / m.pool.gpu.gpus) if price is not None else None,
                 pool=m.pool.name,
                 usd_per_node_hour=price,
                 pool_gpu_share=m.layout.gpus_per_node_used / pool_gpus[m.pool.name],
-                deployment=deployment_name(model_service_spec(m, None)),
+                deployment=pd.decode_deployment if pd is not None else deployment_name(model_service_spec(m, None)),
                 workload="statefulset" if m.layout.multi_node else "deployment",
                 predicted_ready_seconds=m.readiness.rollout_s if m.readiness is not None else None,
+                pd=pd,
             )
         )
     return out
+
+
+def pd_observed(model: ModelFacts) -> PdObserved | None:
+    """The sides of a P/D model as the monitoring sees them (names from infra/render/pd_service.py);
+    None for a colocated layout."""
+    if not getattr(model.layout, "disaggregated", False):
+        return None
+    spec = model_service_spec(model, None)
+    pd = pd_service.PdServiceSpec(spec, spec.layout, units=spec.replicas)
+    return PdObserved(
+        connector=pd.connector or "none",
+        prefill_deployment=pd_service.side_name(pd, "prefill"),
+        decode_deployment=pd_service.side_name(pd, "decode"),
+        router_deployment=pd_service.router_spec(pd).name,
+        prefill_engines=pd.pd.prefill_instances * pd.units,
+        decode_engines=pd.pd.decode_instances * pd.units,
+        prefill_tp=pd.pd.prefill_tp,
+        decode_tp=pd.pd.decode_tp,
+        decode_max_num_seqs=pd.pd.decode_max_num_seqs,
+    )
 
 
 def running_target(model: ModelFacts) -> tuple[int, str]:

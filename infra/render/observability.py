@@ -13,7 +13,11 @@ Scrape contract with the other renderers:
   The toolkit never deploys an exporter itself: in `doks-managed` and `device-plugin` mode it is
   the DOKS add-on (cluster flag `amd_gpu_device_metrics_exporter_plugin`, independent of the DOKS
   device plugin), in `gpu-operator` mode the operator's DeviceConfig.
-Both PodMonitors for our pods copy the model label to a `model` target label and the
+- P/D models (infra/render/pd_service.py): the prefill and decode engines are vLLM pods like any
+  other, with `inference-platform/pd-role: prefill|decode`, copied to the `pd_role` target label;
+  each model's P/D router carries `app.kubernetes.io/name: vllm-pd-router` and the model label and
+  serves vllm_router_* on its `metrics` port (a third PodMonitor, rendered only with P/D models).
+The PodMonitors for our pods copy the model label to a `model` target label and the
 `app.kubernetes.io/name` label to `component`; the recording rules rely on that.
 """
 
@@ -27,11 +31,15 @@ from pathlib import Path
 from infra.catalog import versions
 from infra.render.slo_rules import (
     DEFAULT_THRESHOLDS,
+    PD_ROLE_TARGET_LABEL,
+    PD_ROUTER_COMPONENT,
     RUNBOOK_DEFAULT,
     AlertThresholds,
     ObservedModel,
     gpu_alert_group,
     model_recording_group,
+    pd_alert_group,
+    pd_recording_group,
     pool_cost_group,
     serving_alert_group,
     slo_alert_group,
@@ -305,6 +313,12 @@ def _pod_label_relabelings() -> list[dict]:
             "targetLabel": "component",
         },
         {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"},
+        # Absent on colocated engines (an empty value adds no label).
+        {
+            "action": "replace",
+            "sourceLabels": ["__meta_kubernetes_pod_label_inference_platform_pd_role"],
+            "targetLabel": PD_ROLE_TARGET_LABEL,
+        },
     ]
 
 
@@ -320,7 +334,8 @@ def _pod_monitor(name: str, namespace: str, spec: dict) -> dict:
 def render_pod_monitors(
     models: Iterable[ObservedModel], gpu: GpuRuntimeFacts, settings: MonitoringSettings
 ) -> list[dict]:
-    """PodMonitors for vLLM, the router and (AMD) the device-metrics exporter."""
+    """PodMonitors for vLLM, the router, each P/D model's router and (AMD) the device-metrics exporter."""
+    models = list(models)
     namespaces = sorted({m.namespace for m in models})
     monitors = []
     if namespaces:
@@ -332,13 +347,23 @@ def render_pod_monitors(
             },
             "router": {"matchLabels": {"app.kubernetes.io/name": "router", "app.kubernetes.io/part-of": "inference-platform"}},
         }
-        for component, port in (("vllm", "http"), ("router", settings.router_metrics_port)):
+        components = [("vllm", "http"), ("router", settings.router_metrics_port)]
+        pd_namespaces = sorted({m.namespace for m in models if m.pd is not None})
+        if pd_namespaces:
+            selectors[PD_ROUTER_COMPONENT] = {
+                "matchLabels": {"app.kubernetes.io/name": PD_ROUTER_COMPONENT},
+                "matchExpressions": [{"key": "inference-platform/model", "operator": "Exists"}],
+            }
+            components.append((PD_ROUTER_COMPONENT, "metrics"))
+        for component, port in components:
             monitors.append(
                 _pod_monitor(
                     component,
                     settings.namespace,
                     {
-                        "namespaceSelector": {"matchNames": namespaces},
+                        "namespaceSelector": {
+                            "matchNames": pd_namespaces if component == PD_ROUTER_COMPONENT else namespaces
+                        },
                         "selector": selectors[component],
                         "podMetricsEndpoints": [
                             {
@@ -401,10 +426,16 @@ def render_rule_groups(
     out: dict[str, list[dict]] = {}
     for m in models:
         out[f"model-{m.name}"] = [model_recording_group(m), slo_recording_group(m)]
+        pd = pd_recording_group(m)
+        if pd is not None:
+            out[f"model-{m.name}"].append(pd)
     pools = pool_cost_group(models)
     if pools is not None:
         out["pools"] = [pools]
     alerts = [slo_alert_group(runbook_url), serving_alert_group(models, thresholds, runbook_url)]
+    pd_alerts = pd_alert_group(models, base=thresholds, runbook_base=runbook_url)
+    if pd_alerts is not None:
+        alerts.append(pd_alerts)
     if gpu.scrape_amd_exporter:
         alerts.append(gpu_alert_group(thresholds, runbook_url))
     out["alerts"] = alerts

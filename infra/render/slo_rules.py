@@ -70,6 +70,37 @@ ERROR_BUDGET = round(1.0 - SLO_QUANTILE, 6)  # 0.10 of requests may exceed the p
 
 RUNBOOK_DEFAULT = "docs/runbook.md"
 
+# The vLLM PodMonitor copies the P/D renderer's pod label `inference-platform/pd-role`
+# (infra/render/pd_service.PD_ROLE_LABEL) to this target label; colocated engines have none.
+PD_ROLE_TARGET_LABEL = "pd_role"
+PD_ROUTER_COMPONENT = "vllm-pd-router"  # the P/D router pods' app.kubernetes.io/name
+
+
+@dataclass(frozen=True)
+class PdObserved:
+    """The prefill/decode sides of a P/D model, as the monitoring sees them.
+
+    connector: vLLM's kv_connector (`MoRIIOConnector` | `NixlConnector`); only NIXL exports
+        transfer series (`vllm:nixl_*`, vLLM 0.33 nixl/stats.py); MoRI-IO exports none.
+    *_deployment: the side's Deployment; router_deployment: the model's P/D router.
+    *_engines: engine pods a side should keep ready; *_tp: GPUs per engine of the side.
+    decode_max_num_seqs: one decode engine's batch limit (how "idle" the decode side is).
+    """
+
+    connector: str
+    prefill_deployment: str
+    decode_deployment: str
+    router_deployment: str
+    prefill_engines: int
+    decode_engines: int
+    prefill_tp: int
+    decode_tp: int
+    decode_max_num_seqs: int
+
+    @property
+    def exports_transfer_metrics(self) -> bool:
+        return self.connector == "NixlConnector"
+
 
 @dataclass(frozen=True)
 class ObservedModel:
@@ -97,6 +128,11 @@ class ObservedModel:
     predicted_ready_seconds: the plan's pod start → Ready for a rollout's new pod (measured, or
         the load model's, infra/planner/loading.py); VllmReplicaSlowToReady fires at
         READY_ALERT_FACTOR × it. None: no time-to-ready rules for this model.
+    pd: the sides of a prefill/decode-disaggregated model (None: colocated). Every user request
+        runs twice, a one-token leg on a prefill engine and the generation on a decode engine, so
+        the per-model series read the decode side (`selector`), except the TTFT SLI, which reads
+        the prefill side (`sli_side`); `deployment` is then the decode Deployment and `replicas`
+        counts the engines of both sides.
     """
 
     name: str
@@ -115,6 +151,7 @@ class ObservedModel:
     # like the LWS, its pods the leaders that serve) stands in for the Deployment in the alerts.
     workload: str = field(default="deployment", kw_only=True)
     predicted_ready_seconds: int | None = field(default=None, kw_only=True)
+    pd: PdObserved | None = field(default=None, kw_only=True)
 
     @property
     def billed(self) -> bool:
@@ -273,6 +310,9 @@ def selector(model: ObservedModel, *extra: str) -> str:
     `component="vllm"` comes from the vLLM PodMonitor's relabeling; it keeps out the router's own
     `vllm:`-prefixed series should a router re-export some under the same names (the production-stack
     router did; vllm-router's are `vllm_router_*`).
+    For a P/D model the matchers select the decode side unless `extra` names a side: every user
+    request finishes there, while the prefill engines' one-token legs would count each request
+    twice (and record a TPOT of 0).
     """
     parts = [
         f"model_name={quoted(model.served_model_name)}",
@@ -280,18 +320,32 @@ def selector(model: ObservedModel, *extra: str) -> str:
         'component="vllm"',
         *extra,
     ]
+    if model.pd is not None and not any(p.startswith(PD_ROLE_TARGET_LABEL) for p in extra):
+        parts.append(f'{PD_ROLE_TARGET_LABEL}="decode"')
     return "{" + ", ".join(parts) + "}"
 
 
+def sli_side(model: ObservedModel, short: str) -> tuple[str, ...]:
+    """Extra matchers of an SLI's histogram. P/D: TTFT from the prefill engines (queue + prompt
+    compute, nearly all of a prompt-heavy request's first-token time), TPOT from the decode
+    engines. The decode side's own TTFT (KV transfer + decode queue + first step) is not in the
+    SLI: no engine sees the user's whole first-token time; it is recorded per side
+    (`model_side:vllm_ttft_seconds:p90`) so the gap stays visible. Colocated: nothing."""
+    if model.pd is None:
+        return ()
+    return (f'{PD_ROLE_TARGET_LABEL}="{"prefill" if short == "ttft" else "decode"}"',)
+
+
 def slo_good_ratio_expr(
-    metric: str, model: ObservedModel, limit_s: float, buckets: Iterable[float], window: str
+    metric: str, model: ObservedModel, limit_s: float, buckets: Iterable[float], window: str,
+    side: tuple[str, ...] = (),
 ) -> str:
     """Fraction of requests at or under `limit_s` over `window`, from histogram buckets."""
     b = bracket(limit_s, buckets)
-    count = f"sum(rate({metric}_count{selector(model)}[{window}]))"
+    count = f"sum(rate({metric}_count{selector(model, *side)}[{window}]))"
 
     def cumulative(bound: float) -> str:
-        return f"sum(rate({metric}_bucket{selector(model, le_matcher(bound))}[{window}]))"
+        return f"sum(rate({metric}_bucket{selector(model, *side, le_matcher(bound))}[{window}]))"
 
     if b.exact:
         good = cumulative(b.lower_s)
@@ -312,10 +366,11 @@ def _rule(record: str, expr: str, model: ObservedModel) -> dict:
 
 
 def _quantile_rules(short: str, metric: str, model: ObservedModel) -> list[dict]:
+    sel = selector(model, *sli_side(model, short))
     return [
         _rule(
             f"model:vllm_{short}_seconds:p{int(q * 100)}",
-            f"histogram_quantile({q}, sum by (le) (rate({metric}_bucket{selector(model)}[5m])))",
+            f"histogram_quantile({q}, sum by (le) (rate({metric}_bucket{sel}[5m])))",
             model,
         )
         for q in (0.5, 0.9, 0.99)
@@ -384,6 +439,17 @@ def slow_readiness_alert(runbook_base: str) -> dict:
     )
 
 
+def _gpus_serving_expr(model: ObservedModel) -> str:
+    """GPUs behind scraped engines: up targets × GPUs per engine (per side for P/D, whose sides
+    may differ in TP; `or vector(0)` keeps a side with no target at 0)."""
+    if model.pd is None:
+        return f"{_by_model('model:vllm_replicas_up:sum', model)} * {model.gpus_per_replica}"
+    return " + ".join(
+        f'(sum(up{{component="vllm", model={quoted(model.name)}, {PD_ROLE_TARGET_LABEL}="{role}"}}) or vector(0)) * {tp}'
+        for role, tp in (("prefill", model.pd.prefill_tp), ("decode", model.pd.decode_tp))
+    )
+
+
 def model_recording_group(model: ObservedModel) -> dict:
     """Per-model serving, saturation, efficiency and cost series (evaluated every interval)."""
     sel = selector(model)
@@ -436,11 +502,7 @@ def model_recording_group(model: ObservedModel) -> dict:
         _rule(
             "model:vllm_replicas_up:sum", f'sum(up{{component="vllm", model={quoted(model.name)}}})', model
         ),
-        _rule(
-            "model:vllm_gpus_serving:sum",
-            f"{_by_model('model:vllm_replicas_up:sum', model)} * {model.gpus_per_replica}",
-            model,
-        ),
+        _rule("model:vllm_gpus_serving:sum", _gpus_serving_expr(model), model),
         _rule(
             "model:vllm_output_tokens_per_second_per_gpu:rate5m",
             f"{_by_model('model:vllm_output_tokens_per_second:rate5m', model)}"
@@ -561,8 +623,9 @@ def slo_recording_group(model: ObservedModel) -> dict:
         ("ttft", TTFT_METRIC, model.ttft_p90_ms, TTFT_BUCKETS_S),
         ("tpot", TPOT_METRIC, model.tpot_p90_ms, TPOT_BUCKETS_S),
     ):
+        side = sli_side(model, short)
         for window in SLO_WINDOWS:
-            good = slo_good_ratio_expr(metric, model, limit_ms / 1000.0, buckets, window)
+            good = slo_good_ratio_expr(metric, model, limit_ms / 1000.0, buckets, window, side)
             rules.append(_rule(f"model:vllm_{short}_slo_errors:ratio_rate{window}", f"1 - ({good})", model))
         rules.append(
             _rule(
@@ -576,7 +639,7 @@ def slo_recording_group(model: ObservedModel) -> dict:
             rules.append(
                 _rule(
                     f"model:vllm_{short}_requests:rate{window}",
-                    f"sum(rate({metric}_count{selector(model)}[{window}]))",
+                    f"sum(rate({metric}_count{selector(model, *side)}[{window}]))",
                     model,
                 )
             )
@@ -709,7 +772,7 @@ def serving_alert_group(
             "label_replace(sum by (namespace, pod, label_inference_platform_model) ("
             f'increase(kube_pod_container_status_restarts_total{{namespace=~"{namespaces}"}}[30m])'
             " * on (namespace, pod) group_left (label_inference_platform_model)"
-            ' kube_pod_labels{label_app_kubernetes_io_name=~"vllm|router"}),'
+            ' kube_pod_labels{label_app_kubernetes_io_name=~"vllm|router|vllm-pd-router"}),'
             ' "model", "$1", "label_inference_platform_model", "(.+)")'
             f" >= {thresholds.pod_restarts_per_30m}",
             "warning",
@@ -862,3 +925,260 @@ def alert_names(groups: Iterable[dict]) -> list[str]:
 def recorded_names(groups: Iterable[dict]) -> set[str]:
     """Every series name the groups record."""
     return {r["record"] for g in groups for r in g["rules"] if "record" in r}
+
+
+# --- prefill/decode disaggregation (issue 18) --------------------------------------------------
+#
+# Metric names verified in the pinned engines (vLLM 0.33.0 wheel, vllm-router 0.1.17 wheel):
+# - every engine: vllm:num_requests_waiting, vllm:num_requests_waiting_by_reason{reason=
+#   "capacity"|"deferred"} ("deferred" includes requests waiting for a KV transfer),
+#   vllm:num_requests_running, vllm:kv_cache_usage_perc, vllm:time_to_first_token_seconds,
+#   vllm:request_queue_time_seconds (vllm/v1/metrics/loggers.py);
+# - KV consumers (decode engines, any connector): vllm:num_requests_kv_fetch_by_stage{stage=
+#   "waiting_to_start"|"in_progress"|"completed_waiting"};
+# - NixlConnector only: vllm:nixl_xfer_time_seconds (histogram), vllm:nixl_num_failed_transfers
+#   (counter, exported with `_total`; includes handshake and notification failures),
+#   vllm:nixl_num_kv_expired_reqs (nixl/stats.py). MoRIIOConnector registers no Prometheus
+#   metrics in 0.33.0 (moriio/ has no KVConnectorStats): on AMD the transfer shows only as the
+#   decode side's TTFT and KV-fetch gauges, and its failures as the router's decode-leg errors;
+# - vllm-router (metrics.rs): vllm_router_pd_requests_total{route},
+#   vllm_router_pd_prefill_errors_total{worker}, vllm_router_pd_decode_errors_total{worker}.
+#   Its exporter (metrics-exporter-prometheus) only exports a counter once it was incremented, so
+#   the error ratios are absent, not 0, until the first error.
+
+
+@dataclass(frozen=True)
+class PdAlertThresholds:
+    """Limits of the P/D alerts, with the reason for each default."""
+
+    # Prompts waiting for capacity per up engine of a side: more than two prompts of a
+    # prompt-heavy workload queued per engine is a TTFT of three prefills or more.
+    queue_per_engine: float = 2.0
+    # Decode batch (running ÷ engines × max_num_seqs) below this while prompts queue: the decode
+    # side has room the prefill side cannot fill — GPUs in the wrong pool.
+    idle_batch_ratio: float = 0.25
+    bottleneck_for: str = "15m"
+    # KV transfers that fail (NIXL) or requests whose P/D leg the router saw fail.
+    kv_transfer_failure_ratio: float = 0.01
+    leg_error_ratio: float = 0.05
+    router_down_for: str = "5m"
+    prefill_down_for: str = "10m"
+
+
+DEFAULT_PD_THRESHOLDS = PdAlertThresholds()
+
+
+def _pd_router_selector(model: ObservedModel) -> str:
+    return f'{{component="{PD_ROUTER_COMPONENT}", model={quoted(model.name)}, namespace={quoted(model.namespace)}}}'
+
+
+def pd_recording_group(model: ObservedModel) -> dict | None:
+    """Per-side queue, batch, KV cache and latency of a P/D model, its KV transfer (where the
+    connector exports it) and its P/D router; None for a colocated model."""
+    pd = model.pd
+    if pd is None:
+        return None
+    sides = selector(model, f'{PD_ROLE_TARGET_LABEL}=~"prefill|decode"')
+    decode = selector(model, f'{PD_ROLE_TARGET_LABEL}="decode"')
+    capacity = selector(model, f'{PD_ROLE_TARGET_LABEL}=~"prefill|decode"', 'reason="capacity"')
+    by_side = f"sum by ({PD_ROLE_TARGET_LABEL})"
+    up = f'up{{component="vllm", model={quoted(model.name)}, {PD_ROLE_TARGET_LABEL}=~"prefill|decode"}}'
+
+    def side(record: str, role: str) -> str:
+        return f'{record}{{model={quoted(model.name)}, {PD_ROLE_TARGET_LABEL}="{role}"}}'
+
+    def per_engine(role: str) -> str:
+        # `ignoring(pd_role)` is not needed: both operands carry the same side label.
+        return (
+            f"sum without ({PD_ROLE_TARGET_LABEL}) ({side('model_side:vllm_requests_waiting_for_capacity:sum', role)}"
+            f" / ({side('model_side:vllm_engines_up:sum', role)} > 0))"
+        )
+
+    rules = [
+        _rule("model_side:vllm_requests_waiting:sum", f"{by_side} (vllm:num_requests_waiting{sides})", model),
+        # Waiting for scheduling capacity only: a decode engine's requests whose KV is still in
+        # flight wait as "deferred" and are not a queue.
+        _rule(
+            "model_side:vllm_requests_waiting_for_capacity:sum",
+            f"{by_side} (vllm:num_requests_waiting_by_reason{capacity})",
+            model,
+        ),
+        _rule("model_side:vllm_requests_running:sum", f"{by_side} (vllm:num_requests_running{sides})", model),
+        _rule(
+            "model_side:vllm_kv_cache_usage:max",
+            f"max by ({PD_ROLE_TARGET_LABEL}) (vllm:kv_cache_usage_perc{sides})",
+            model,
+        ),
+        _rule("model_side:vllm_engines_up:sum", f"{by_side} ({up})", model),
+        # Prefill side: queue + prompt compute (its whole request is the one-token leg), i.e. the
+        # prefill's contribution to TTFT. Decode side: KV transfer + decode queue + first step.
+        _rule(
+            "model_side:vllm_ttft_seconds:p90",
+            f"histogram_quantile(0.9, sum by ({PD_ROLE_TARGET_LABEL}, le) "
+            f"(rate({TTFT_METRIC}_bucket{sides}[5m])))",
+            model,
+        ),
+        _rule(
+            "model_side:vllm_queue_time_seconds:p90",
+            f"histogram_quantile(0.9, sum by ({PD_ROLE_TARGET_LABEL}, le) "
+            f"(rate(vllm:request_queue_time_seconds_bucket{sides}[5m])))",
+            model,
+        ),
+        _rule("model:vllm_pd_prefill_queue_per_engine:ratio", per_engine("prefill"), model),
+        _rule("model:vllm_pd_decode_queue_per_engine:ratio", per_engine("decode"), model),
+        _rule(
+            "model:vllm_pd_decode_batch:ratio",
+            f"sum without ({PD_ROLE_TARGET_LABEL}) ({side('model_side:vllm_requests_running:sum', 'decode')}"
+            f" / ({side('model_side:vllm_engines_up:sum', 'decode')} * {pd.decode_max_num_seqs} > 0))",
+            model,
+        ),
+        _rule(
+            "model:vllm_pd_kv_fetch_requests:sum",
+            f"sum by (stage) (vllm:num_requests_kv_fetch_by_stage{decode})",
+            model,
+        ),
+    ]
+    if pd.exports_transfer_metrics:
+        transfers = f"sum(rate(vllm:nixl_xfer_time_seconds_count{sides}[5m]))"
+        failures = f"sum(rate(vllm:nixl_num_failed_transfers_total{sides}[5m]))"
+        rules += [
+            _rule(
+                "model:vllm_kv_transfer_seconds:p90",
+                f"histogram_quantile(0.9, sum by (le) (rate(vllm:nixl_xfer_time_seconds_bucket{sides}[5m])))",
+                model,
+            ),
+            _rule("model:vllm_kv_transfers:rate5m", transfers, model),
+            _rule("model:vllm_kv_transfer_failures:rate5m", failures, model),
+            _rule(
+                "model:vllm_kv_transfer_failures:ratio_rate5m",
+                f"{failures} / (({transfers} + {failures}) > 0)",
+                model,
+            ),
+            _rule(
+                "model:vllm_kv_expired_requests:rate5m",
+                f"sum(rate(vllm:nixl_num_kv_expired_reqs_total{sides}[5m]))",
+                model,
+            ),
+        ]
+    router = _pd_router_selector(model)
+    requests = f"sum(rate(vllm_router_pd_requests_total{router}[5m]))"
+    rules += [
+        _rule("model:pd_router_up:sum", f"sum(up{router}) or vector(0)", model),
+        _rule("model:pd_router_requests:rate5m", requests, model),
+        _rule(
+            "model:pd_router_leg_errors:rate5m",
+            " or ".join(
+                f'label_replace(sum(rate(vllm_router_pd_{leg}_errors_total{router}[5m])), "leg", "{leg}", "", "")'
+                for leg in ("prefill", "decode")
+            ),
+            model,
+        ),
+        _rule(
+            "model:pd_router_leg_errors:ratio_rate5m",
+            f"sum without (leg) ({_by_model('model:pd_router_leg_errors:rate5m', model)})"
+            f" / on () group_left () ({requests} > 0)",
+            model,
+        ),
+    ]
+    return {"name": f"inference-platform.pd.{model.name}", "rules": rules}
+
+
+def pd_alert_group(
+    models: Iterable[ObservedModel],
+    thresholds: PdAlertThresholds = DEFAULT_PD_THRESHOLDS,
+    base: AlertThresholds = DEFAULT_THRESHOLDS,
+    runbook_base: str = RUNBOOK_DEFAULT,
+) -> dict | None:
+    """A starved side, KV-transfer and router-leg failures, the P/D router or the prefill side
+    down; None when no model is disaggregated."""
+    pds = [m for m in models if m.pd is not None]
+    if not pds:
+        return None
+    q = _num(thresholds.queue_per_engine)
+    rules = [
+        _alert(
+            "VllmPdPrefillBottleneck",
+            f"model:vllm_pd_prefill_queue_per_engine:ratio > {q}"
+            f" and on (model) model:vllm_pd_decode_batch:ratio < {_num(thresholds.idle_batch_ratio)}",
+            "warning",
+            thresholds.bottleneck_for,
+            "{{ $labels.model }}: prompts queue on the prefill side while the decode side idles",
+            f"{{{{ $value }}}} prompts wait per prefill engine (limit {q}) while the decode engines run under "
+            f"{thresholds.idle_batch_ratio:.0%} of their batch: TTFT grows although GPUs sit idle — the "
+            "split has too few prefill engines for this traffic.",
+            runbook_base,
+        ),
+        _alert(
+            "VllmPdDecodeBottleneck",
+            f"max by (model) (model:vllm_pd_decode_queue_per_engine:ratio > {q}"
+            f' or model_side:vllm_kv_cache_usage:max{{{PD_ROLE_TARGET_LABEL}="decode"}}'
+            f" > {_num(base.kv_cache_usage_ratio)})"
+            " and on (model) model:vllm_pd_prefill_queue_per_engine:ratio < 1",
+            "warning",
+            thresholds.bottleneck_for,
+            "{{ $labels.model }}: the decode side is full while the prefill side has spare capacity",
+            f"Requests queue on the decode engines (more than {q} per engine) or their KV cache is over "
+            f"{base.kv_cache_usage_ratio:.0%}, while fewer than one prompt waits per prefill engine: TPOT and "
+            "TTFT grow although prefill GPUs sit idle — the split has too few decode engines.",
+            runbook_base,
+        ),
+        _alert(
+            "VllmPdRouterLegErrors",
+            f"model:pd_router_leg_errors:ratio_rate5m > {_num(thresholds.leg_error_ratio)}",
+            "warning",
+            "10m",
+            "{{ $labels.model }}: the P/D router sees prefill or decode legs fail",
+            "{{ $value | humanizePercentage }} of {{ $labels.model }} P/D requests had a failed prefill or "
+            f"decode leg over 5 minutes (limit {thresholds.leg_error_ratio:.0%}); with MoRI-IO, whose engines "
+            "export no transfer metrics, a failing KV transfer shows here.",
+            runbook_base,
+        ),
+    ]
+    if any(m.pd.exports_transfer_metrics for m in pds):
+        rules.append(
+            _alert(
+                "VllmPdKvTransferFailures",
+                f"model:vllm_kv_transfer_failures:ratio_rate5m > {_num(thresholds.kv_transfer_failure_ratio)}",
+                "warning",
+                "5m",
+                "{{ $labels.model }}: NIXL KV transfers fail",
+                "{{ $value | humanizePercentage }} of {{ $labels.model }} KV transfers (transfer, handshake or "
+                f"notification) failed over 5 minutes (limit {thresholds.kv_transfer_failure_ratio:.0%}); the "
+                "decode engine recomputes or fails those requests.",
+                runbook_base,
+            )
+        )
+    for m in pds:
+        for alert, dep, for_, summary, description, severity in (
+            (
+                "VllmPdRouterDown",
+                m.pd.router_deployment,
+                thresholds.router_down_for,
+                f"{m.name}: no P/D router is ready",
+                f"Deployment {m.namespace}/{m.pd.router_deployment} has no ready pod for "
+                f"{thresholds.router_down_for}: every request to {m.served_model_name} passes through it "
+                "and fails.",
+                "critical",
+            ),
+            (
+                "VllmPdPrefillDown",
+                m.pd.prefill_deployment,
+                thresholds.prefill_down_for,
+                f"{m.name}: no prefill engine is ready",
+                f"Deployment {m.namespace}/{m.pd.prefill_deployment} wants engines but none has been ready "
+                f"for {thresholds.prefill_down_for}: the router cannot prefill, so every request to "
+                f"{m.served_model_name} fails (the decode side is watched by VllmModelDown).",
+                "critical",
+            ),
+        ):
+            sel = f"namespace={quoted(m.namespace)}, deployment={quoted(dep)}"
+            expr = (
+                f"kube_deployment_status_replicas_ready{{{sel}}} == 0"
+                f" and on () (kube_deployment_spec_replicas{{{sel}}} > 0)"
+            )
+            if alert == "VllmPdPrefillDown":  # a first load is not an outage (as VllmModelDown)
+                expr += f" and on () (time() - kube_deployment_created{{{sel}}} > {base.model_down_grace_seconds})"
+            rules.append(
+                _alert(alert, expr, severity, for_, summary, description, runbook_base, extra_labels={"model": m.name})
+            )
+    return {"name": "inference-platform.alerts.pd", "rules": rules}

@@ -60,6 +60,8 @@ AMD_EXPORTER = "ROCm/device-metrics-exporter docs/configuration/metricslist.md +
 KSM = "kube-state-metrics docs/metrics/workload/pod-metrics.md"
 KSM_NODE = "kube-state-metrics docs/metrics/cluster/node-metrics.md (resource name sanitised: amd_com_gpu)"
 KSM_DEPLOYMENT = "kube-state-metrics docs/metrics/workload/deployment-metrics.md (no label allow-list needed)"
+NIXL = "vLLM vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py (NixlConnector only)"
+VLLM_ROUTER = "vllm-project/router src/metrics.rs (vllm-router 0.1.17)"
 EXTERNAL_METRICS: dict[str, str] = {
     "vllm:time_to_first_token_seconds_bucket": VLLM,
     "vllm:time_to_first_token_seconds_count": VLLM,
@@ -94,11 +96,24 @@ EXTERNAL_METRICS: dict[str, str] = {
     "kube_deployment_spec_replicas": KSM_DEPLOYMENT,
     "kube_deployment_created": KSM_DEPLOYMENT,
     "up": "Prometheus: synthetic per-target series",
+    # P/D (checked in the vLLM 0.33.0 and vllm-router 0.1.17 wheels)
+    "vllm:num_requests_waiting_by_reason": VLLM,
+    "vllm:num_requests_kv_fetch_by_stage": VLLM + " (KV consumers only)",
+    "vllm:request_queue_time_seconds_bucket": VLLM,
+    "vllm:nixl_xfer_time_seconds_bucket": NIXL,
+    "vllm:nixl_xfer_time_seconds_count": NIXL,
+    "vllm:nixl_num_failed_transfers_total": NIXL,
+    "vllm:nixl_num_kv_expired_reqs_total": NIXL,
+    "vllm_router_pd_requests_total": VLLM_ROUTER,
+    "vllm_router_pd_prefill_errors_total": VLLM_ROUTER,
+    "vllm_router_pd_decode_errors_total": VLLM_ROUTER,
 }
 
 
 def all_groups() -> list[dict]:
-    return [g for groups in render_rule_groups(MODELS, AMD).values() for g in groups]
+    from tests.render.test_pd_rules_promtool import MORIIO, NIXL
+
+    return [g for groups in render_rule_groups([*MODELS, MORIIO, NIXL], AMD).values() for g in groups]
 
 
 def metric_names(expr: str) -> set[str]:
@@ -123,6 +138,7 @@ GRAFANA_VARS = {
     "$__range": "1d",
     "${datasource}": "prometheus",
     "$model": "qwen3-235b",
+    "$pd_model": "pd",
     "$hostname": "node-1",
 }
 
@@ -138,7 +154,8 @@ def dashboard_exprs() -> list[tuple[str, str]]:
     out = []
     for path in sorted(DASHBOARD_DIR.glob("*.json")):
         board = json.loads(path.read_text())
-        for panel in board["panels"]:
+        panels = [*board["panels"], *(p for row in board["panels"] for p in row.get("panels", []))]
+        for panel in panels:
             for target in panel.get("targets", []):
                 out.append((f"{path.name}: {panel['title']}", target["expr"]))
         for var in board["templating"]["list"]:
