@@ -245,6 +245,7 @@ class PdLayout:
             "ep": self.ep,
             "dp": 1,
             "replicas_per_node": self.replicas_per_node,
+            "nodes_per_replica": 1,  # a unit spans nodes_per_unit nodes, below
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "disaggregated": True,
