@@ -1,4 +1,5 @@
-"""One vLLM model service: Secrets, weight-prefetch Job, Deployment, Service, PodDisruptionBudget.
+"""One vLLM model service: Secrets, weight-prefetch Job, Deployment (or, for a replica that spans
+nodes, a LeaderWorkerSet), Service, PodDisruptionBudget.
 
 Thin by design: every manifest comes from `infra.render.model_service` (pure, tested without
 Pulumi); this component only turns the dicts into typed pulumi-kubernetes resources and adds what
@@ -36,6 +37,7 @@ from infra.render.model_service import (
     service_name,
     startup_budget_seconds,
 )
+from infra.render.multi_node import render_leader_worker_set
 from infra.render.pd_service import PdServiceSpec, render_pd_service
 
 
@@ -51,6 +53,8 @@ class ModelServiceArgs:
         the router of this model reads too. None: no key, or the Secret exists already.
     protect: protect the children (they are stateless; usually False).
     depends_on: e.g. the namespace and the weight-cache claim.
+    engine_depends_on: what only the engines wait for (a multi-node layout: the fabric component,
+        whose LWS release brings the LeaderWorkerSet CRD and whose attachments the pods name).
     """
 
     spec: ModelServiceSpec
@@ -59,6 +63,7 @@ class ModelServiceArgs:
     api_key: pulumi.Input[str] | None = None
     protect: bool = False
     depends_on: Sequence[pulumi.Resource] = ()
+    engine_depends_on: Sequence[pulumi.Resource] = ()  # a multi-node layout: the fabric (LWS CRD, NADs)
 
 
 class ModelService(pulumi.ComponentResource):
@@ -68,7 +73,7 @@ class ModelService(pulumi.ComponentResource):
     hf_token_secret: k8s.core.v1.Secret | None
     api_key_secret: k8s.core.v1.Secret | None
     prefetch_job: k8s.batch.v1.Job | None
-    deployment: k8s.apps.v1.Deployment
+    deployment: k8s.apps.v1.Deployment | k8s.apiextensions.CustomResource  # a LeaderWorkerSet for multi-node
     service: k8s.core.v1.Service
     pdb: k8s.policy.v1.PodDisruptionBudget
     endpoint: str  # in-cluster base URL of the OpenAI API
@@ -115,20 +120,31 @@ class ModelService(pulumi.ComponentResource):
                 ),
             )
 
-        deployment = render_deployment(spec)
         # Create: all replicas load in parallel (one wave). Update: maxSurge 0 → sequential waves.
         create_timeout = f"{startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS}s"
         update_timeout = f"{deployment_timeout_seconds(spec)}s"
-        self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-engine",
-            metadata=deployment["metadata"],
-            spec=deployment["spec"],
-            opts=child_opts(
-                depends_on=[*secrets, *([self.prefetch_job] if self.prefetch_job else [])],
-                custom_timeouts=pulumi.CustomTimeouts(create=create_timeout, update=update_timeout),
-                ignore_changes=deployment_ignore_changes(spec) or None,
-            ),
+        engine_opts = child_opts(
+            depends_on=[*secrets, *([self.prefetch_job] if self.prefetch_job else []), *args.engine_depends_on],
+            custom_timeouts=pulumi.CustomTimeouts(create=create_timeout, update=update_timeout),
+            ignore_changes=deployment_ignore_changes(spec) or None,
         )
+        if spec.layout.multi_node:
+            # A replica over several nodes: one LeaderWorkerSet group per replica
+            # (infra/render/multi_node.py); its CRD comes with the fabric component's LWS release.
+            lws = render_leader_worker_set(spec)
+            self.deployment = k8s.apiextensions.CustomResource(
+                f"{name}-engine",
+                api_version=lws["apiVersion"],
+                kind=lws["kind"],
+                metadata=lws["metadata"],
+                spec=lws["spec"],
+                opts=engine_opts,
+            )
+        else:
+            deployment = render_deployment(spec)
+            self.deployment = k8s.apps.v1.Deployment(
+                f"{name}-engine", metadata=deployment["metadata"], spec=deployment["spec"], opts=engine_opts
+            )
 
         service = render_service(spec)
         self.service = k8s.core.v1.Service(

@@ -321,6 +321,12 @@ def _auto_or_layout(value: Any) -> Any:
         return {"disaggregated": value}
     if isinstance(value, str):
         raise ValueError(f"{value!r} is not a layout; use 'auto', a P/D layout name such as p1tp4-d1tp4, or a mapping such as {{tp: 4, ep: true, replicas_per_node: 2}}")
+    if isinstance(value, dict) and "disaggregated" in value and "nodes_per_replica" in value:
+        raise ValueError(
+            f"nodes_per_replica {value['nodes_per_replica']!r} is for colocated layouts; a P/D layout such as "
+            f"{value['disaggregated']!r} spans nodes by its own size (nodes_per_unit = its GPUs over the GPUs per node, on a "
+            "fabric pool): remove nodes_per_replica"
+        )
     return value
 
 
@@ -511,6 +517,10 @@ class LayoutConfig(_Strict):
     ep: bool = Field(False, description="Expert parallelism (MoE models only).")
     dp: int = Field(1, ge=1, le=64, description="Data-parallel attention ranks inside one replica.")
     replicas_per_node: int = Field(1, ge=1, le=64, description="Independent vLLM replicas per node.")
+    nodes_per_replica: int = Field(
+        1, ge=1, le=64,
+        description="Whole nodes one replica spans (fabric pools only; rendered as a LeaderWorkerSet): with ep, tp × dp = nodes_per_replica × GPUs per node with the dp ranks spread over the nodes; without ep, tp = nodes_per_replica × GPUs per node. replicas_per_node must then be 1.",
+    )
     max_num_seqs: int | None = Field(None, ge=1, le=4096, description="vLLM --max-num-seqs; unset: the planner's choice.")
     max_num_batched_tokens: int | None = Field(None, ge=256, le=262144, description="vLLM --max-num-batched-tokens; unset: the planner's choice.")
     gpu_memory_utilization: float = Field(0.90, gt=0.3, le=0.98, description="vLLM --gpu-memory-utilization.")
@@ -526,6 +536,7 @@ class LayoutConfig(_Strict):
             ep=self.ep,
             dp=self.dp,
             replicas_per_node=self.replicas_per_node,
+            nodes_per_replica=self.nodes_per_replica,
             max_num_seqs=self.max_num_seqs or base.max_num_seqs,
             max_num_batched_tokens=self.max_num_batched_tokens or base.max_num_batched_tokens,
             gpu_memory_utilization=self.gpu_memory_utilization,
@@ -1260,7 +1271,8 @@ def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
             elif flag in _OBSERVABILITY_FLAGS:
                 problems.append(Problem(f"{at}.extra_args[{j}]", f"{arg!r} is not allowed: {_OBSERVABILITY_FLAGS[flag]}"))
         problems += _plain_secret_problems(model, at)
-        problems += _check_model_layout(model, pool, at, base_dir)
+        pool_at = f"{NS}gpu_pools[{[p.name for p in raw.gpu_pools].index(model.pool)}]"
+        problems += _check_model_layout(model, pool, at, base_dir, pool_at)
     for pool_name, indices in by_pool.items():
         if len(indices) > 1:
             models = [raw.models[i] for i in indices]
@@ -1322,6 +1334,8 @@ def _resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
         enabled = model.autoscaling.enabled
         if enabled is None and isinstance(model.layout, PdLayoutConfig):
             enabled = False  # P/D sides scale on different signals: not yet automatic
+        if enabled is None and isinstance(model.layout, LayoutConfig) and model.layout.nodes_per_replica > 1:
+            enabled = False  # a replica is a LeaderWorkerSet group: KEDA scales Deployments here
         if enabled is None:
             pool = pools[model.pool]
             enabled = 1 <= pool.min_node_count < pool.max_node_count and sharing[model.pool] == 1 and _observability_on(raw)
@@ -1342,6 +1356,16 @@ _LAYOUT_FLAGS = {
     "--max-model-len",
     "--served-model-name",
     "--port",
+    # set for a replica that spans nodes (layout.nodes_per_replica; infra/render/vllm_args.py)
+    "--data-parallel-size-local",
+    "--data-parallel-address",
+    "--data-parallel-rpc-port",
+    "--data-parallel-start-rank",
+    "--headless",
+    "--nnodes",
+    "--node-rank",
+    "--master-addr",
+    "--master-port",
 }
 
 
@@ -1394,7 +1418,7 @@ def _plain_secret_problems(model: ModelConfig, at: str) -> list[Problem]:
     return problems
 
 
-def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_dir: Path | None) -> list[Problem]:
+def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_dir: Path | None, pool_at: str = "") -> list[Problem]:
     """Resolve the architecture and check an explicit layout against model and node."""
     from infra.catalog.models import resolve_model  # local import: the catalog is large
     from infra.planner import check_layout
@@ -1421,7 +1445,66 @@ def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_d
         return problems
     if isinstance(model.layout, PdLayoutConfig):
         return problems + _pd_layout_problems(model, pool, arch, at)
+    if model.layout.nodes_per_replica > 1:
+        multi = _multi_node_layout_problems(model, pool, at, pool_at)
+        if multi:
+            return problems + multi
     return problems + [Problem(f"{at}.layout", msg) for msg in check_layout(arch, pool.gpu, model.layout.to_layout())]
+
+
+def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str, pool_at: str) -> list[Problem]:
+    """A replica over several nodes against its pool: a fabric pool, big enough, node counts in whole
+    replicas, every GPU of its nodes used; no autoscaling yet. One problem each, before the shape checks."""
+    lay = model.layout
+    n, gpus = lay.nodes_per_replica, pool.gpu.gpus
+    key = f"{at}.layout.nodes_per_replica"
+    if not pool.fabric:
+        fabric_sizes = sorted(slug for slug, size in GPU_SIZES.items() if size.fabric)
+        return [
+            Problem(
+                key,
+                f"{n} spans nodes, which needs an RDMA fabric pool; pool {pool.name!r} ({pool.size}) has fabric: false. "
+                f"Allowed: 1, or a pool of a fabric size ({', '.join(fabric_sizes)}) with fabric: true",
+            )
+        ]
+    if n > pool.max_node_count:
+        return [
+            Problem(
+                key,
+                f"{n}: one replica is larger than pool {pool.name!r}, which has at most {pool.max_node_count} node(s); "
+                f"allowed: at most {pool.max_node_count}, or more nodes in the pool",
+            )
+        ]
+    problems = []
+    if lay.tp * lay.dp != n * gpus:
+        problems.append(
+            Problem(
+                f"{at}.layout",
+                f"gpus_per_replica tp × dp = {lay.tp}×{lay.dp} = {lay.tp * lay.dp} is not nodes_per_replica × GPUs per node = "
+                f"{n}×{gpus} = {n * gpus}; a replica over nodes uses every GPU of them (with ep: dp = {n * gpus} / tp; without: tp = {n * gpus})",
+            )
+        )
+    if lay.replicas_per_node != 1:
+        problems.append(Problem(f"{at}.layout.replicas_per_node", f"{lay.replicas_per_node} with nodes_per_replica {n}; allowed: 1 (a replica over nodes is the only one on each)"))
+    for name, count in (("min_nodes", pool.min_node_count), ("max_nodes", pool.max_node_count)):
+        if count % n:
+            label = "nodes" if pool.nodes is not None else name
+            problems.append(
+                Problem(
+                    f"{pool_at}.{label}",
+                    f"{count} is not a multiple of models[{model.name!r}].layout.nodes_per_replica {n}; allowed: whole replicas "
+                    f"({', '.join(str(n * k) for k in range(1, 4))}, ...)",
+                )
+            )
+            break
+    if model.autoscaling.enabled:
+        problems.append(
+            Problem(
+                f"{at}.autoscaling.enabled",
+                f"true is not supported with nodes_per_replica {n} yet (a replica is a LeaderWorkerSet group, not a Deployment pod); set it to false",
+            )
+        )
+    return problems
 
 
 # MoRI is bundled in vllm/vllm-openai-rocm from v0.21.0 (MoRIIOConnector itself from vLLM 0.14.0);

@@ -3,7 +3,7 @@
 Nothing is decided here. Every spec comes from `plan_stack`; this function wires the specs to
 the Pulumi handles each component needs (the VPC id, the cluster's Kubernetes provider, the
 secrets, what to wait for), in dependency order: network → cluster → GPU pools → GPU runtime →
-namespace and weight cache → model services → the router → observability → autoscaling → project.
+namespace and weight cache → the fabric (fabric pools only) → model services → the router → observability → autoscaling → project.
 The real program (`infra/__main__.py`) and the offline plan (`infra plan`, under the mock
 runtime) both call it with the same plan value.
 """
@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components.autoscaling import ReplicaAutoscaling, ReplicaAutoscalingArgs
 from components.cluster import DoksCluster, DoksClusterArgs
+from components.fabric import Fabric, FabricArgs
 from components.gateway import InferenceGateway, InferenceGatewayArgs
 from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
 from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
@@ -84,6 +85,14 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             ),
         )
     weight_deps = [r for r in (cache, bucket, prepull) if r is not None]
+    fabric = None
+    if plan.fabric is not None:  # a fabric pool: LWS, Multus and the fabric NIC attachments
+        fabric = Fabric(
+            plan.fabric.name,
+            FabricArgs(
+                spec=plan.fabric, provider=cluster.provider, depends_on=[namespace, *pools.values()], deleted_with=cluster.cluster
+            ),
+        )
     services = []
     for model, service_spec in zip(plan.models, plan.services, strict=True):
         service = ModelService(
@@ -94,6 +103,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
                 hf_token=secrets.huggingface_token,
                 api_key=secrets.api_key,
                 depends_on=[namespace, pools[model.pool.name], *weight_deps],
+                engine_depends_on=[fabric] if fabric is not None and service_spec.layout.multi_node else [],
             ),
             pulumi.ResourceOptions(deleted_with=cluster.cluster),
         )

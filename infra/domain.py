@@ -4,10 +4,12 @@ This module sits at the bottom of the import graph (it imports nothing of the pr
 config, the planner, the tuning commands and the renderers all speak these shapes, so none of
 them has to import another to agree on what a layout or a measurement is.
 
-A layout says how one vLLM replica uses a node's GPUs and how many such replicas share a node.
-Its canonical name `tp<N>[-ep][-dp<M>]-r<K>` (e.g. `tp4-ep-r2`) is what the planner's JSON,
-`infra bench --layouts` and `vllm bench --metadata layout=` all use, so measurements and
-predictions can be joined on it.
+A layout says how one vLLM replica uses a node's GPUs and how many such replicas share a node,
+or, on an RDMA fabric pool, how many whole nodes one replica spans. Its canonical name
+`tp<N>[-ep][-dp<M>]-r<K>` (e.g. `tp4-ep-r2`: K replicas on each node) or
+`tp<N>[-ep][-dp<M>]-n<J>` (e.g. `tp8-ep-dp2-n2`: one replica of tp × dp = 16 GPUs over J = 2
+nodes) is what the planner's JSON, `infra bench --layouts` and `vllm bench --metadata layout=`
+all use, so measurements and predictions can be joined on it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-_NAME = re.compile(r"^tp(?P<tp>[1-9][0-9]*)(?P<ep>-ep)?(?:-dp(?P<dp>[1-9][0-9]*))?-r(?P<r>[1-9][0-9]*)$")
+_NAME = re.compile(
+    r"^tp(?P<tp>[1-9][0-9]*)(?P<ep>-ep)?(?:-dp(?P<dp>[1-9][0-9]*))?(?:-r(?P<r>[1-9][0-9]*)|-n(?P<n>[1-9][0-9]*))$"
+)
+LAYOUT_NAME_GRAMMAR = "tp<N>[-ep][-dp<M>]-r<K> (K replicas per node) or tp<N>[-ep][-dp<M>]-n<J> (one replica over J nodes)"
 
 
 @dataclass(frozen=True)
@@ -31,12 +36,17 @@ class Layout:
     dp: data-parallel attention ranks inside one replica (--data-parallel-size); the replica then
         uses tp × dp GPUs and, with ep, its experts are spread over all of them.
     replicas_per_node: independent vLLM engines per node, each with its own weights and KV cache.
+    nodes_per_replica: whole nodes one replica spans (fabric pools only): with ep its dp ranks
+        are spread over the nodes (vLLM's native multi-node data/expert parallelism, tp ≤ one
+        node); without ep the tensor-parallel group itself spans them (tp = nodes × GPUs per
+        node). Then replicas_per_node is 1 and tp × dp = nodes_per_replica × GPUs per node.
     """
 
     tp: int = 1
     ep: bool = False
     dp: int = 1
     replicas_per_node: int = 1
+    nodes_per_replica: int = 1
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     gpu_memory_utilization: float = 0.90
@@ -48,12 +58,28 @@ class Layout:
         return self.tp * self.dp
 
     @property
+    def multi_node(self) -> bool:
+        return self.nodes_per_replica > 1
+
+    @property
     def gpus_per_node_used(self) -> int:
+        if self.multi_node:
+            return self.gpus_per_replica // self.nodes_per_replica
         return self.gpus_per_replica * self.replicas_per_node
 
     @property
+    def replicas_per_node_share(self) -> float:
+        """Replicas per node as a fraction: replicas_per_node, or 1 / nodes_per_replica for a
+        replica that spans nodes (what turns goodput per replica into goodput per node)."""
+        return self.replicas_per_node / self.nodes_per_replica
+
+    def replicas_for_nodes(self, nodes: int) -> int:
+        """Replicas that `nodes` nodes run: replicas_per_node each, or whole multi-node groups."""
+        return nodes // self.nodes_per_replica if self.multi_node else self.replicas_per_node * nodes
+
+    @property
     def name(self) -> str:
-        return layout_name(self.tp, self.ep, self.dp, self.replicas_per_node)
+        return layout_name(self.tp, self.ep, self.dp, self.replicas_per_node, self.nodes_per_replica)
 
     def with_(self, **changes) -> Layout:
         return replace(self, **changes)
@@ -71,32 +97,39 @@ LAYOUT_KEYS = (
     "ep",
     "dp",
     "replicas_per_node",
+    "nodes_per_replica",
     "max_num_seqs",
     "max_num_batched_tokens",
     "gpu_memory_utilization",
     "kv_cache_dtype",
     "max_model_len",
 )
-# The engine limits among them: what a layout name (tp4-ep-r2) does not say, so a benchmark
-# passes them as `--metadata layout_<key>=<value>` to rebuild the exact layout it measured.
-LAYOUT_LIMIT_KEYS = LAYOUT_KEYS[4:]
+# The parallel shape among them: what a layout name (tp4-ep-r2, tp8-ep-dp2-n2) says.
+LAYOUT_SHAPE_KEYS = LAYOUT_KEYS[:5]
+# The engine limits: what a layout name does not say, so a benchmark passes them as
+# `--metadata layout_<key>=<value>` to rebuild the exact layout it measured.
+LAYOUT_LIMIT_KEYS = LAYOUT_KEYS[5:]
 
 
-def layout_name(tp: int, ep: bool, dp: int, replicas_per_node: int) -> str:
-    """Canonical layout name, e.g. `tp4-ep-r2` or `tp1-ep-dp8-r1`."""
-    return f"tp{tp}{'-ep' if ep else ''}{f'-dp{dp}' if dp > 1 else ''}-r{replicas_per_node}"
+def layout_name(tp: int, ep: bool, dp: int, replicas_per_node: int, nodes_per_replica: int = 1) -> str:
+    """Canonical layout name, e.g. `tp4-ep-r2`, `tp1-ep-dp8-r1`, or `tp8-ep-dp2-n2` for one replica
+    over two nodes (a replica that spans nodes is the only one on each of them)."""
+    head = f"tp{tp}{'-ep' if ep else ''}{f'-dp{dp}' if dp > 1 else ''}"
+    return f"{head}-n{nodes_per_replica}" if nodes_per_replica > 1 else f"{head}-r{replicas_per_node}"
 
 
 def parse_layout_name(name: str) -> dict:
-    """`tp4-ep-r2` → {"tp": 4, "ep": True, "dp": 1, "replicas_per_node": 2}; ValueError if malformed."""
+    """`tp4-ep-r2` → {"tp": 4, "ep": True, "dp": 1, "replicas_per_node": 2, "nodes_per_replica": 1};
+    `tp8-ep-dp2-n2` → {..., "replicas_per_node": 1, "nodes_per_replica": 2}; ValueError if malformed."""
     m = _NAME.match(name.strip())
     if not m:
-        raise ValueError(f"{name!r} is not a layout name; expected tp<N>[-ep][-dp<M>]-r<K>, e.g. tp4-ep-r2")
+        raise ValueError(f"{name!r} is not a layout name; expected {LAYOUT_NAME_GRAMMAR}, e.g. tp4-ep-r2 or tp8-ep-dp2-n2")
     return {
         "tp": int(m["tp"]),
         "ep": bool(m["ep"]),
         "dp": int(m["dp"] or 1),
-        "replicas_per_node": int(m["r"]),
+        "replicas_per_node": int(m["r"] or 1),
+        "nodes_per_replica": int(m["n"] or 1),
     }
 
 
@@ -137,6 +170,8 @@ class PdLayout:
 
     disaggregated = True
     dp = 1
+    nodes_per_replica = 1  # a unit spans nodes by its own size (nodes_per_unit), not as a colocated replica
+    multi_node = False
 
     @property
     def unit_gpus(self) -> int:
@@ -173,6 +208,13 @@ class PdLayout:
         return self.unit_gpus
 
     @property
+    def replicas_per_node_share(self) -> float:
+        return float(self.replicas_per_node)
+
+    def replicas_for_nodes(self, nodes: int) -> int:
+        return self.replicas_per_node * nodes
+
+    @property
     def gpus_per_node_used(self) -> int:
         if self.spans_nodes:
             return min(self.gpus_per_node, self.unit_gpus)
@@ -203,6 +245,7 @@ class PdLayout:
             "ep": self.ep,
             "dp": 1,
             "replicas_per_node": self.replicas_per_node,
+            "nodes_per_replica": 1,  # a unit spans nodes_per_unit nodes, below
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "disaggregated": True,

@@ -159,6 +159,20 @@ class GpuRuntimeSpec:
 
 
 @dataclass(frozen=True)
+class FabricSpec:
+    """What a fabric cluster adds for replicas that span nodes (infra/render/fabric.py): the
+    LeaderWorkerSet controller (Helm), Multus on the fabric pools' nodes, and one
+    NetworkAttachmentDefinition per fabric NIC in the engines' namespace."""
+
+    name: str  # logical name
+    fabric_pools: tuple[str, ...]  # DOKS node pool names of the fabric pools (Multus runs there)
+    namespace: str  # where the engines and their NetworkAttachmentDefinitions live
+    lws_chart_version: str = versions.LWS_CHART_VERSION
+    lws_image_tag: str = versions.LWS_IMAGE_TAG
+    multus_image: str = versions.MULTUS_IMAGE
+
+
+@dataclass(frozen=True)
 class ModelCacheSpec:
     """The shared weight cache: an NFS share (`<name>-nfs`) and its PV/PVC in `namespace`."""
 

@@ -74,6 +74,7 @@ from infra.render.warm_start import (
 )
 from infra.specs import (
     ClusterSpec,
+    FabricSpec,
     GpuPoolSpec,
     GpuRuntimeSpec,
     ImagePrepullSpec,
@@ -164,6 +165,7 @@ class StackPlan:
     weight_bucket: WeightBucketSpec | None = None  # model_cache.kind spaces
     prepull: ImagePrepullSpec | None = None  # image pre-pull DaemonSets on the GPU pools
     gateway: GatewaySpec | None = None  # router.kind gateway (issue 17): replaces the router
+    fabric: FabricSpec | None = None  # a fabric pool: LWS, Multus and the fabric NIC attachments
 
     @property
     def stack(self) -> str:
@@ -189,8 +191,8 @@ class StackPlan:
                 "layout_source": "auto" if m.config.layout is None else "explicit",
                 "layout": {"name": layout.name, **layout.fields()},
                 "replicas": {
-                    "min": layout.replicas_per_node * m.pool.min_node_count,
-                    "max": layout.replicas_per_node * m.pool.max_node_count,
+                    "min": layout.replicas_for_nodes(m.pool.min_node_count),
+                    "max": layout.replicas_for_nodes(m.pool.max_node_count),
                     "autoscaling": _autoscaling_json(m),
                 },
                 "predicted": _rounded(chosen.to_json()),
@@ -386,7 +388,16 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         weight_bucket=bucket,
         prepull=image_prepull_spec(prefix, services),
         gateway=gateway,
+        fabric=fabric_spec(prefix, cfg),
     )
+
+
+def fabric_spec(prefix: str, cfg: StackConfig) -> FabricSpec | None:
+    """LWS, Multus and the NIC attachments, on clusters with a fabric pool only."""
+    fabric = tuple(p.name for p in cfg.gpu_pools if p.fabric)
+    if not fabric:
+        return None
+    return FabricSpec(name=f"{prefix}-fabric", fabric_pools=fabric, namespace=INFERENCE_NAMESPACE)
 
 
 def project_name(stack: str) -> str:
@@ -427,6 +438,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         facts = replace(facts, readiness=readiness_plan(cfg, facts, provenance))
         models.append(facts)
         problems += _running_target_problems(facts, index)
+        problems += _auto_multi_node_problems(facts, index)
         if not plan.chosen.fits:
             # Deploying it would crash-loop every replica: an error, for `auto` and explicit alike.
             problems.append(_does_not_fit(facts, index))
@@ -454,6 +466,32 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
     return models, notes, problems
+
+
+def _auto_multi_node_problems(m: ModelFacts, index: int) -> list[Problem]:
+    """`layout: auto` chose a replica over several nodes (a fabric pool): the pool must hold whole
+    replicas and the model must not autoscale, as the config requires of an explicit one."""
+    layout = m.plan.chosen.layout
+    if m.config.layout is not None or not layout.multi_node:
+        return []
+    n = layout.nodes_per_replica
+    problems = []
+    if m.pool.min_node_count % n or m.pool.max_node_count % n:
+        problems.append(
+            Problem(
+                f"{NS}models[{index}].layout",
+                f"auto chose {layout.name} (one replica over {n} nodes), but pool {m.pool.name!r} has "
+                f"{m.pool.min_node_count}..{m.pool.max_node_count} nodes; give the pool multiples of {n} nodes, or an explicit layout",
+            )
+        )
+    if m.config.autoscaling.enabled:
+        problems.append(
+            Problem(
+                f"{NS}models[{index}].autoscaling.enabled",
+                f"auto chose {layout.name}, which spans nodes and is not autoscaled yet; set autoscaling.enabled to false or give an explicit layout",
+            )
+        )
+    return problems
 
 
 def pd_notes(m: ModelFacts) -> list[str]:
@@ -493,12 +531,20 @@ def _does_not_fit(m: ModelFacts, index: int) -> Problem:
         key=lambda s: (s.vendor != gpu.vendor, s.hbm_gb_total, s.slug),
     )
     fitting = [s.slug for s in sizes_that_fit(m.arch, m.config.workload.to_workload(), options)]
-    elsewhere = (
-        f"it fits on {', '.join(fitting[:3])}{' and others' if len(fitting) > 3 else ''}: give gpu pool "
-        f"{m.pool.name!r} such a size, or serve the model from a pool that has one"
-        if fitting
-        else "no GPU size in the catalog holds it; choose a smaller or quantized checkpoint"
-    )
+    if fitting:
+        elsewhere = (
+            f"it fits on {', '.join(fitting[:3])}{' and others' if len(fitting) > 3 else ''}: give gpu pool "
+            f"{m.pool.name!r} such a size, or serve the model from a pool that has one"
+        )
+    else:
+        spanning = multi_node_fit(m.arch, m.config.workload.to_workload())
+        elsewhere = (
+            f"no single node of any GPU size holds it, but one replica over {spanning[1]} nodes of {spanning[0]} does: "
+            f"give pool {m.pool.name!r} that size with fabric: true and a layout with nodes_per_replica (docs/serving.md, "
+            "multi-node replicas), or choose a smaller or quantized checkpoint"
+            if spanning and not (m.pool.fabric and m.pool.gpu.slug == spanning[0])
+            else "no GPU size in the catalog holds it; choose a smaller or quantized checkpoint"
+        )
     # The candidate closest to fitting (most memory left), not the ranking's first: tp1-r8 of a 670 GB
     # model says less than tp8-r1 does about how far off the pool is.
     chosen = m.plan.chosen if m.config.layout is not None else max(m.plan.candidates, key=lambda c: (c.memory.kv_cache_gb, c.name))
@@ -510,6 +556,27 @@ def _does_not_fit(m: ModelFacts, index: int) -> Problem:
             f"{why}; {elsewhere}",
         )
     return Problem(f"{NS}models[{index}].layout", f"{chosen.name} does not fit: {why}; {elsewhere}")
+
+
+def multi_node_fit(arch, workload) -> tuple[str, int] | None:
+    """The smallest (fabric size, nodes) over which one replica of `arch` fits in memory, if any:
+    memory arithmetic only, for the error of a model that no single node holds."""
+    from infra.planner.memory import default_max_model_len, memory_per_gpu
+    from infra.planner.search import multi_node_shapes
+
+    context = workload.input_tokens + workload.output_tokens
+    fits = []
+    for gpu in (s for s in GPU_SIZES.values() if s.fabric):
+        kv = "fp8" if gpu.accelerator.supports_fp8 else "auto"
+        for tp, ep, dp, nodes in multi_node_shapes(arch, gpu, None):
+            layout = Layout(tp=tp, ep=ep, dp=dp, nodes_per_replica=nodes, kv_cache_dtype=kv,
+                            max_model_len=default_max_model_len(arch, context))
+            if memory_per_gpu(arch, gpu, layout, context).fits:
+                fits.append((nodes, gpu.hbm_gb_total, gpu.slug))
+    if not fits:
+        return None
+    nodes, _hbm, slug = min(fits)
+    return slug, nodes
 
 
 def _sizing_notes(m: ModelFacts, stack: str) -> list[str]:
@@ -610,13 +677,14 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 replicas=(
                     pd.prefill_engines + pd.decode_engines
                     if pd is not None
-                    else m.layout.replicas_per_node * m.pool.min_node_count
+                    else m.layout.replicas_for_nodes(m.pool.min_node_count)
                 ),
                 usd_per_gpu_hour=(price / m.pool.gpu.gpus) if price is not None else None,
                 pool=m.pool.name,
                 usd_per_node_hour=price,
                 pool_gpu_share=m.layout.gpus_per_node_used / pool_gpus[m.pool.name],
                 deployment=pd.decode_deployment if pd is not None else deployment_name(model_service_spec(m, None)),
+                workload="statefulset" if m.layout.multi_node else "deployment",
                 predicted_ready_seconds=m.readiness.rollout_s if m.readiness is not None else None,
                 pd=pd,
             )
@@ -805,7 +873,7 @@ def readiness_plan(cfg: StackConfig, model: ModelFacts, provenance: Provenance |
         source,
         gpus_per_replica=layout.gpus_per_replica,
         replicas_per_node=layout.replicas_per_node,
-        first_rollout_replicas=layout.replicas_per_node * model.pool.min_node_count,
+        first_rollout_replicas=layout.replicas_for_nodes(model.pool.min_node_count),
         measured_ready_seconds=measured,
     )
 

@@ -50,6 +50,9 @@ SOURCES: dict[str, tuple[str, str, str, str]] = {
         "controller/install/helm/agentgateway-crds/templates/agentgateway.dev_agentgatewayparameters.yaml",
         "v1alpha1",
     ),
+    # Multi-node replicas (fabric pools): the LeaderWorkerSet and the Multus attachment of each fabric NIC.
+    "LeaderWorkerSet": ("kubernetes-sigs/lws", "v0.10.0", "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml", "v1"),
+    "NetworkAttachmentDefinition": ("k8snetworkplumbingwg/multus-cni", "v4.3.0", "deployments/multus-daemonset-thick.yml", "v1"),
 }
 
 # Schema keywords that carry structure; everything else (description, default, example,

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from infra.domain import (
     LAYOUT_KEYS,
     LAYOUT_LIMIT_KEYS,
+    LAYOUT_SHAPE_KEYS,
     Layout,
     Provenance,
     Slo,
@@ -29,15 +30,32 @@ WRITTEN = {  # as `infra tune ingest --write` records it
 
 
 def test_layout_names_round_trip():
-    for layout in (Layout(tp=4, ep=True, replicas_per_node=2), Layout(tp=1, ep=True, dp=8), Layout(tp=8)):
-        assert parse_layout_name(layout.name) == {k: layout.fields()[k] for k in LAYOUT_KEYS[:4]}
+    shapes = (
+        Layout(tp=4, ep=True, replicas_per_node=2),
+        Layout(tp=1, ep=True, dp=8),
+        Layout(tp=8),
+        Layout(tp=8, ep=True, dp=2, nodes_per_replica=2),
+        Layout(tp=16, nodes_per_replica=2),
+    )
+    for layout in shapes:
+        assert parse_layout_name(layout.name) == {k: layout.fields()[k] for k in LAYOUT_SHAPE_KEYS}
     assert layout_name(4, True, 1, 2) == "tp4-ep-r2"
-    with pytest.raises(ValueError, match="not a layout name"):
-        parse_layout_name("tp99")
+    assert layout_name(8, True, 2, 1, 2) == "tp8-ep-dp2-n2"
+    for bad in ("tp99", "tp8-ep-dp2-r1-n2", "tp8-n0"):
+        with pytest.raises(ValueError, match="not a layout name"):
+            parse_layout_name(bad)
+
+
+def test_a_multi_node_replica_counts_its_gpus_per_node_and_its_share_of_a_node():
+    wide = Layout(tp=8, ep=True, dp=2, nodes_per_replica=2)
+    assert (wide.gpus_per_replica, wide.gpus_per_node_used, wide.replicas_per_node_share) == (16, 8, 0.5)
+    assert wide.multi_node and not Layout(tp=4, replicas_per_node=2).multi_node
+    assert Layout(tp=4, replicas_per_node=2).replicas_per_node_share == 2
 
 
 def test_layout_fields_are_the_stack_file_keys_in_order():
     assert list(Layout().fields()) == list(LAYOUT_KEYS)
+    assert LAYOUT_SHAPE_KEYS == ("tp", "ep", "dp", "replicas_per_node", "nodes_per_replica")
     assert LAYOUT_LIMIT_KEYS == ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "max_model_len")
 
 

@@ -62,6 +62,15 @@ MODEL_IDS = [
 ]
 
 
+MULTI_NODE_LAYOUTS = [
+    {"tp": 8, "ep": True, "dp": 2, "nodes_per_replica": 2},
+    {"tp": 16, "nodes_per_replica": 2},
+    {"tp": 4, "ep": True, "dp": 2, "nodes_per_replica": 2},
+    {"tp": 8, "ep": True, "dp": 4, "nodes_per_replica": 4, "replicas_per_node": 2},
+    {"disaggregated": "p1tp4-d1tp4", "nodes_per_replica": 2},
+]
+
+
 @st.composite
 def mutations(draw, stack: str):
     """(path, operation, value) triples to apply to `stack`'s values: generic ones (types, ranges,
@@ -71,7 +80,17 @@ def mutations(draw, stack: str):
     count = draw(st.integers(min_value=1, max_value=3))
     out = []
     for _ in range(count):
-        domain = draw(st.sampled_from(["generic", "generic", "size", "source"]))
+        domain = draw(st.sampled_from(["generic", "generic", "size", "source", "multinode"]))
+        if domain == "multinode":
+            # a replica over nodes, on a pool that may or may not be a fabric pool that holds it
+            index = draw(st.integers(min_value=0, max_value=len(values[NS + "models"]) - 1))
+            layout = draw(st.sampled_from(MULTI_NODE_LAYOUTS))
+            out.append(((NS + "models", index, "layout"), "set", dict(layout)))
+            if draw(st.booleans()):
+                pool = draw(st.integers(min_value=0, max_value=len(values[NS + "gpu_pools"]) - 1))
+                out.append(((NS + "gpu_pools", pool, "size"), "set", "gpu-mi325x8-2048gb-fabric-contracted"))
+                out.append(((NS + "gpu_pools", pool, "fabric"), "set", draw(st.booleans())))
+            continue
         if domain == "size":
             index = draw(st.integers(min_value=0, max_value=len(values[NS + "gpu_pools"]) - 1))
             out.append(((NS + "gpu_pools", index, "size"), "set", draw(st.sampled_from(GPU_SLUGS))))

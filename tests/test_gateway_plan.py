@@ -86,6 +86,8 @@ def test_pins_are_what_the_fixtures_were_read_at():
     assert tags["kubernetes-sigs/gateway-api"] == versions.GATEWAY_API_VERSION
     assert tags["llm-d/llm-d-router"] == versions.LLM_D_ROUTER_VERSION
     assert versions.EPP_IMAGE.endswith(":" + versions.LLM_D_ROUTER_VERSION)
+    assert tags["kubernetes-sigs/lws"] == versions.LWS_IMAGE_TAG == "v" + versions.LWS_CHART_VERSION
+    assert tags["k8snetworkplumbingwg/multus-cni"] == versions.MULTUS_VERSION
 
 
 # --- every object validates --------------------------------------------------------------------

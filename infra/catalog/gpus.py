@@ -35,6 +35,12 @@ class Accelerator:
     fp4_tflops: float = 0.0  # dense FP4 (MXFP4/NVFP4) tensor throughput; 0: no FP4 units
 
 
+# A fabric size's RDMA NIC per GPU: 400 Gb/s = 50 GB/s line rate, one direction (DO multinode GPU
+# how-to: NICs fabric0..7, one per GPU). KV transfers across nodes (P/D) and collectives of a
+# replica that spans nodes (all-to-all, TP all-reduce) move over it.
+RDMA_GB_S = 50.0
+
+
 @dataclass(frozen=True)
 class GpuSize:
     """A DO GPU Droplet size: how many of which accelerator, host resources, price."""
@@ -48,7 +54,7 @@ class GpuSize:
     scratch_disk_gib: int | None
     usd_per_hour: float | None  # None: contract pricing, not public
     contract_only: bool = False
-    fabric: bool = False  # multi-node RDMA fabric sizes
+    fabric: bool = False  # multi-node RDMA fabric sizes (one RDMA_GB_S NIC per GPU)
     spot: bool = False  # preemptible capacity at a spot price
     price_as_of: str | None = None  # date (YYYY-MM-DD) the price was taken
     price_source: str | None = None  # where, in words (gpu_sizes.json `sources`)

@@ -127,3 +127,25 @@ def parse_version(text: str) -> tuple[int, int, int]:
 # installs the pinned wheel into a pinned Python base image at start.
 PD_ROUTER_VERSION = "0.1.17"
 PD_ROUTER_BASE_IMAGE = "python:3.12-slim-bookworm"
+
+# Multi-node replicas on fabric pools (gpu_pools[].fabric: true; docs/serving.md "Multi-node
+# replicas"), installed only on clusters with a fabric pool:
+# - LeaderWorkerSet (leaderworkerset.x-k8s.io/v1): one group of pods per replica, the leader and
+#   nodes_per_replica − 1 workers. Chart `oci://registry.k8s.io/lws/charts/lws` version 0.10.0
+#   (kubernetes-sigs/lws site/content/en/docs/installation/_index.md @ v0.10.0: chart version
+#   without the v, namespace lws-system; charts/lws/Chart.yaml appVersion v0.10.0). The chart's
+#   values.yaml defaults the manager image tag to `main` with pullPolicy Always, so the tag is set
+#   to the release explicitly.
+LWS_CHART_REPO = "oci://registry.k8s.io/lws/charts"
+LWS_CHART = "lws"
+LWS_CHART_VERSION = "0.10.0"
+LWS_IMAGE_REPOSITORY = "registry.k8s.io/lws/lws"
+LWS_IMAGE_TAG = "v0.10.0"
+LWS_NAMESPACE = "lws-system"
+# - Multus CNI, thick plugin (k8snetworkplumbingwg/multus-cni deployments/multus-daemonset-thick.yml
+#   @ v4.3.0, the newest tag; the file's image is `snapshot-thick`, the release workflow
+#   .github/workflows/image-push-release.yml tags each release `<tag>-thick`): attaches each
+#   fabric NIC to an engine pod through a host-device NetworkAttachmentDefinition. DOKS fabric
+#   nodes ship the RDMA shared device plugin (rdma/fabric0..7) but not Multus.
+MULTUS_VERSION = "v4.3.0"
+MULTUS_IMAGE = f"ghcr.io/k8snetworkplumbingwg/multus-cni:{MULTUS_VERSION}-thick"

@@ -196,6 +196,12 @@ class _Planner:
         """The planner's best candidate of this tp/ep/dp/replicas shape (batch limits tuned)."""
         from infra.planner import plan_model
 
+        shape = dict(shape)
+        nodes = shape.pop("nodes_per_replica", 1)
+        if nodes > 1:
+            # A sweep runs one engine pod per layout on one node; a replica over nodes is a
+            # LeaderWorkerSet the bench does not deploy (docs/serving.md, multi-node replicas).
+            raise UserError(f"a replica over {nodes} nodes is not benchmarked by `infra bench` (it sweeps one node per layout)")
         plan = plan_model(self.arch, self.gpu, self.workload, self.slo, usd_per_hour=self.usd_per_hour, **shape)
         return plan.candidates[0] if plan.candidates else None
 

@@ -12,8 +12,9 @@ figure carries the uncertainty band of its GPU family and model class (leave-one
 the $/M range is the price at the band's two ends.
 
 Prefill/decode-disaggregated layouts (`p1tp4-d1tp4`: 1 prefill engine of TP4, 1 decode engine
-of TP4) rank next to the colocated ones unless `--no-pd`; `--fabric` adds units spanning two nodes
-(KV over RDMA). `--tp/--ep/--dp/--replicas-per-node` restrict the candidates (and drop P/D); `--concurrency C` also predicts each
+of TP4) rank next to the colocated ones unless `--no-pd`; `--fabric` (a fabric GPU size) adds P/D
+units spanning two nodes (KV over RDMA) and replicas spanning 2 or 4 whole nodes (`tp8-ep-dp2-n2`:
+wide EP with the all-to-all over RDMA, or `tp16-n2`: TP over nodes), each with a widened band. `--tp/--ep/--dp/--replicas-per-node` restrict the candidates (and drop P/D); `--concurrency C` also predicts each
 candidate closed-loop at C concurrent requests per node (split over its replicas, as benchmark
 clients do). `--model` accepts a Hugging Face id from the catalog or a path to a local config.json.
 """
@@ -63,7 +64,7 @@ def register(subparsers) -> None:
         "--pd", action=argparse.BooleanOptionalAction, default=True,
         help="also rank prefill/decode-disaggregated layouts p<N>tp<A>-d<M>tp<B> (default on; off with --concurrency)",
     )
-    p.add_argument("--fabric", action="store_true", help="the pool is a fabric (RDMA) pool: also try P/D units spanning two nodes")
+    p.add_argument("--fabric", action="store_true", help="the pool is a fabric (RDMA) pool: also try P/D units and replicas spanning nodes")
     p.add_argument("--tp", type=positive_int, help="only layouts with this tensor-parallel size")
     p.add_argument(
         "--ep",

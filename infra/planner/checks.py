@@ -23,13 +23,17 @@ def shape_problems(arch: ModelArch, gpu: GpuSize, layout: Layout) -> list[str]:
         return [
             f"tp, dp and replicas_per_node must be at least 1 (got tp={tp}, dp={dp}, replicas_per_node={r})"
         ]
-    if n % tp:
-        problems.append(f"tp={tp} does not divide the {n} GPUs per node of {gpu.slug}")
-    used = tp * dp * r
-    if used > n:
-        problems.append(
-            f"tp × dp × replicas_per_node = {tp}×{dp}×{r} = {used} GPUs, more than the {n} per node of {gpu.slug}"
-        )
+    nodes = layout.nodes_per_replica
+    if nodes > 1:
+        problems += _multi_node_problems(gpu, layout)
+    else:
+        if n % tp:
+            problems.append(f"tp={tp} does not divide the {n} GPUs per node of {gpu.slug}")
+        used = tp * dp * r
+        if used > n:
+            problems.append(
+                f"tp × dp × replicas_per_node = {tp}×{dp}×{r} = {used} GPUs, more than the {n} per node of {gpu.slug}"
+            )
     if arch.num_attention_heads % tp:
         problems.append(
             f"tp={tp} does not divide the {arch.num_attention_heads} attention heads of {arch.id}"
@@ -47,6 +51,31 @@ def shape_problems(arch: ModelArch, gpu: GpuSize, layout: Layout) -> list[str]:
     if layout.ep and arch.is_moe and arch.num_experts % (tp * dp):
         problems.append(
             f"ep over tp × dp = {tp * dp} GPUs does not divide the {arch.num_experts} experts of {arch.id}"
+        )
+    return problems
+
+
+def _multi_node_problems(gpu: GpuSize, layout: Layout) -> list[str]:
+    """A replica over nodes_per_replica whole nodes: fabric size, every GPU of its nodes used, one
+    replica per node; with ep each DP rank inside one node, without ep one TP group over all."""
+    n, nodes, tp, dp = gpu.gpus, layout.nodes_per_replica, layout.tp, layout.dp
+    problems = []
+    if not gpu.fabric:
+        problems.append(f"nodes_per_replica={nodes} needs an RDMA fabric GPU size; {gpu.slug} has no fabric")
+    if layout.replicas_per_node != 1:
+        problems.append(f"replicas_per_node={layout.replicas_per_node} with nodes_per_replica={nodes}: a replica that spans nodes is the only one on each of them (give replicas_per_node 1)")
+    if tp * dp != nodes * n:
+        problems.append(
+            f"gpus_per_replica tp × dp = {tp}×{dp} = {tp * dp}; a replica over nodes_per_replica={nodes} nodes of "
+            f"{gpu.slug} uses all {nodes} × {n} = {nodes * n} GPUs"
+        )
+    if layout.ep:
+        if tp > n or n % tp:
+            problems.append(f"tp={tp} with ep over nodes: each DP rank stays inside one node, so tp must divide the {n} GPUs per node")
+    elif dp > 1:
+        problems.append(
+            f"dp={dp} without ep over nodes: data parallelism across nodes is for expert parallelism (give ep true), "
+            "or span the nodes with one TP group (tp = nodes_per_replica × GPUs per node, dp 1)"
         )
     return problems
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from infra.catalog.gpus import GpuSize
+from infra.catalog.gpus import RDMA_GB_S, GpuSize
 from infra.catalog.models import ModelArch
 from infra.domain import Layout, PdLayout, Slo, Workload
 from infra.planner.checks import shape_problems
@@ -42,7 +42,6 @@ from infra.planner.efficiency import Band, EfficiencyFactors
 from infra.planner.memory import MemoryBreakdown, default_max_model_len, memory_per_gpu
 from infra.planner.performance import INF, Scenario, Scenarios
 
-RDMA_GB_S = 50.0  # 400 Gb/s fabric NIC per GPU (DO multinode GPU how-to: fabric0..7)
 TRANSFER_EFFICIENCY = 0.6  # share of line rate a KV connector reaches (assumed; none published)
 CONNECTOR_OVERHEAD_S = 0.010  # per request: handshake/notify round trips, router's second leg (assumed)
 PREFILL_TOKEN_BUDGETS = (4096, 8192, 16384)

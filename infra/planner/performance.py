@@ -11,6 +11,13 @@ One decode step of a replica with n running sequences (n/dp per data-parallel ra
   + layer floor            layers × f                  kernel launches, norms, sync bubbles
   + TP all-reduce          2 per layer × (α + β·(tp-1)) + bytes / link    latency grows with the group
   + EP/DP dispatch         2 per MoE layer × (α + β·(g-1)) + bytes / link (DP ranks meet at every MoE layer)
+                                                       a replica over several nodes (nodes_per_replica):
+                                                       the share of a collective's peers on other nodes
+                                                       moves over the GPU's RDMA NIC (RDMA_GB_S at
+                                                       RDMA_COLLECTIVE_EFFICIENCY) while the rest
+                                                       moves over xGMI/NVLink at the same time, so the
+                                                       slower of the two paths sets the time, plus
+                                                       RDMA_LATENCY_US per collective that leaves the node
   + dense GEMMs            max(weights read, FLOPs)     attention projections, dense MLPs, shared
                                                        experts, LM head: bytes / (HBM · η_w · slice)
   + attention              max(KV read, FLOPs)          every running sequence reads its KV cache:
@@ -42,7 +49,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from infra.catalog.gpus import Accelerator
+from infra.catalog.gpus import RDMA_GB_S, Accelerator
 from infra.catalog.models import ModelArch
 from infra.domain import Layout, Workload
 from infra.planner.efficiency import EfficiencyFactors
@@ -51,6 +58,11 @@ from infra.planner.memory import weight_bytes_per_gpu
 INF = float("inf")
 # How output lengths vary between the requests of a burst (benchmarks/data/SOURCES.md `output_lengths`).
 OUTPUT_SPREADS = ("fixed", "uniform", "sharegpt")
+# A collective that leaves the node (stated assumptions, not calibrated: no multi-node measurement
+# is in the calibration set): all-to-all dispatch/combine and ring all-reduce reach this share of
+# the NIC's line rate, and pay this much more fixed latency (NIC doorbell, fabric hop) per call.
+RDMA_COLLECTIVE_EFFICIENCY = 0.5
+RDMA_LATENCY_US = 15.0
 _BISECT = 40  # bisection steps: 2^-40 of the bracket, far below any figure we print
 
 
@@ -479,6 +491,12 @@ def _shape(it: Scenario) -> dict[str, float]:
     n_allreduce = (layers + (layers - (moe_layers if dp > 1 else 0))) if tp > 1 else 0
     # dispatch tokens to the experts' GPUs before, combine after each MoE layer, across all g
     n_dispatch = 2 * moe_layers if dp > 1 and arch.is_moe else 0
+    nodes = max(1, layout.nodes_per_replica)
+
+    def remote_share(k: int) -> float:
+        # of a rank's k-1 peers in a group of k spread evenly over the nodes, those on other nodes
+        return (k - k / nodes) / (k - 1) if nodes > 1 and k > node else 0.0
+
     return {
         "tp": tp,
         "dp": dp,
@@ -513,8 +531,11 @@ def _shape(it: Scenario) -> dict[str, float]:
         "n_allreduce": n_allreduce,
         "n_dispatch": n_dispatch,
         "hidden_bytes": arch.hidden_size * 2.0,
-        "link_share_tp": link_share(tp),
-        "link_share_g": link_share(g),
+        "link_share_tp": link_share(min(tp, node)),
+        "link_share_g": link_share(min(g, node)),
+        "rdma": RDMA_GB_S * 1e9 * RDMA_COLLECTIVE_EFFICIENCY,
+        "remote_tp": remote_share(tp),
+        "remote_g": remote_share(g),
     }
 
 
@@ -533,10 +554,25 @@ def _with_factors(r: dict[str, np.ndarray], f: dict[str, np.ndarray]) -> dict[st
     ) / tp
     link = r["link"] * f["link_efficiency"]
     lat0, lat1 = f["collective_latency_us"] * 1e-6, f["collective_latency_per_peer_us"] * 1e-6
-    comm_fixed = r["n_allreduce"] * (lat0 + lat1 * (tp - 1)) + r["n_dispatch"] * (lat0 + lat1 * (g - 1))
+    rdma_lat = RDMA_LATENCY_US * 1e-6
+    comm_fixed = (
+        r["n_allreduce"] * (lat0 + lat1 * (tp - 1) + np.where(r["remote_tp"] > 0, rdma_lat, 0.0))
+        + r["n_dispatch"] * (lat0 + lat1 * (g - 1) + np.where(r["remote_g"] > 0, rdma_lat, 0.0))
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
-        per_token_tp = np.where(tp > 1, 2.0 * (tp - 1) / tp * r["hidden_bytes"] / (link * r["link_share_tp"]) / dp, 0.0)
-        per_token_g = np.where(g > 1, (g - 1) / g * r["hidden_bytes"] / (link * r["link_share_g"]), 0.0)
+        # local peers over xGMI/NVLink and remote peers over the NIC at once: the slower path sets the pace
+        tp_bytes = 2.0 * (tp - 1) / tp * r["hidden_bytes"] / dp
+        per_token_tp = np.where(
+            tp > 1,
+            np.maximum((1 - r["remote_tp"]) * tp_bytes / (link * r["link_share_tp"]), r["remote_tp"] * tp_bytes / r["rdma"]),
+            0.0,
+        )
+        g_bytes = (g - 1) / g * r["hidden_bytes"]
+        per_token_g = np.where(
+            g > 1,
+            np.maximum((1 - r["remote_g"]) * g_bytes / (link * r["link_share_g"]), r["remote_g"] * g_bytes / r["rdma"]),
+            0.0,
+        )
     comm_per_token = r["n_allreduce"] * per_token_tp + r["n_dispatch"] * per_token_g
     return {
         "dense_s": r["dense_bytes"] / (r["bw"] * f["hbm_efficiency"] * dense_slice),

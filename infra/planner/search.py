@@ -114,7 +114,10 @@ class Candidate:
             "capacity": "KV/seq cap",
             "throughput": "saturated",
         }
-        return f"{limit.get(self.limit, self.limit)}, step mostly {self.bottleneck}"
+        text = f"{limit.get(self.limit, self.limit)}, step mostly {self.bottleneck}"
+        if self.layout.multi_node:
+            text += f", {self.layout.nodes_per_replica} nodes over RDMA"
+        return text
 
     def to_json(self) -> dict:
         lay = self.layout
@@ -229,6 +232,56 @@ def enumerate_shapes(arch: ModelArch, gpu: GpuSize) -> list[tuple[int, bool, int
     return shapes
 
 
+# Nodes one replica may span in a search: wide EP over 2 or 4 nodes is where published multi-node
+# vLLM/SGLang DeepSeek deployments sit; beyond that the all-to-all over the NIC dominates a step.
+MULTI_NODE_COUNTS = (2, 4)
+# Widening of the uncertainty band for a replica that spans nodes: the calibration set holds no
+# multi-node measurement, so the RDMA collective model is a stated assumption, not a fit.
+MULTI_NODE_BAND_LOW, MULTI_NODE_BAND_HIGH = 0.7, 1.2
+
+
+def multi_node_shapes(arch: ModelArch, gpu: GpuSize, pool_nodes: int | None) -> list[tuple[int, bool, int, int]]:
+    """(tp, ep, dp, nodes_per_replica) of replicas over MULTI_NODE_COUNTS whole nodes of a fabric
+    size (at most the pool's nodes): with ep, dp ranks of every TP size a node divides into; without
+    ep, one TP group over all the GPUs."""
+    n = gpu.gpus
+    shapes = []
+    for nodes in MULTI_NODE_COUNTS:
+        if pool_nodes is not None and nodes > pool_nodes:
+            continue
+        options = [(n * nodes, False, 1)]
+        if arch.is_moe:
+            options += [(tp, True, n * nodes // tp) for tp in range(1, n + 1) if n % tp == 0]
+        for tp, ep, dp in options:
+            if not shape_problems(arch, gpu, Layout(tp=tp, ep=ep, dp=dp, nodes_per_replica=nodes)):
+                shapes.append((tp, ep, dp, nodes))
+    return shapes
+
+
+def multi_node_band(band: Band) -> Band:
+    """The band of a replica that spans nodes: widened, no multi-node calibration data."""
+    return Band(band.low * MULTI_NODE_BAND_LOW, band.high * MULTI_NODE_BAND_HIGH, band.rows, band.sources)
+
+
+def multi_node_text(layout: Layout, gpu: GpuSize, b: dict, band: Band) -> str:
+    """What a replica over nodes adds to its reason: which collectives leave the node, their share
+    of a step, and the widened band."""
+    from infra.catalog.gpus import RDMA_GB_S
+
+    what = (
+        f"EP dispatch/combine (all-to-all) among {layout.dp} DP ranks"
+        if layout.ep
+        else f"the TP{layout.tp} all-reduce"
+    )
+    step = b["overhead"] + b["weights"] + b["kv"] + b["comm"] + b["compute"]
+    share = b["comm"] / step if step > 0 else 0.0
+    return (
+        f" Across {layout.nodes_per_replica} nodes {what} crosses the RDMA fabric ({RDMA_GB_S:g} GB/s NIC per GPU): "
+        f"collectives are {share:.0%} of a decode step. Band widened to ×{band.low:.2f}–×{band.high:.2f}: "
+        "no multi-node measurement is in the calibration data."
+    )
+
+
 def sizes_that_fit(arch: ModelArch, workload: Workload, sizes: list[GpuSize]) -> list[GpuSize]:
     """The GPU sizes among `sizes` on which some layout of `arch` fits in memory for `workload`
     (memory arithmetic only, no performance search: cheap enough to ask of the whole catalog when
@@ -255,6 +308,11 @@ def nodes_for_peak(peak_rps: float | None, goodput_rps_per_node: float) -> int |
     if peak_rps is None or goodput_rps_per_node <= 0:
         return None
     return max(1, math.ceil(peak_rps * HEADROOM / goodput_rps_per_node - 1e-9))
+
+
+def _whole_replicas(nodes: int | None, nodes_per_replica: int) -> int | None:
+    """Nodes rounded up to whole replicas of a layout that spans nodes_per_replica nodes."""
+    return None if nodes is None else -(-nodes // nodes_per_replica) * nodes_per_replica
 
 
 def usd_per_million_output_tokens(
@@ -338,7 +396,7 @@ def _evaluate_many(
     parts = model.breakdown([max(1.0, r) for r in running])
     closed = None
     if concurrency is not None:
-        closed = model.closed_loop([concurrency / lay.replicas_per_node for _, lay, _ in runnable], caps)
+        closed = model.closed_loop([concurrency / lay.replicas_per_node_share for _, lay, _ in runnable], caps)
     for i, (slot, layout, mem) in enumerate(runnable):
         point = points.at(i)
         rate = float(rates[i])
@@ -349,7 +407,7 @@ def _evaluate_many(
             # Twice the mean running sequences (bursts), as a power of two, within the KV cache and the cap.
             seqs = min(MAX_NUM_SEQS_CAP, kv_per_rank, max(32, _pow2_at_least(2.0 * per_rank)))
             layout = layout.with_(max_num_seqs=int(seqs))
-        r = layout.replicas_per_node
+        r = layout.replicas_per_node_share
         per_node = rate * r
         gpus_used = layout.gpus_per_node_used
         out_tok_gpu = per_node * workload.output_tokens / gpus_used if gpus_used else 0.0
@@ -366,10 +424,13 @@ def _evaluate_many(
                 ttft_p90_ms=float(closed.ttft_p90_s[i]) * 1e3,
                 tpot_p90_ms=float(closed.tpot_p90_s[i]) * 1e3,
             )
+        band = multi_node_band(ctx.band) if layout.multi_node else ctx.band
         reason = _reason(layout, mem, arch, model.input_tokens[i], rate, point, limit, bottleneck, breakdown, slo)
+        if layout.multi_node:
+            reason += multi_node_text(layout, gpu, breakdown, band)
         if rate <= 0:
             limit = "slo"
-        low = per_node * min(1.0, ctx.band.low)
+        low = per_node * min(1.0, band.low)
         out[slot] = Candidate(
             layout=layout,
             fits=True,
@@ -383,14 +444,14 @@ def _evaluate_many(
             ttft_p90_ms=point.ttft_p90_s * 1e3 if point.stable else None,
             tpot_p90_ms=point.tpot_p90_s * 1e3 if point.stable else None,
             # Until the layout is measured, a pool is sized on the conservative end of the band.
-            nodes_needed=nodes_for_peak(workload.peak_rps, low),
+            nodes_needed=_whole_replicas(nodes_for_peak(workload.peak_rps, low), layout.nodes_per_replica),
             usd_per_hour=ctx.price,
             usd_per_million_output_tokens=usd_per_million_output_tokens(ctx.price, per_node, workload.output_tokens),
             limit=limit,
             bottleneck=bottleneck,
             reason=reason,
             closed_loop=cl,
-            band=ctx.band,
+            band=band,
         )
     return out  # type: ignore[return-value]
 
@@ -415,7 +476,7 @@ def predict_closed_loop(
     if not mem.fits:
         return None
     model = Scenarios([Scenario(arch, gpu.accelerator, gpu.gpus, lay, workload, eff)])
-    r = layout.replicas_per_node
+    r = layout.replicas_per_node_share
     n_max = float(min(mem.max_concurrency_per_replica, layout.max_num_seqs * layout.dp))
     cl = model.closed_loop(concurrency / r, n_max).at(0)
     return ClosedLoop(
@@ -435,8 +496,12 @@ def _kv_normalised(layout: Layout) -> Layout:
 
 def _reason(layout, mem, arch, input_tokens, rate, point: LoadPoint, limit, bottleneck, b: dict, slo) -> str:
     g = layout.gpus_per_replica
+    spread = (
+        f"one replica of {g} GPUs over {layout.nodes_per_replica} nodes" if layout.multi_node
+        else f"{layout.replicas_per_node} replica(s) of {g} GPU(s)"
+    )
     head = (
-        f"{layout.name}: {layout.replicas_per_node} replica(s) of {g} GPU(s); per GPU {mem.weights_gb:.1f} GB weights "
+        f"{layout.name}: {spread}; per GPU {mem.weights_gb:.1f} GB weights "
         f"and {mem.kv_cache_gb:.1f} GB KV cache ({mem.kv_bytes_per_token_per_gpu / 1024:.0f} KiB/token"
         f"{', KV heads replicated across TP ranks' if arch.attention == 'gqa' and layout.tp > arch.num_kv_heads else ''}"
         f"{', MLA latent on every TP rank' if arch.attention == 'mla' and layout.tp > 1 else ''}), room for "
@@ -447,7 +512,7 @@ def _reason(layout, mem, arch, input_tokens, rate, point: LoadPoint, limit, bott
     total = b["overhead"] + b["weights"] + b["kv"] + b["comm"]
     prefill_ms = max(0.0, point.step_s - total) * 1e3
     return head + (
-        f" At {rate * layout.replicas_per_node:.2f} req/s per node ({point.running:.0f} running per replica) a step "
+        f" At {rate * layout.replicas_per_node_share:.2f} req/s per node ({point.running:.0f} running per replica) a step "
         f"takes {point.step_s * 1e3:.1f} ms: decode mostly {_BOTTLENECK_TEXT[bottleneck]} "
         f"(overhead {1e3 * b['overhead']:.1f}, weights {1e3 * b['weights']:.1f}, KV {1e3 * b['kv']:.1f}, "
         f"compute {1e3 * b['compute']:.1f}, collectives {1e3 * b['comm']:.1f} ms) plus {prefill_ms:.1f} ms of "
@@ -666,9 +731,26 @@ def plan_model(
                 if _better(cand, best, prefer_smaller=tokens < best.layout.max_num_batched_tokens):
                     best = cand
         candidates.append(best)
+    unrestricted = tp is None and ep is None and dp is None and replicas_per_node is None
+    if fabric and gpu.fabric and unrestricted:
+        # A replica over several nodes when no single node holds the model, or when wide EP could
+        # win (a MoE model: more experts' GPUs per replica, more KV room per GPU).
+        fits_one_node = any(c.fits for c in candidates)
+        if not fits_one_node or arch.is_moe:
+            wide = multi_node_shapes(arch, gpu, pool_nodes)
+            candidates += _evaluate_many(
+                ctx,
+                [
+                    Layout(tp=s_tp, ep=s_ep, dp=s_dp, nodes_per_replica=s_n, max_num_batched_tokens=BATCHED_TOKEN_OPTIONS[1],
+                           kv_cache_dtype=kv_dtype)
+                    for s_tp, s_ep, s_dp, s_n in wide
+                ],
+                tune_max_num_seqs=True,
+                concurrency=concurrency,
+            )
     if not candidates:
         raise_no_shape(arch, gpu, tp, ep, dp, replicas_per_node)
-    if disaggregation and tp is None and ep is None and dp is None and replicas_per_node is None:
+    if disaggregation and unrestricted:
         from infra.planner.disaggregation import pd_candidates
 
         candidates += pd_candidates(arch, gpu, workload, slo, ctx.eff, ctx.band, ctx.price, fabric=fabric, pool_nodes=pool_nodes)
@@ -751,7 +833,29 @@ def _plan_reason(plan: ModelPlan, slo: Slo, is_moe: bool = False) -> str:
             and single[0].goodput_rps_per_node > 0
         ):
             vs += f"; one {single[0].name} engine per node would carry {single[0].goodput_rps_per_node:.2f} req/s"
+    vs += _multi_node_verdict(chosen, others)
     return (
         f"chose {chosen.name}: {chosen.goodput_rps_per_node:.2f} req/s per node within p90 TTFT "
         f"{slo.ttft_p90_ms:g} ms and TPOT {slo.tpot_p90_ms:g} ms{vs}. {chosen.reason}"
     )
+
+
+def _multi_node_verdict(chosen: Candidate, others: list[Candidate]) -> str:
+    """Why a replica over several nodes was or was not chosen (empty when none was a candidate)."""
+    single = [c for c in others if not c.layout.multi_node and c.goodput_rps_per_node > 0]
+    wide = [c for c in others if c.layout.multi_node and c.goodput_rps_per_node > 0]
+    if chosen.layout.multi_node:
+        if not single:
+            return "; no layout within one node holds the model and meets the SLO, so a replica spans nodes"
+        best = single[0]
+        return (
+            f"; wide EP over {chosen.layout.nodes_per_replica} nodes carries {chosen.goodput_rps_per_node / best.goodput_rps_per_node:.2f}× "
+            f"the best single-node layout {best.name} per node"
+        )
+    if wide:
+        best = wide[0]
+        return (
+            f"; the best multi-node layout {best.name} carries {best.goodput_rps_per_node:.2f} req/s per node: its collectives "
+            "cross the RDMA fabric (its reason has the step breakdown)"
+        )
+    return ""

@@ -160,12 +160,23 @@ class ModelServiceSpec:
         return self.layout.tp * self.layout.dp
 
     @property
+    def gpus_per_pod(self) -> int:
+        """GPUs one engine pod requests: the whole replica, or one node's share of a replica that
+        spans nodes (each node runs one pod of the LeaderWorkerSet group)."""
+        return self.layout.gpus_per_node_used if self.layout.multi_node else self.gpus_per_replica
+
+    @property
     def replicas(self) -> int:
-        """Replicas per node × nodes: the Deployment's count, or the autoscaler's floor."""
+        """Replicas per node × nodes (or nodes / nodes_per_replica): the Deployment's count (the
+        LeaderWorkerSet's groups), or the autoscaler's floor."""
+        if self.layout.multi_node:
+            return self.nodes_min // self.layout.nodes_per_replica
         return self.layout.replicas_per_node * self.nodes_min
 
     @property
     def max_replicas(self) -> int:
+        if self.layout.multi_node:
+            return self.nodes_max // self.layout.nodes_per_replica
         return self.layout.replicas_per_node * self.nodes_max
 
     @property
@@ -265,7 +276,7 @@ def validate_spec(spec: ModelServiceSpec, path: str | None = None) -> None:
 
 
 def node_share(spec: ModelServiceSpec) -> float:
-    return spec.gpus_per_replica / spec.gpu.gpus
+    return spec.gpus_per_pod / spec.gpu.gpus
 
 
 def cpu_request(spec: ModelServiceSpec) -> int:
@@ -286,7 +297,7 @@ def shm_size_gib(spec: ModelServiceSpec) -> int:
     16 GiB + 8 GiB per rank, capped at 64 GiB and at a quarter of the pod's memory (memory-backed
     emptyDir counts against the pod's memory).
     """
-    n = spec.gpus_per_replica
+    n = spec.gpus_per_pod
     want = 8 if n == 1 else min(64, 16 + 8 * n)
     return max(1, min(want, memory_request_gib(spec) // 4))
 
@@ -500,8 +511,9 @@ def engine_env(spec: ModelServiceSpec) -> list[dict]:
     return out
 
 
-def serve_args(spec: ModelServiceSpec) -> list[str]:
-    """From a Spaces bucket the model is its `s3://` prefix, which already names the revision."""
+def serve_args(spec: ModelServiceSpec, node_role: str | None = None) -> list[str]:
+    """From a Spaces bucket the model is its `s3://` prefix, which already names the revision.
+    `node_role` ("leader" | "worker") for a replica that spans nodes (render/multi_node.py)."""
     spaces = spec.weights
     return vllm_serve_args(
         spec.layout,
@@ -515,6 +527,7 @@ def serve_args(spec: ModelServiceSpec) -> list[str]:
             drain_seconds=DRAIN_SECONDS,
             load_args=tuple(streamer_args(spaces, spec.gpus_per_replica)) if spaces else (),
             extra_args=tuple(spec.extra_args),
+            node_role=node_role,
         ),
         path=f"models[{spec.name}]",
     )
@@ -556,7 +569,9 @@ def _wait_for_cache_container(spec: ModelServiceSpec) -> dict:
     }
 
 
-def render_deployment(spec: ModelServiceSpec) -> dict:
+def render_deployment(spec: ModelServiceSpec, node_role: str | None = None) -> dict:
+    """The engines' Deployment; `node_role` renders one node's pod of a replica that spans nodes
+    (the LeaderWorkerSet takes its template, render/multi_node.py)."""
     validate_spec(spec)
     gpu_resource = spec.gpu.gpu_resource_name
     amd = spec.vendor == "amd"
@@ -593,16 +608,16 @@ def render_deployment(spec: ModelServiceSpec) -> dict:
         "name": "vllm",
         "image": spec.resolved_image,
         "command": list(VLLM_COMMAND),
-        "args": serve_args(spec),
+        "args": serve_args(spec, node_role),
         "ports": [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
         "env": engine_env(spec),
         "resources": {
             "requests": {
                 "cpu": str(cpu_request(spec)),
                 "memory": memory,
-                gpu_resource: str(spec.gpus_per_replica),
+                gpu_resource: str(spec.gpus_per_pod),
             },
-            "limits": {"memory": memory, gpu_resource: str(spec.gpus_per_replica)},
+            "limits": {"memory": memory, gpu_resource: str(spec.gpus_per_pod)},
         },
         "startupProbe": _probe("/health", STARTUP_PROBE_PERIOD_SECONDS, startup_failure_threshold(spec), 5),
         "readinessProbe": _probe("/health", 10, 3, 5),
@@ -702,14 +717,19 @@ def render_service(spec: ModelServiceSpec) -> dict:
 
 
 def render_pdb(spec: ModelServiceSpec) -> dict:
-    """At most one replica voluntarily disrupted (node drains, upgrades) at a time."""
+    """At most one replica voluntarily disrupted (node drains, upgrades) at a time. For a replica
+    over several nodes the budget counts every engine pod, leaders and headless workers alike (a
+    drained worker takes its whole group down), so a drain takes one group at a time."""
+    selector = selector_labels(spec.name)
+    if spec.layout.multi_node:
+        selector = {LABEL_MODEL: spec.name, "app.kubernetes.io/component": "engine", "app.kubernetes.io/part-of": PART_OF}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(deployment_name(spec), spec.namespace, common_labels(spec.name, "engine")),
         "spec": {
             "maxUnavailable": 1,
-            "selector": {"matchLabels": selector_labels(spec.name)},
+            "selector": {"matchLabels": selector},
         },
     }
 
@@ -744,11 +764,20 @@ def render_secret_shape(name: str, namespace: str, key: str, model: str | None =
     }
 
 
+def render_engines(spec: ModelServiceSpec) -> dict:
+    """The engines' workload: a Deployment, or a LeaderWorkerSet for a replica that spans nodes."""
+    if spec.layout.multi_node:
+        from infra.render.multi_node import render_leader_worker_set
+
+        return render_leader_worker_set(spec)
+    return render_deployment(spec)
+
+
 def render_model_service(spec: ModelServiceSpec) -> list[dict]:
-    """All objects of one model service, in apply order (Job first: the Deployment waits on it)."""
+    """All objects of one model service, in apply order (Job first: the engines wait on it)."""
     objects = []
     job = render_prefetch_job(spec)
     if job:
         objects.append(job)
-    objects += [render_deployment(spec), render_service(spec), render_pdb(spec)]
+    objects += [render_engines(spec), render_service(spec), render_pdb(spec)]
     return objects

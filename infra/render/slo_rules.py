@@ -147,6 +147,9 @@ class ObservedModel:
     usd_per_node_hour: float | None = None
     pool_gpu_share: float = 1.0
     deployment: str = field(kw_only=True)
+    # "statefulset" for a replica that spans nodes: the LeaderWorkerSet's leader StatefulSet (named
+    # like the LWS, its pods the leaders that serve) stands in for the Deployment in the alerts.
+    workload: str = field(default="deployment", kw_only=True)
     predicted_ready_seconds: int | None = field(default=None, kw_only=True)
     pd: PdObserved | None = field(default=None, kw_only=True)
 
@@ -785,21 +788,23 @@ def serving_alert_group(
     # still loading is not (VllmReplicasNotReady covers loads that never finish).
     # kube_deployment_status_replicas_ready needs no kube-state-metrics label allow-list.
     for m in models:
+        kind = m.workload  # kube-state-metrics: kube_deployment_* or kube_statefulset_*
+        spec_replicas = "kube_deployment_spec_replicas" if kind == "deployment" else "kube_statefulset_replicas"
         deployment_ready = (
-            f"kube_deployment_status_replicas_ready{{namespace={quoted(m.namespace)}, "
-            f"deployment={quoted(m.deployment)}}} > 0"
+            f"kube_{kind}_status_replicas_ready{{namespace={quoted(m.namespace)}, "
+            f"{kind}={quoted(m.deployment)}}} > 0"
         )
         # A total outage: no SLO series flow (no vLLM metrics) and the deadman above needs a
         # ready replica, so without this nothing would page until VllmReplicasNotReady warns.
         # A parked model (0 desired replicas) and a Deployment's first load are not outages; a
         # rollout of a single-replica model is, and pages.
-        deployment = f"namespace={quoted(m.namespace)}, deployment={quoted(m.deployment)}"
+        deployment = f"namespace={quoted(m.namespace)}, {kind}={quoted(m.deployment)}"
         rules.append(
             _alert(
                 "VllmModelDown",
-                f"kube_deployment_status_replicas_ready{{{deployment}}} == 0"
-                f" and on () (kube_deployment_spec_replicas{{{deployment}}} > 0)"
-                f" and on () (time() - kube_deployment_created{{{deployment}}}"
+                f"kube_{kind}_status_replicas_ready{{{deployment}}} == 0"
+                f" and on () ({spec_replicas}{{{deployment}}} > 0)"
+                f" and on () (time() - kube_{kind}_created{{{deployment}}}"
                 f" > {thresholds.model_down_grace_seconds})",
                 "critical",
                 thresholds.model_down_for,

@@ -37,6 +37,8 @@ class ServeOptions:
     load_args: how weights are loaded when not the default loader (`--load-format runai_streamer
         --model-loader-extra-config ...` for a Spaces bucket); checked like every flag.
     extra_args: user flags appended verbatim (validated against the pinned release).
+    node_role: for a layout that spans nodes, "leader" (node 0: serves the API) or "worker"
+        (`--headless`, rank offsets from LWS_WORKER_INDEX); None for a single-node replica.
     """
 
     source: str
@@ -49,6 +51,54 @@ class ServeOptions:
     drain_seconds: int = 120
     load_args: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()
+    node_role: str | None = None
+
+
+# Multi-node rendezvous ports (vLLM 0.33 defaults spelt out): the DP coordinator's RPC port on the
+# leader, and torch.distributed's master port for TP/PP across nodes.
+DP_RPC_PORT = 13345
+MASTER_PORT = 29500
+# Filled in by the LeaderWorkerSet controller in every container's env (lws api/leaderworkerset/v1
+# @ v0.10.0); the kubelet expands `$(VAR)` in args from the container's env.
+LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+WORKER_INDEX = "$(LWS_WORKER_INDEX)"
+# The DP rank a worker's first engine takes; the engine container's shell wrapper appends it
+# (render/multi_node.py): LWS_WORKER_INDEX × dp ranks per node needs arithmetic the kubelet lacks.
+DP_START_RANK_FLAG = "--data-parallel-start-rank"
+
+
+def multi_node_args(layout: Layout, role: str) -> list[str]:
+    """The flags that join one node's pod to a replica over `layout.nodes_per_replica` nodes
+    (vLLM's native multi-node, no Ray): with ep, DP ranks over the nodes (`--data-parallel-size-local`
+    per node, the leader's address and RPC port; workers `--headless`, their start rank appended by
+    the wrapper); without ep, one TP group over the nodes (`--nnodes`, `--node-rank`, `--master-addr`)."""
+    nodes = layout.nodes_per_replica
+    if layout.ep:
+        args = [
+            "--data-parallel-size-local", str(layout.dp // nodes),
+            "--data-parallel-address", LEADER_ADDRESS,
+            "--data-parallel-rpc-port", str(DP_RPC_PORT),
+        ]
+    else:
+        args = [
+            "--nnodes", str(nodes),
+            "--node-rank", "0" if role == "leader" else WORKER_INDEX,
+            "--master-addr", LEADER_ADDRESS,
+            "--master-port", str(MASTER_PORT),
+        ]
+    if role == "worker":
+        args += ["--headless"]
+    return args
+
+
+def all2all_backend(layout: Layout, vendor: str) -> str:
+    """MoE dispatch/combine kernels. Inside a node: allgather_reducescatter (AMD's DP+EP guidance
+    for ROCm, and vLLM 0.33's default). Across nodes on AMD: MoRI EP (`mori_high_throughput`, the
+    InterNodeV1 kernels: a colocated replica mixes long prefill chunks into every step, which the
+    high-throughput kernels serve; `mori_low_latency` suits decode-only engines)."""
+    if layout.multi_node and vendor == "amd":
+        return "mori_high_throughput"
+    return "allgather_reducescatter"
 
 
 def vllm_serve_args(layout: Layout, opts: ServeOptions, *, path: str = "") -> list[str]:
@@ -83,11 +133,17 @@ def vllm_serve_args(layout: Layout, opts: ServeOptions, *, path: str = "") -> li
     if layout.gpus_per_replica > 1:
         # One process per GPU inside the pod; Ray is neither installed nor wanted here.
         args += ["--distributed-executor-backend", "mp"]
-    if layout.dp > 1 and layout.ep:
-        # AMD's DP+EP guidance for ROCm. In vLLM 0.33 it is also the default all-to-all
-        # backend on every platform (vllm/config/parallel.py); passing it keeps the choice
-        # explicit should the default change again.
-        args += ["--all2all-backend", "allgather_reducescatter"]
+    user_flags = {canonical_flag(f) for f in flag_tokens(list(opts.extra_args))}
+    if layout.dp > 1 and layout.ep and "--all2all-backend" not in user_flags:
+        # Passing the backend keeps the choice explicit should vLLM's default change again; an
+        # `--all2all-backend` in extra_args replaces it (MoRI EP needs a NIC its userspace
+        # supports: allgather_reducescatter is the fallback over RCCL).
+        args += ["--all2all-backend", all2all_backend(layout, opts.vendor)]
+    if layout.multi_node:
+        if opts.node_role not in ("leader", "worker"):
+            problems.append(Problem(f"{path}.layout", f"{layout.name} spans nodes: its pods are rendered as a LeaderWorkerSet leader or worker"))
+        else:
+            args += multi_node_args(layout, opts.node_role)
     if layout.dp > 1 and opts.vendor == "amd":
         args += ["--disable-nccl-for-dp-synchronization"]
     max_model_len = layout.max_model_len or opts.max_model_len

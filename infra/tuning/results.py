@@ -212,7 +212,8 @@ def layout_fields(points: list[SweepPoint], name: str) -> tuple[dict, list[str]]
     Returns (fields, missing field names). Values disagreeing between points of one layout are a
     user error: they would be different layouts under one name.
     """
-    fields: dict = dict(parse_layout_name(name))
+    # nodes_per_replica is written only for a replica that spans nodes (1 is the default).
+    fields: dict = {k: v for k, v in parse_layout_name(name).items() if not (k == "nodes_per_replica" and v == 1)}
     missing = []
     for key in LAYOUT_LIMIT_KEYS:
         values = {p.metadata[META_LAYOUT_FIELD_PREFIX + key] for p in points if p.layout == name and META_LAYOUT_FIELD_PREFIX + key in p.metadata}

@@ -253,3 +253,19 @@ def test_region_filters_only_all(capsys):
     bad = [a if a != "gpu-mi325x8-2048gb-contracted" else "gpu-mi300x8-1536gb,gpu-nope" for a in BASE]
     with pytest.raises(UserError, match="'gpu-nope' is not a GPU size we know"):
         run(bad)
+
+
+def test_fabric_ranks_multi_node_candidates_with_reasons(capsys):
+    argv = [
+        "layout", "--model", "unsloth/DeepSeek-R1-BF16", "--gpu", "gpu-mi325x8-2048gb-fabric-contracted",
+        "--input-tokens", "5600", "--output-tokens", "140", "--ttft-p90-ms", "2000", "--tpot-p90-ms", "50",
+        "--fabric", "--no-pd", "--json",
+    ]
+    assert run(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    wide = [r for r in rows if r["nodes_per_replica"] > 1]
+    assert {"tp8-ep-dp2-n2", "tp16-n2"} <= {r["name"] for r in wide}
+    assert all(r["replicas_per_node"] == 1 and "RDMA fabric" in r["reason"] for r in wide if r["fits"])
+    assert run([a for a in argv if a != "--json"]) == 0
+    text = capsys.readouterr().out
+    assert "2 nodes over RDMA" in text and "multi-node layout" in text

@@ -21,6 +21,7 @@ JSON_KEYS = {
     "ep",
     "dp",
     "replicas_per_node",
+    "nodes_per_replica",
     "max_num_seqs",
     "max_num_batched_tokens",
     "fits",

@@ -491,7 +491,8 @@ def test_observed_models_carry_the_pool_price_and_gpu_share(monkeypatch):
     monkeypatch.setattr(stack_plan, "model_service_spec", lambda m, _cache_pvc: NS(name=m.config.name))
 
     def facts(name: str, pool, tp: int, dp: int, rpn: int) -> ModelFacts:
-        layout = NS(replicas_per_node=rpn, gpus_per_replica=tp * dp, gpus_per_node_used=tp * dp * rpn)
+        layout = NS(replicas_per_node=rpn, gpus_per_replica=tp * dp, gpus_per_node_used=tp * dp * rpn, multi_node=False,
+                    replicas_for_nodes=lambda nodes: rpn * nodes)
         config = NS(name=name, api_model_name=name, slo=NS(ttft_p90_ms=2500, tpot_p90_ms=50))
         return ModelFacts(config=config, pool=pool, arch=None, plan=NS(chosen=NS(layout=layout)))
 

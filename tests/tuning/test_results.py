@@ -102,6 +102,9 @@ def test_layout_fields_from_bench_metadata():
     assert missing == []
     bare = [parse_result(vllm_result("tp8-r1", 1, 500, 30), source="x")]
     assert layout_fields(bare, "tp8-r1") == ({"tp": 8, "ep": False, "dp": 1, "replicas_per_node": 1}, list(fields))
+    # a replica over two nodes (measured by hand: infra bench does not sweep them) keeps its node count
+    wide = [parse_result(vllm_result("tp8-ep-dp2-n2", 1, 500, 30), source="y")]
+    assert layout_fields(wide, "tp8-ep-dp2-n2")[0] == {"tp": 8, "ep": True, "dp": 2, "replicas_per_node": 1, "nodes_per_replica": 2}
 
 
 def test_layout_fields_disagreeing_is_an_error():
