@@ -1444,7 +1444,7 @@ def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_d
     if model.layout is None:
         return problems
     if isinstance(model.layout, PdLayoutConfig):
-        return problems + _pd_layout_problems(model, pool, arch, at)
+        return problems + _pd_layout_problems(model, pool, arch, at, pool_at)
     if model.layout.nodes_per_replica > 1:
         multi = _multi_node_layout_problems(model, pool, at, pool_at)
         if multi:
@@ -1512,7 +1512,7 @@ def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str
 MORIIO_MIN_ROCM_IMAGE = (0, 21, 0)
 
 
-def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: str) -> list[Problem]:
+def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: str, pool_at: str) -> list[Problem]:
     """A P/D layout against the pool (connector, nodes, fabric) and the model's engine image."""
     from infra.planner.disaggregation import CONNECTORS, pd_problems
 
@@ -1534,6 +1534,19 @@ def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: 
             )
     for msg in pd_problems(arch, gpu, pd, fabric=pool.fabric, pool_nodes=pool.max_node_count):
         problems.append(Problem(f"{at}.layout", f"{pd.name}: {msg}"))
+    if pd.spans_nodes and not problems:
+        k = pd.nodes_per_unit
+        for name, count in (("min_nodes", pool.min_node_count), ("max_nodes", pool.max_node_count)):
+            if count % k:
+                label = "nodes" if pool.nodes is not None else name
+                problems.append(
+                    Problem(
+                        f"{pool_at}.{label}",
+                        f"{count} is not whole units of models[{model.name!r}].layout {pd.name}, which spans {k} nodes; "
+                        f"allowed: {', '.join(str(k * j) for j in range(1, 4))}, ...",
+                    )
+                )
+                break
     if not problems:
         from infra.planner.memory import memory_per_gpu
 
