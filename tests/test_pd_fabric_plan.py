@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from infra.catalog.vllm_flags import unknown_env_vars, unknown_flags
-from infra.offline import build_plan, kubernetes_objects
 from infra.render.multi_node import FABRIC_NICS, NETWORKS_ANNOTATION, RDMA_RESOURCES
 from infra.render.pd_service import PD_ROLE_LABEL
 from tests import gateway_schemas
-from tests.conftest import ROOT, make_project
+from tests.conftest import plan_objects, plan_variant, validate_built_ins
 
 FABRIC_SIZE = "gpu-mi325x8-2048gb-fabric-contracted"
 LAYOUT = "p1tp8-ep-d1tp8-ep"
@@ -28,25 +26,13 @@ def _fabric(config, layout=LAYOUT):
     config["inference-platform:models"][0]["layout"] = layout
 
 
-def _variant(root, mutate=_fabric):
-    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
-    mutate(doc["config"])
-    make_project(root)
-    (root / "stacks" / "Pulumi.staging.yaml").write_text(yaml.safe_dump(doc))
-    return build_plan("staging", root)
-
-
 @pytest.fixture(scope="module")
 def staging(tmp_path_factory):
-    return _variant(tmp_path_factory.mktemp("pd-fabric"))
-
-
-def _objects(plan, kind=None):
-    return [o for o in kubernetes_objects(plan) if kind is None or o["kind"] == kind]
+    return plan_variant(tmp_path_factory.mktemp("pd-fabric"), "staging", _fabric)
 
 
 def _engines(plan):
-    deps = [d for d in _objects(plan, "Deployment") if PD_ROLE_LABEL in d["metadata"]["labels"]]
+    deps = [d for d in plan_objects(plan, "Deployment") if PD_ROLE_LABEL in d["metadata"]["labels"]]
     assert sorted(d["metadata"]["labels"][PD_ROLE_LABEL] for d in deps) == ["decode", "prefill"]
     return deps
 
@@ -71,9 +57,9 @@ def test_every_engine_pod_requests_the_fabric_nics_and_moves_kv_over_rdma(stagin
         args = container["args"]
         config = json.loads(args[args.index("--kv-transfer-config") + 1])
         assert config["kv_connector"] == "MoRIIOConnector" and config["kv_connector_extra_config"]["backend"] == "rdma"
-    (router,) = [d for d in _objects(staging, "Deployment") if d["metadata"]["name"].endswith("-pd-router")]
+    (router,) = [d for d in plan_objects(staging, "Deployment") if d["metadata"]["name"].endswith("-pd-router")]
     assert NETWORKS_ANNOTATION not in router["spec"]["template"]["metadata"].get("annotations", {})
-    nads = _objects(staging, "NetworkAttachmentDefinition")
+    nads = plan_objects(staging, "NetworkAttachmentDefinition")
     assert sorted(n["metadata"]["name"] for n in nads) == sorted(FABRIC_NICS)
 
 
@@ -108,7 +94,7 @@ def test_the_engines_wait_for_the_fabric_component(staging):
 
 
 def test_a_unit_on_one_node_takes_no_nics_and_waits_for_nothing_of_the_fabric(tmp_path):
-    plan = _variant(tmp_path, lambda c: _fabric(c, "p1tp4-ep-d1tp4-ep"))
+    plan = plan_variant(tmp_path, "staging", lambda c: _fabric(c, "p1tp4-ep-d1tp4-ep"))
     for dep in _engines(plan):
         pod = dep["spec"]["template"]
         assert NETWORKS_ANNOTATION not in pod["metadata"]["annotations"]
@@ -118,15 +104,6 @@ def test_a_unit_on_one_node_takes_no_nics_and_waits_for_nothing_of_the_fabric(tm
 
 
 def test_built_in_objects_validate_against_kubernetes_1_33(staging):
-    import kubernetes_validate
-
-    checked = 0
-    for obj in _objects(staging):
-        group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
-        if "." in group and not group.endswith("k8s.io") or group.endswith("x-k8s.io") or group == "k8s.cni.cncf.io":
-            continue
-        kubernetes_validate.validate(obj, "1.33", strict=True)
-        checked += 1
-    assert checked >= 10
-    for nad in _objects(staging, "NetworkAttachmentDefinition"):
+    assert validate_built_ins(plan_objects(staging)) >= 10
+    for nad in plan_objects(staging, "NetworkAttachmentDefinition"):
         assert gateway_schemas.errors(nad) == []

@@ -44,7 +44,7 @@ from infra.render.model_service import (
     render_prefetch_job,
     selector_labels,
 )
-from infra.render.multi_node import attach_fabric_nics
+from infra.render.multi_node import FABRIC_NICS, attach_fabric_nics
 
 PD_ROLE_LABEL = "inference-platform/pd-role"
 MORIIO_HANDSHAKE_PORT = 6301  # moriio_common.py default constant
@@ -122,6 +122,8 @@ def validate(spec: PdServiceSpec, path: str) -> None:
         problems.append(Problem(f"{path}.layout", f"{spec.pd.name} {span}"))
     if spec.pd.spans_nodes and not spec.base.gpu.fabric:
         problems.append(Problem(f"{path}.layout", f"{spec.pd.name} spans nodes; {spec.base.gpu.slug} has no RDMA fabric"))
+    elif spec.pd.spans_nodes and spec.base.gpu.gpus != len(FABRIC_NICS):
+        problems.append(Problem(f"{path}.layout", f"{spec.pd.name}: fabric nodes carry {len(FABRIC_NICS)} GPUs and NICs; {spec.base.gpu.slug} has {spec.base.gpu.gpus}"))
     for flag in unknown_flags(connector_args(spec, "prefill") + ["--no-enable-prefix-caching"]) if spec.connector else []:
         problems.append(Problem(f"{path}.layout", f"{flag} is not a `vllm serve` option in vLLM {vllm_flags()['vllm_version']}"))
     if problems:
