@@ -213,9 +213,9 @@ class PdLayout:
         scheduler would not keep a second NIC-requesting pod off the node; the GPU request does:
         the render (render/pd_service.py) lays each side out as a Deployment of instances × units
         pods of TP GPUs each, kept apart only by their GPU requests (the hostname spread is a
-        ScheduleAnyway preference), so an engine of fewer GPUs
-        than the node shares it with other engines of either side (p8tp1-d8tp1 puts 8 pods on
-        each node), and only a TP-of-the-whole-node engine is guaranteed its node to itself.
+        ScheduleAnyway preference), so an engine of fewer GPUs than the node shares it with other
+        engines of either side (p8tp1-d8tp1 puts 8 pods on each node), and only an engine of the
+        whole node's GPUs is guaranteed the node to itself.
         """
         if not self.spans_nodes:
             return None

@@ -19,7 +19,7 @@ side's layout) with the connector added, so probes, caches, GPUs and security st
   multi-node replica's pods do (`multi_node.attach_fabric_nics`: `rdma/fabric0..7` requested and
   limited, the Multus networks annotation, `IPC_LOCK` for memory registration). That needs each
   engine to be the one pod on its node — host-device moves a NIC into one pod's netns, and these
-  Deployments' pods are placed by their GPU requests alone — so a spanning unit renders only when
+  Deployments' pods are kept apart only by their GPU requests — so a spanning unit renders only when
   both sides' engines take a whole node (`PdLayout.span_problem`: p1tp8-d1tp8, not p8tp1-d8tp1).
 
 Pods carry `inference-platform/pd-role: prefill|decode`; the model's usual Service selects the
