@@ -53,8 +53,9 @@ class ModelServiceArgs:
         the router of this model reads too. None: no key, or the Secret exists already.
     protect: protect the children (they are stateless; usually False).
     depends_on: e.g. the namespace and the weight-cache claim.
-    engine_depends_on: what only the engines wait for (a multi-node layout: the fabric component,
-        whose LWS release brings the LeaderWorkerSet CRD and whose attachments the pods name).
+    engine_depends_on: what only the engines wait for (a multi-node layout or a P/D unit over
+        nodes: the fabric component, whose LWS release brings the LeaderWorkerSet CRD and whose
+        NIC attachments the pods name).
     """
 
     spec: ModelServiceSpec
@@ -63,7 +64,7 @@ class ModelServiceArgs:
     api_key: pulumi.Input[str] | None = None
     protect: bool = False
     depends_on: Sequence[pulumi.Resource] = ()
-    engine_depends_on: Sequence[pulumi.Resource] = ()  # a multi-node layout: the fabric (LWS CRD, NADs)
+    engine_depends_on: Sequence[pulumi.Resource] = ()  # engines over nodes: the fabric (LWS CRD, NADs)
 
 
 class ModelService(pulumi.ComponentResource):
@@ -103,7 +104,7 @@ class ModelService(pulumi.ComponentResource):
         )
         secrets = [s for s in (self.hf_token_secret, self.api_key_secret) if s is not None]
         if getattr(spec.layout, "disaggregated", False):
-            self._declare_pd(name, spec, secrets, child_opts)
+            self._declare_pd(name, spec, secrets, child_opts, args.engine_depends_on)
             return
 
         self.prefetch_job = None
@@ -166,7 +167,7 @@ class ModelService(pulumi.ComponentResource):
             }
         )
 
-    def _declare_pd(self, name: str, spec: ModelServiceSpec, secrets: list, child_opts) -> None:
+    def _declare_pd(self, name: str, spec: ModelServiceSpec, secrets: list, child_opts, engine_depends_on: Sequence[pulumi.Resource]) -> None:
         """A prefill/decode layout: prefill and decode Deployments, their PDBs and the P/D router
         (infra/render/pd_service.py); the model's Service selects the router."""
         objects = render_pd_service(PdServiceSpec(spec, spec.layout, units=spec.replicas))
@@ -193,7 +194,8 @@ class ModelService(pulumi.ComponentResource):
                 depends = secrets
             elif kind == "Deployment" and meta["name"] != f"{spec.name}-pd-router":
                 extra["custom_timeouts"] = pulumi.CustomTimeouts(create=budget, update=f"{deployment_timeout_seconds(spec)}s")
-                depends = [*secrets, *([self.prefetch_job] if self.prefetch_job else [])]
+                # a unit over nodes: the engines' NIC attachments come with the fabric component
+                depends = [*secrets, *([self.prefetch_job] if self.prefetch_job else []), *engine_depends_on]
             resource = kinds[kind](
                 f"{name}-{kind.lower()}-{meta['name']}", metadata=meta, **body, opts=child_opts(depends_on=depends, **extra)
             )

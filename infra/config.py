@@ -1444,12 +1444,22 @@ def _check_model_layout(model: ModelConfig, pool: GpuPoolConfig, at: str, base_d
     if model.layout is None:
         return problems
     if isinstance(model.layout, PdLayoutConfig):
-        return problems + _pd_layout_problems(model, pool, arch, at)
+        return problems + _pd_layout_problems(model, pool, arch, at, pool_at)
     if model.layout.nodes_per_replica > 1:
         multi = _multi_node_layout_problems(model, pool, at, pool_at)
         if multi:
             return problems + multi
     return problems + [Problem(f"{at}.layout", msg) for msg in check_layout(arch, pool.gpu, model.layout.to_layout())]
+
+
+def _whole_groups_problems(pool: GpuPoolConfig, pool_at: str, nodes: int, what) -> list[Problem]:
+    """The pool's node count (or min/max) in whole groups of `nodes` (a replica or a P/D unit over
+    nodes): one problem at the first count that is not, `what(count)` saying what it is not."""
+    for name, count in (("min_nodes", pool.min_node_count), ("max_nodes", pool.max_node_count)):
+        if count % nodes:
+            label = "nodes" if pool.nodes is not None else name
+            return [Problem(f"{pool_at}.{label}", f"{what(count)} ({', '.join(str(nodes * k) for k in range(1, 4))}, ...)")]
+    return []
 
 
 def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str, pool_at: str) -> list[Problem]:
@@ -1486,17 +1496,9 @@ def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str
         )
     if lay.replicas_per_node != 1:
         problems.append(Problem(f"{at}.layout.replicas_per_node", f"{lay.replicas_per_node} with nodes_per_replica {n}; allowed: 1 (a replica over nodes is the only one on each)"))
-    for name, count in (("min_nodes", pool.min_node_count), ("max_nodes", pool.max_node_count)):
-        if count % n:
-            label = "nodes" if pool.nodes is not None else name
-            problems.append(
-                Problem(
-                    f"{pool_at}.{label}",
-                    f"{count} is not a multiple of models[{model.name!r}].layout.nodes_per_replica {n}; allowed: whole replicas "
-                    f"({', '.join(str(n * k) for k in range(1, 4))}, ...)",
-                )
-            )
-            break
+    problems += _whole_groups_problems(
+        pool, pool_at, n, lambda count: f"{count} is not a multiple of models[{model.name!r}].layout.nodes_per_replica {n}; allowed: whole replicas"
+    )
     if model.autoscaling.enabled:
         problems.append(
             Problem(
@@ -1512,7 +1514,7 @@ def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str
 MORIIO_MIN_ROCM_IMAGE = (0, 21, 0)
 
 
-def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: str) -> list[Problem]:
+def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: str, pool_at: str) -> list[Problem]:
     """A P/D layout against the pool (connector, nodes, fabric) and the model's engine image."""
     from infra.planner.disaggregation import CONNECTORS, pd_problems
 
@@ -1534,6 +1536,11 @@ def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: 
             )
     for msg in pd_problems(arch, gpu, pd, fabric=pool.fabric, pool_nodes=pool.max_node_count):
         problems.append(Problem(f"{at}.layout", f"{pd.name}: {msg}"))
+    if pd.spans_nodes and not problems:
+        k = pd.nodes_per_unit
+        problems += _whole_groups_problems(
+            pool, pool_at, k, lambda count: f"{count} is not whole units of models[{model.name!r}].layout {pd.name}, which spans {k} nodes; allowed"
+        )
     if not problems:
         from infra.planner.memory import memory_per_gpu
 

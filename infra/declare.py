@@ -103,7 +103,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
                 hf_token=secrets.huggingface_token,
                 api_key=secrets.api_key,
                 depends_on=[namespace, pools[model.pool.name], *weight_deps],
-                engine_depends_on=[fabric] if fabric is not None and service_spec.layout.multi_node else [],
+                engine_depends_on=[fabric] if fabric is not None and service_spec.layout.fabric_nics else [],
             ),
             pulumi.ResourceOptions(deleted_with=cluster.cluster),
         )

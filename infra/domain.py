@@ -62,6 +62,11 @@ class Layout:
         return self.nodes_per_replica > 1
 
     @property
+    def fabric_nics(self) -> bool:
+        """Its engine pods take their node's fabric NICs (a replica over several nodes)."""
+        return self.multi_node
+
+    @property
     def gpus_per_node_used(self) -> int:
         if self.multi_node:
             return self.gpus_per_replica // self.nodes_per_replica
@@ -190,6 +195,44 @@ class PdLayout:
         """Whole units on one node (0 when a unit spans nodes)."""
         return self.gpus_per_node // self.unit_gpus
 
+    @property
+    def fabric_nics(self) -> bool:
+        """Its engine pods take their node's fabric NICs: the unit spans nodes, KV moves over RDMA."""
+        return self.spans_nodes
+
+    def span_problem(self) -> str | None:
+        """Why a unit spanning nodes cannot get its RDMA NICs, or None (one node, or every engine
+        the one pod on its node).
+
+        The rule: a unit that spans nodes renders only when every prefill and every decode engine
+        takes a whole node (prefill TP = decode TP = GPUs per node), e.g. p1tp8-d1tp8,
+        p1tp8-ep-d1tp8-ep, p2tp8-d1tp8. Why: across nodes each engine moves KV over its node's
+        fabric NICs (`rdma/fabric0..7`, attached by Multus host-device), and host-device moves a
+        NIC into one pod's network namespace, so on a node only one pod can hold the NICs
+        (FACTS-serving §C). The RDMA device plugin DOKS installs is a *shared* one, so the
+        scheduler would not keep a second NIC-requesting pod off the node; the GPU request does:
+        the render (render/pd_service.py) lays each side out as a Deployment of instances × units
+        pods of TP GPUs each, kept apart only by their GPU requests (the hostname spread is a
+        ScheduleAnyway preference), so an engine of fewer GPUs than the node shares it with other
+        engines of either side (p8tp1-d8tp1 puts 8 pods on each node), and only an engine of the
+        whole node's GPUs is guaranteed the node to itself.
+        """
+        if not self.spans_nodes:
+            return None
+        n = self.gpus_per_node
+        shared = [(role, i, tp) for role, i, tp in (("prefill", self.prefill_instances, self.prefill_tp),
+                                                    ("decode", self.decode_instances, self.decode_tp)) if tp != n]
+        if not shared:
+            return None
+        sides = " and ".join(f"{i} {role} engine(s) of TP{tp}" for role, i, tp in shared)
+        return (
+            f"spans {self.nodes_per_unit} nodes, so its engines move KV over the fabric NICs, and each NIC attaches to "
+            f"one pod at a time: only an engine that is the one pod on its node can hold the node's {n} NICs, but its "
+            f"{sides} would share nodes. Allowed across nodes: every engine a whole node (TP{n} on both sides), e.g. "
+            f"p1tp{n}-d1tp{n}, p1tp{n}-ep-d1tp{n}-ep or p2tp{n}-d1tp{n}; or a unit of at most {n} GPUs on one node, "
+            f"e.g. p1tp{n // 2}-d1tp{n // 2}"
+        )
+
     # --- what a Layout answers -------------------------------------------------------------
     @property
     def tp(self) -> int:
@@ -209,10 +252,11 @@ class PdLayout:
 
     @property
     def replicas_per_node_share(self) -> float:
-        return float(self.replicas_per_node)
+        return 1.0 / self.nodes_per_unit if self.spans_nodes else float(self.replicas_per_node)
 
     def replicas_for_nodes(self, nodes: int) -> int:
-        return self.replicas_per_node * nodes
+        """Units that `nodes` nodes run: units_per_node each, or whole units over nodes_per_unit."""
+        return nodes // self.nodes_per_unit if self.spans_nodes else self.replicas_per_node * nodes
 
     @property
     def gpus_per_node_used(self) -> int:

@@ -25,6 +25,41 @@ def make_project(root: Path) -> Path:
     return root
 
 
+def plan_variant(root: Path, stack: str, mutate):
+    """`infra plan` of a committed stack with `mutate(config)` applied, in a project copy at `root`."""
+    import yaml
+
+    from infra.offline import build_plan
+
+    doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    mutate(doc["config"])
+    make_project(root)
+    (root / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc))
+    return build_plan(stack, root)
+
+
+def plan_objects(plan, kind: str | None = None) -> list[dict]:
+    """The plan's Kubernetes objects, of one kind or all."""
+    from infra.offline import kubernetes_objects
+
+    return [o for o in kubernetes_objects(plan) if kind is None or o["kind"] == kind]
+
+
+def validate_built_ins(objects) -> int:
+    """Validate every built-in Kubernetes object against the 1.33 schema (strict); custom
+    resources (LWS, Multus, Gateway API...) are left to tests.gateway_schemas. Returns the count."""
+    import kubernetes_validate
+
+    checked = 0
+    for obj in objects:
+        group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+        if "." in group and not group.endswith("k8s.io") or group.endswith("x-k8s.io") or group == "k8s.cni.cncf.io":
+            continue
+        kubernetes_validate.validate(obj, "1.33", strict=True)
+        checked += 1
+    return checked
+
+
 @functools.cache
 def _stack_values(stack: str):
     return read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml")

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from infra.catalog import versions
 from infra.catalog.vllm_flags import unknown_flags
-from infra.offline import build_plan, kubernetes_objects
+from infra.offline import kubernetes_objects
 from infra.render.multi_node import FABRIC_NICS, NETWORKS_ANNOTATION, RDMA_RESOURCES
 from tests import gateway_schemas
-from tests.conftest import ROOT, make_project
+from tests.conftest import plan_objects, plan_variant, validate_built_ins
 
 FABRIC_SIZE = "gpu-mi325x8-2048gb-fabric-contracted"
 R1 = "unsloth/DeepSeek-R1-BF16"
@@ -40,11 +39,7 @@ def _fabric(config, layout=WIDE):
 
 
 def _variant(root, mutate=_fabric):
-    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
-    mutate(doc["config"])
-    make_project(root)
-    (root / "stacks" / "Pulumi.prod.yaml").write_text(yaml.safe_dump(doc))
-    return build_plan("prod", root)
+    return plan_variant(root, "prod", mutate)
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +47,8 @@ def prod(tmp_path_factory):
     return _variant(tmp_path_factory.mktemp("mn-prod"))
 
 
-def _objects(plan, kind=None):
-    return [o for o in kubernetes_objects(plan) if kind is None or o["kind"] == kind]
-
-
 def _lws(plan):
-    (lws,) = _objects(plan, "LeaderWorkerSet")
+    (lws,) = plan_objects(plan, "LeaderWorkerSet")
     return lws
 
 
@@ -74,7 +65,7 @@ def test_the_r1_bf16_variant_plans_one_replica_over_two_nodes(prod):
     assert spec["replicas"] == 1 and spec["leaderWorkerTemplate"]["size"] == 2  # min 2 nodes = one group
     assert spec["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupAfterStart"
     assert spec["startupPolicy"] == "LeaderCreated"
-    assert not [d for d in _objects(prod, "Deployment") if d["metadata"]["name"] == "deepseek-r1-engine"]
+    assert not [d for d in plan_objects(prod, "Deployment") if d["metadata"]["name"] == "deepseek-r1-engine"]
 
 
 def test_the_plan_is_byte_identical_across_runs(prod, tmp_path):
@@ -121,7 +112,7 @@ def test_every_pod_requests_the_fabric_nics_next_to_its_gpus(prod):
             assert resources["amd.com/gpu"] == "8"
             assert all(resources[r] == "1" for r in RDMA_RESOURCES) and len(RDMA_RESOURCES) == 8
         assert "IPC_LOCK" in container["securityContext"]["capabilities"]["add"]
-    nads = _objects(prod, "NetworkAttachmentDefinition")
+    nads = plan_objects(prod, "NetworkAttachmentDefinition")
     assert sorted(n["metadata"]["name"] for n in nads) == sorted(FABRIC_NICS)
     for nad in nads:
         config = json.loads(nad["spec"]["config"])
@@ -133,7 +124,7 @@ def test_only_leaders_serve(prod):
     """The Service (so the router's EndpointSlice registrar), PDB and PodMonitor select
     `app.kubernetes.io/name: vllm`; headless workers carry another name and no API port."""
     leader, worker = _template(prod, "leader"), _template(prod, "worker")
-    (service,) = [s for s in _objects(prod, "Service") if s["metadata"]["name"] == "deepseek-r1"]
+    (service,) = [s for s in plan_objects(prod, "Service") if s["metadata"]["name"] == "deepseek-r1"]
     selector = service["spec"]["selector"]
 
     def selects(pod):
@@ -143,7 +134,7 @@ def test_only_leaders_serve(prod):
     container = worker["spec"]["containers"][0]
     assert "ports" not in container and "readinessProbe" not in container
     assert leader["spec"]["containers"][0]["ports"][0]["containerPort"] == 8000
-    monitors = [m for m in _objects(prod, "PodMonitor") if m["spec"]["selector"].get("matchLabels", {}).get("app.kubernetes.io/name") == "vllm"]
+    monitors = [m for m in plan_objects(prod, "PodMonitor") if m["spec"]["selector"].get("matchLabels", {}).get("app.kubernetes.io/name") == "vllm"]
     assert monitors and not any(
         all(worker["metadata"]["labels"].get(k) == v for k, v in m["spec"]["selector"].get("matchLabels", {}).items()) for m in monitors
     )
@@ -155,7 +146,7 @@ def test_the_fabric_platform_is_installed_pinned(prod):
     assert lws["inputs"]["chart"] == "oci://registry.k8s.io/lws/charts/lws"
     assert lws["inputs"]["version"] == versions.LWS_CHART_VERSION == "0.10.0"
     assert lws["inputs"]["values"]["image"]["manager"]["tag"] == versions.LWS_IMAGE_TAG
-    (ds,) = [d for d in _objects(prod, "DaemonSet") if d["metadata"]["name"] == "kube-multus-ds"]
+    (ds,) = [d for d in plan_objects(prod, "DaemonSet") if d["metadata"]["name"] == "kube-multus-ds"]
     images = {c["image"] for c in ds["spec"]["template"]["spec"]["containers"] + ds["spec"]["template"]["spec"]["initContainers"]}
     assert images == {versions.MULTUS_IMAGE} and versions.MULTUS_IMAGE.endswith(":v4.3.0-thick")
     fabric = [r for r in prod.resources if r["type"] == "inference-platform:fabric:Fabric"]
@@ -171,21 +162,12 @@ def test_clusters_without_a_fabric_pool_install_none_of_it():
 
 
 def test_built_in_objects_validate_against_kubernetes_1_33(prod):
-    import kubernetes_validate
-
-    checked = 0
-    for obj in _objects(prod):
-        group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
-        if "." in group and not group.endswith("k8s.io") or group.endswith("x-k8s.io") or group == "k8s.cni.cncf.io":
-            continue
-        kubernetes_validate.validate(obj, "1.33", strict=True)
-        checked += 1
-    assert checked >= 10
+    assert validate_built_ins(plan_objects(prod)) >= 10
 
 
 def test_custom_resources_validate_against_the_pinned_field_lists(prod):
     seen = set()
-    for obj in _objects(prod):
+    for obj in plan_objects(prod):
         if obj["kind"] in ("LeaderWorkerSet", "NetworkAttachmentDefinition"):
             assert gateway_schemas.errors(obj) == [], (obj["kind"], obj["metadata"]["name"])
             seen.add(obj["kind"])
@@ -222,7 +204,7 @@ def test_the_variant_complies_with_every_policy(prod):
 def test_model_down_alerts_watch_the_leader_statefulset(prod):
     """A LeaderWorkerSet has no Deployment: kube-state-metrics reports its leaders as the
     StatefulSet named like it, which is what VllmModelDown and VllmMetricsAbsent read."""
-    rules = [r for o in _objects(prod, "PrometheusRule") for g in o["spec"]["groups"] for r in g["rules"]]
+    rules = [r for o in plan_objects(prod, "PrometheusRule") for g in o["spec"]["groups"] for r in g["rules"]]
     down = [r for r in rules if r.get("alert") == "VllmModelDown" and r["labels"].get("model") == "deepseek-r1"]
     assert down and 'statefulset="deepseek-r1-engine"' in down[0]["expr"] and "kube_statefulset_replicas" in down[0]["expr"]
     others = [r for r in rules if r.get("alert") == "VllmModelDown" and r["labels"].get("model") != "deepseek-r1"]
@@ -230,7 +212,7 @@ def test_model_down_alerts_watch_the_leader_statefulset(prod):
 
 
 def test_the_disruption_budget_counts_workers_too(prod):
-    (pdb,) = [p for p in _objects(prod, "PodDisruptionBudget") if p["metadata"]["name"] == "deepseek-r1-engine"]
+    (pdb,) = [p for p in plan_objects(prod, "PodDisruptionBudget") if p["metadata"]["name"] == "deepseek-r1-engine"]
     selector = pdb["spec"]["selector"]["matchLabels"]
     for role in ("leader", "worker"):
         labels = _template(prod, role)["metadata"]["labels"]

@@ -130,6 +130,8 @@ def pd_problems(arch: ModelArch, gpu: GpuSize, pd: PdLayout, *, fabric: bool = F
             )
         if pool_nodes is not None and pd.nodes_per_unit > pool_nodes:
             problems.append(f"{pd.name} spans {pd.nodes_per_unit} nodes; the pool has {pool_nodes}")
+        if (span := pd.span_problem()) is not None:
+            problems.append(f"{pd.name} {span}")
     elif gpu.gpus % pd.unit_gpus and pd.units_per_node < 1:
         problems.append(f"{pd.name} uses {pd.unit_gpus} GPUs, more than the {gpu.gpus} per node")
     return problems
@@ -210,7 +212,9 @@ def predict_pd(
 
 def balanced_units(gpu: GpuSize, arch: ModelArch, *, fabric: bool = False) -> list[PdLayout]:
     """The P/D shapes a search tries: prefill and decode TP among the node's divisors, instance
-    counts that fill one node (or, on a fabric pool, two nodes with one side per node)."""
+    counts that fill one node, and on a fabric pool the unit over two nodes with one side per node,
+    each side one engine of the whole node (p1tp8-d1tp8, with EP p1tp8-ep-d1tp8-ep): the only
+    spanning shapes whose engines can each hold their node's fabric NICs (`PdLayout.span_problem`)."""
     n = gpu.gpus
     kv_dtype = "fp8" if gpu.accelerator.supports_fp8 else "auto"
     tps = [t for t in range(1, n + 1) if n % t == 0]
@@ -228,9 +232,8 @@ def balanced_units(gpu: GpuSize, arch: ModelArch, *, fabric: bool = False) -> li
                         continue
                     shapes.append(PdLayout(pn, ptp, dn, dtp, ep and ptp > 1, ep and dtp > 1, n, kv_cache_dtype=kv_dtype))
     if fabric:
-        for ptp in tps:
-            for ep in eps:
-                shapes.append(PdLayout(n // ptp, ptp, n // ptp, ptp, ep and ptp > 1, ep and ptp > 1, n, kv_cache_dtype=kv_dtype))
+        for ep in eps:
+            shapes.append(PdLayout(1, n, 1, n, ep and n > 1, ep and n > 1, n, kv_cache_dtype=kv_dtype))
     seen, unique = set(), []
     for s in shapes:
         if s.name not in seen and not shape_ok(arch, gpu, s):

@@ -168,16 +168,13 @@ class ModelServiceSpec:
     @property
     def replicas(self) -> int:
         """Replicas per node × nodes (or nodes / nodes_per_replica): the Deployment's count (the
-        LeaderWorkerSet's groups), or the autoscaler's floor."""
-        if self.layout.multi_node:
-            return self.nodes_min // self.layout.nodes_per_replica
-        return self.layout.replicas_per_node * self.nodes_min
+        LeaderWorkerSet's groups; a P/D layout's units: units per node × nodes, or nodes /
+        nodes_per_unit), or the autoscaler's floor."""
+        return self.layout.replicas_for_nodes(self.nodes_min)
 
     @property
     def max_replicas(self) -> int:
-        if self.layout.multi_node:
-            return self.nodes_max // self.layout.nodes_per_replica
-        return self.layout.replicas_per_node * self.nodes_max
+        return self.layout.replicas_for_nodes(self.nodes_max)
 
     @property
     def resolved_image(self) -> str:

@@ -70,24 +70,32 @@ def worker_command(spec: ModelServiceSpec) -> list[str]:
     return ["/bin/sh", "-c", script, "vllm-serve"]
 
 
-def _fabric_pod(template: dict, role: str, app_name: str) -> dict:
-    """A pod template of the group: role label, Multus networks, RDMA NICs, IPC_LOCK."""
-    pod = copy.deepcopy(template)
-    labels = pod["metadata"]["labels"]
-    labels["app.kubernetes.io/name"] = app_name
-    labels[NODE_ROLE_LABEL] = role
-    pod["metadata"]["annotations"][NETWORKS_ANNOTATION] = ",".join(FABRIC_NICS)
-    spec = pod["spec"]
-    # One pod per node holds all its GPUs; spreading is implied, and a selector on the serving
-    # label would not match the workers.
-    spec.pop("topologySpreadConstraints", None)
-    container = spec["containers"][0]
+def attach_fabric_nics(pod: dict) -> dict:
+    """Give a pod template (in place) all of its node's fabric NICs: the Multus annotation naming
+    one host-device NetworkAttachmentDefinition per NIC, `rdma/fabric0..7` in the engine
+    container's requests and limits, and `IPC_LOCK` for RDMA memory registration. Only for a pod
+    that is the one pod on its node (host-device moves each NIC into one pod's netns): a multi-node
+    replica's leader and workers, a spanning P/D unit's whole-node engines (render/pd_service.py)."""
+    pod["metadata"].setdefault("annotations", {})[NETWORKS_ANNOTATION] = ",".join(FABRIC_NICS)
+    container = pod["spec"]["containers"][0]
     for key in ("requests", "limits"):
         container["resources"][key].update({r: "1" for r in RDMA_RESOURCES})
     caps = container.setdefault("securityContext", {}).setdefault("capabilities", {}).setdefault("add", [])
     if "IPC_LOCK" not in caps:
         caps.append("IPC_LOCK")
     return pod
+
+
+def _fabric_pod(template: dict, role: str, app_name: str) -> dict:
+    """A pod template of the group: role label, Multus networks, RDMA NICs, IPC_LOCK."""
+    pod = copy.deepcopy(template)
+    labels = pod["metadata"]["labels"]
+    labels["app.kubernetes.io/name"] = app_name
+    labels[NODE_ROLE_LABEL] = role
+    # One pod per node holds all its GPUs; spreading is implied, and a selector on the serving
+    # label would not match the workers.
+    pod["spec"].pop("topologySpreadConstraints", None)
+    return attach_fabric_nics(pod)
 
 
 def validate_multi_node(spec: ModelServiceSpec, path: str) -> None:
@@ -178,6 +186,7 @@ def render_fabric_attachments(namespace: str, labels: dict[str, str]) -> list[di
 
 __all__ = [
     "FABRIC_NICS",
+    "attach_fabric_nics",
     "LWS_API_VERSION",
     "NETWORKS_ANNOTATION",
     "RDMA_RESOURCES",

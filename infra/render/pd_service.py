@@ -15,8 +15,12 @@ side's layout) with the connector added, so probes, caches, GPUs and security st
   2026-04-07), so `--enable-prefix-caching` becomes `--no-enable-prefix-caching`;
 - NVIDIA: `NixlConnector` with `VLLM_NIXL_SIDE_CHANNEL_HOST` = the pod IP (the default
   `localhost` is unreachable from the peer) and `VLLM_NIXL_SIDE_CHANNEL_PORT` 5600 (vllm envs.py);
-- across nodes the KV moves over RDMA: `IPC_LOCK` (memory registration pins pages) on top of
-  the ROCm capabilities.
+- across nodes the KV moves over RDMA: every engine pod takes its node's fabric NICs as a
+  multi-node replica's pods do (`multi_node.attach_fabric_nics`: `rdma/fabric0..7` requested and
+  limited, the Multus networks annotation, `IPC_LOCK` for memory registration). That needs each
+  engine to be the one pod on its node — host-device moves a NIC into one pod's netns, and these
+  Deployments' pods are kept apart only by their GPU requests — so a spanning unit renders only when
+  both sides' engines take a whole node (`PdLayout.span_problem`: p1tp8-d1tp8, not p8tp1-d8tp1).
 
 Pods carry `inference-platform/pd-role: prefill|decode`; the model's usual Service selects the
 router, so whatever fronts the model (the front-door router) sees one worker per model.
@@ -40,6 +44,7 @@ from infra.render.model_service import (
     render_prefetch_job,
     selector_labels,
 )
+from infra.render.multi_node import FABRIC_NICS, attach_fabric_nics
 
 PD_ROLE_LABEL = "inference-platform/pd-role"
 MORIIO_HANDSHAKE_PORT = 6301  # moriio_common.py default constant
@@ -113,6 +118,12 @@ def validate(spec: PdServiceSpec, path: str) -> None:
             Problem(f"{path}.layout", f"{spec.pd.name}: no KV connector for {spec.base.vendor} GPUs; P/D needs one of "
                     f"{', '.join(f'{v} ({c})' for v, c in sorted(CONNECTORS.items()))}")
         )
+    if (span := spec.pd.span_problem()) is not None:
+        problems.append(Problem(f"{path}.layout", f"{spec.pd.name} {span}"))
+    if spec.pd.spans_nodes and not spec.base.gpu.fabric:
+        problems.append(Problem(f"{path}.layout", f"{spec.pd.name} spans nodes; {spec.base.gpu.slug} has no RDMA fabric"))
+    elif spec.pd.spans_nodes and spec.base.gpu.gpus != len(FABRIC_NICS):
+        problems.append(Problem(f"{path}.layout", f"{spec.pd.name}: fabric nodes carry {len(FABRIC_NICS)} GPUs and NICs; {spec.base.gpu.slug} has {spec.base.gpu.gpus}"))
     for flag in unknown_flags(connector_args(spec, "prefill") + ["--no-enable-prefix-caching"]) if spec.connector else []:
         problems.append(Problem(f"{path}.layout", f"{flag} is not a `vllm serve` option in vLLM {vllm_flags()['vllm_version']}"))
     if problems:
@@ -166,9 +177,8 @@ def render_side(spec: PdServiceSpec, role: str) -> dict:
     container["args"] = args + connector_args(spec, role)
     container["env"] = container["env"] + _side_env(spec)
     container["ports"] = container["ports"] + _side_ports(spec, side.layout.tp)
-    if spec.pd.spans_nodes:
-        caps = container.setdefault("securityContext", {}).setdefault("capabilities", {}).setdefault("add", [])
-        caps.append("IPC_LOCK")
+    if spec.pd.fabric_nics:
+        attach_fabric_nics(template)
     return dep
 
 

@@ -77,6 +77,18 @@ def test_a_fabric_pool_large_enough_takes_a_unit_across_nodes():
     assert cfg.gpu_pools[0].fabric
 
 
+def test_a_unit_across_nodes_whose_engines_share_a_node_is_refused_naming_what_is_allowed():
+    message = _error(*_staging("p8tp1-d8tp1", size=FABRIC_SLUG, fabric=True, nodes=2, usd_per_hour=24.0))
+    assert "models[0].layout" in message and "p8tp1-d8tp1" in message
+    assert "one pod at a time" in message and "8 prefill engine(s) of TP1" in message
+    assert "p1tp8-d1tp8" in message and "p1tp8-ep-d1tp8-ep" in message
+
+
+def test_a_pool_of_part_units_is_refused():
+    message = _error(*_staging("p1tp8-d1tp8", size=FABRIC_SLUG, fabric=True, nodes=3, usd_per_hour=24.0))
+    assert "gpu_pools[0].nodes" in message and "3 is not whole units" in message and "(2, 4, 6, ...)" in message
+
+
 def test_an_engine_image_without_moriio_is_refused():
     values, secrets = _staging("p1tp4-d1tp4")
     values[f"{NS}models"][0]["image"] = "vllm/vllm-openai-rocm:v0.20.1"

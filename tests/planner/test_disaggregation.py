@@ -15,6 +15,7 @@ from infra.planner.attainment import colocated_attainment, pd_attainment
 from infra.planner.disaggregation import (
     CONNECTOR_OVERHEAD_S,
     TRANSFER_EFFICIENCY,
+    balanced_units,
     connector_for,
     kv_transfer,
     link_for,
@@ -92,6 +93,29 @@ def test_a_unit_spanning_nodes_needs_a_fabric_pool_large_enough():
     assert any("the pool has 1" in p for p in pd_problems(QWEN_FP8, FABRIC, wide, fabric=True, pool_nodes=1))
 
 
+@pytest.mark.parametrize("name", ["p8tp1-d8tp1", "p4tp2-ep-d4tp2-ep", "p1tp4-d1tp8", "p2tp4-d1tp8"])
+def test_a_unit_over_nodes_whose_engines_share_nodes_is_a_problem(name):
+    """Each fabric NIC attaches to one pod: only whole-node engines can hold their node's NICs."""
+    pd = PdLayout(**parse_pd_layout_name(name), gpus_per_node=8)
+    (problem,) = [p for p in pd_problems(QWEN_FP8, FABRIC, pd, fabric=True, pool_nodes=4) if "one pod at a time" in p]
+    assert problem.startswith(f"{name} spans {pd.nodes_per_unit} nodes") and "p1tp8-d1tp8" in problem
+
+
+@pytest.mark.parametrize("name", ["p1tp8-d1tp8", "p1tp8-ep-d1tp8-ep", "p2tp8-d1tp8"])
+def test_a_unit_of_whole_node_engines_may_span_nodes(name):
+    pd = PdLayout(**parse_pd_layout_name(name), gpus_per_node=8)
+    assert pd.span_problem() is None and pd.fabric_nics
+    assert pd_problems(QWEN_FP8, FABRIC, pd, fabric=True, pool_nodes=4) == []
+
+
+def test_units_over_nodes_count_whole_units_of_nodes():
+    wide = PdLayout(1, 8, 1, 8, gpus_per_node=8)
+    assert [wide.replicas_for_nodes(n) for n in (2, 3, 4)] == [1, 1, 2]
+    assert wide.replicas_per_node_share == 0.5
+    one = PdLayout(1, 4, 1, 4, gpus_per_node=8)
+    assert one.replicas_for_nodes(3) == 3 and not one.fabric_nics and one.span_problem() is None
+
+
 def test_a_gpu_without_a_kv_connector_is_a_problem():
     acc = replace(MI300X_8.accelerator, vendor="intel")
     odd = replace(MI300X_8, accelerator=acc)
@@ -142,6 +166,12 @@ def test_a_fabric_pool_adds_units_across_two_nodes():
                       fabric=True, pool_nodes=2)
     wide = [c for c in plan.candidates if isinstance(c, PdCandidate) and c.layout.spans_nodes]
     assert wide and all(c.prediction.transfer is None or c.prediction.transfer.link == "rdma" for c in wide)
+    # only what the stack renders: one whole-node engine per side, each the one pod on its node
+    assert {c.name for c in wide} == {"p1tp8-d1tp8", "p1tp8-ep-d1tp8-ep"}
+    assert all(c.fits for c in wide)
+    spanning = {s.name for s in balanced_units(FABRIC, QWEN_FP8, fabric=True) if s.spans_nodes}
+    assert spanning == {"p1tp8-d1tp8", "p1tp8-ep-d1tp8-ep"}
+    assert not any(s.spans_nodes for s in balanced_units(FABRIC, QWEN_FP8))
 
 
 # --------------------------------------------------------------------------- MoRI-IO blog

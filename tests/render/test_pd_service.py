@@ -12,6 +12,7 @@ from infra.catalog.gpus import gpu_size
 from infra.catalog.vllm_flags import canonical_flag, flag_tokens, unknown_env_vars, vllm_flags
 from infra.domain import PdLayout
 from infra.errors import UserError
+from infra.render.multi_node import FABRIC_NICS, NETWORKS_ANNOTATION, RDMA_RESOURCES
 from infra.render.pd_router import pd_router_args
 from infra.render.pd_service import (
     PD_ROLE_LABEL,
@@ -93,12 +94,33 @@ def test_nixl_on_nvidia_sets_the_side_channel_to_the_pod_ip():
     assert "--vllm-discovery-address" not in pd_router_args(router_spec(s))
 
 
-def test_units_across_nodes_move_kv_over_rdma_with_ipc_lock():
+def test_units_across_nodes_move_kv_over_rdma_holding_the_nodes_fabric_nics():
     s = spec(gpu=FABRIC, pd=PdLayout(1, 8, 1, 8, True, True, 8))
-    dep = render_side(s, "prefill")
-    args = engine(dep)["args"]
-    assert json.loads(args[args.index("--kv-transfer-config") + 1])["kv_connector_extra_config"]["backend"] == "rdma"
-    assert "IPC_LOCK" in engine(dep)["securityContext"]["capabilities"]["add"]
+    for role in ("prefill", "decode"):
+        dep = render_side(s, role)
+        args = engine(dep)["args"]
+        assert json.loads(args[args.index("--kv-transfer-config") + 1])["kv_connector_extra_config"]["backend"] == "rdma"
+        assert engine(dep)["securityContext"]["capabilities"]["add"].count("IPC_LOCK") == 1
+        template = dep["spec"]["template"]
+        assert template["metadata"]["annotations"][NETWORKS_ANNOTATION] == ",".join(FABRIC_NICS)
+        for key in ("requests", "limits"):
+            assert {r: engine(dep)["resources"][key][r] for r in RDMA_RESOURCES} == {r: "1" for r in RDMA_RESOURCES}
+    inside = render_side(spec(), "prefill")
+    assert NETWORKS_ANNOTATION not in inside["spec"]["template"]["metadata"]["annotations"]
+    assert not set(RDMA_RESOURCES) & set(engine(inside)["resources"]["limits"])
+
+
+@pytest.mark.parametrize("pd", [PdLayout(8, 1, 8, 1, gpus_per_node=8), PdLayout(1, 4, 1, 8, gpus_per_node=8)], ids=lambda p: p.name)
+def test_a_unit_over_nodes_whose_engines_share_nodes_is_refused(pd):
+    with pytest.raises(UserError) as info:
+        render_pd_service(spec(gpu=FABRIC, pd=pd))
+    (problem,) = info.value.problems
+    assert problem.path == "models[qwen3-235b].layout" and "one pod at a time" in problem.message and "p1tp8-d1tp8" in problem.message
+
+
+def test_a_unit_over_nodes_off_the_fabric_is_refused():
+    with pytest.raises(UserError, match="no RDMA fabric"):
+        render_pd_service(spec(pd=PdLayout(1, 8, 1, 8, gpus_per_node=8)))
 
 
 def test_the_router_runs_vllm_router_in_pd_mode_and_the_model_service_points_at_it():
