@@ -455,6 +455,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         elif shortfall:
             notes.append(f"model {model.name}: {shortfall}; as configured it serves no load within the SLO")
         notes += _sizing_notes(facts, cfg.stack)
+        notes += thin_kv_notes(facts, cfg.stack)
         if explicit is None:
             notes += pd_notes(facts)
     notes += zero_replica_notes(cfg)
@@ -577,6 +578,44 @@ def multi_node_fit(arch, workload) -> tuple[str, int] | None:
         return None
     nodes, _hbm, slug = min(fits)
     return slug, nodes
+
+
+# Below this share of the memory budget left for KV cache, a layout's fit rests on the memory
+# model's estimate of everything else (activations, runtime and communicator buffers, the image's
+# kernels): a misestimate of a few GB, which the model has no measurement to rule out, leaves no
+# room for a single sequence. Such a layout can still win on paper (Qwen3-235B FP8 as tp1-r8 on
+# MI325X: 236 GB of weights on each 256 GB GPU, 7 GB of KV).
+THIN_KV_SHARE = 0.05
+
+
+def thin_kv_notes(m: ModelFacts, stack: str) -> list[str]:
+    """A chosen, unmeasured layout whose KV cache is a sliver of the GPU's memory: say how thin, and
+    name the best layout with room to spare, so the bench compares the two before production."""
+    chosen = m.plan.chosen
+    memory = chosen.memory
+    if m.measured is not None or not chosen.fits or memory.budget_gb <= 0:
+        return []
+    share = memory.kv_cache_gb / memory.budget_gb
+    if share >= THIN_KV_SHARE:
+        return []
+    roomy = next(
+        (c for c in m.plan.candidates
+         if c.fits and c is not chosen and c.goodput_rps_per_node > 0
+         and c.memory.kv_cache_gb / c.memory.budget_gb >= THIN_KV_SHARE),
+        None,
+    )
+    alternative = (
+        f"; the best layout with room, {roomy.layout.name}, predicts {roomy.goodput_rps_per_node:.2f} req/s/node "
+        f"with {roomy.memory.kv_cache_gb:.0f} GB of KV per GPU. Bench both: `infra bench {stack} {m.config.name} "
+        f"--layouts {chosen.layout.name},{roomy.layout.name}`"
+        if roomy is not None
+        else ""
+    )
+    return [
+        f"model {m.config.name}: {chosen.layout.name} leaves {memory.kv_cache_gb:.1f} GB of the "
+        f"{memory.budget_gb:.0f} GB budget per GPU for KV cache ({share:.0%}); its fit rests on the memory "
+        f"model's estimate of everything else, and a few GB more in the real engine leave no room{alternative}"
+    ]
 
 
 def _sizing_notes(m: ModelFacts, stack: str) -> list[str]:

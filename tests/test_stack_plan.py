@@ -78,3 +78,26 @@ def test_project_names_follow_the_stack():
         assert _plan(stack).project.project_name == f"inference-platform-{stack}"
     assert _plan("dev", name="dev-alice").project.project_name == "inference-platform-dev-alice"
     assert _plan("dev", name="dev-alice").project.environment == "dev"  # environment still drives the DO label
+
+
+def _seed_workload_on_mi325x(values):
+    # The reference chat workload (5600 → 140 tokens, p90 TTFT 2 s / TPOT 50 ms) on staging's model:
+    # the planner's best layout is tp1-r8, which keeps 236 GB of weights on every 256 GB GPU.
+    values[NS + "gpu_pools"][0]["size"] = "gpu-mi325x8-2048gb"
+    model = values[NS + "models"][0]
+    model["workload"] = {"input_tokens": 5600, "output_tokens": 140, "peak_rps": 4}
+    model["slo"] = {"ttft_p90_ms": 2000, "tpot_p90_ms": 50}
+
+
+def test_a_chosen_layout_with_a_sliver_of_kv_cache_gets_a_note_naming_a_roomier_one():
+    plan = _plan("staging", _seed_workload_on_mi325x)
+    assert plan.models[0].layout.name == "tp1-r8"
+    (note,) = [n for n in plan.notes if "for KV cache" in n]
+    assert note.startswith("model qwen3-235b: tp1-r8 leaves 7.1 GB of the ")
+    assert "the best layout with room, tp4-ep-r2" in note
+    assert "`infra bench staging qwen3-235b --layouts tp1-r8,tp4-ep-r2`" in note
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_shipped_stacks_have_room_for_kv_cache(stack):
+    assert not [n for n in _plan(stack).notes if "for KV cache" in n]
