@@ -258,13 +258,13 @@ def slo_bucket_warnings(models: Iterable[ObservedModel]) -> list[str]:
                 continue
             if b.upper_s is None:
                 warnings.append(
-                    f"models[{m.name}].slo.{sli}={limit_ms:g} is above vLLM's largest finite bucket "
+                    f"model {m.name}: slo.{sli}={limit_ms:g} is above vLLM's largest finite bucket "
                     f"({b.lower_s * 1000:g} ms); the SLO is evaluated at {b.lower_s * 1000:g} ms"
                 )
                 continue
             lower_ms = 0.0 if b.lower_s is None else b.lower_s * 1000
             warnings.append(
-                f"models[{m.name}].slo.{sli}={limit_ms:g} lies between vLLM histogram buckets "
+                f"model {m.name}: slo.{sli}={limit_ms:g} lies between vLLM histogram buckets "
                 f"{lower_ms:g} ms and {b.upper_s * 1000:g} ms; the fraction within the SLO and the "
                 f"p90 are interpolated between them. Use {lower_ms:g} or {b.upper_s * 1000:g} for an "
                 f"exact SLO"
