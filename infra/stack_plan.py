@@ -44,6 +44,8 @@ from infra.planner import (
 from infra.planner.search import NEAR_TIE, nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
 from infra.render import pd_service
 from infra.render.autoscaling import (
+    DEPLOYMENT_TARGET,
+    LWS_TARGET,
     RUNNING_HEADROOM,
     AutoscalingSpec,
     ScalingSpec,
@@ -471,7 +473,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
 
 def _auto_multi_node_problems(m: ModelFacts, index: int) -> list[Problem]:
     """`layout: auto` chose a replica over several nodes (a fabric pool): the pool must hold whole
-    replicas and the model must not autoscale, as the config requires of an explicit one."""
+    replicas, as the config requires of an explicit one."""
     layout = m.plan.chosen.layout
     if m.config.layout is not None or not layout.multi_node:
         return []
@@ -483,13 +485,6 @@ def _auto_multi_node_problems(m: ModelFacts, index: int) -> list[Problem]:
                 f"{NS}models[{index}].layout",
                 f"auto chose {layout.name} (one replica over {n} nodes), but pool {m.pool.name!r} has "
                 f"{m.pool.min_node_count}..{m.pool.max_node_count} nodes; give the pool multiples of {n} nodes, or an explicit layout",
-            )
-        )
-    if m.config.autoscaling.enabled:
-        problems.append(
-            Problem(
-                f"{NS}models[{index}].autoscaling.enabled",
-                f"auto chose {layout.name}, which spans nodes and is not autoscaled yet; set autoscaling.enabled to false or give an explicit layout",
             )
         )
     return problems
@@ -772,26 +767,34 @@ def _running_target_problems(model: ModelFacts, index: int) -> list[Problem]:
     cap = layout.max_num_seqs * layout.dp
     if explicit is None or explicit <= cap:
         return []
+    group = f" (one group over {layout.nodes_per_replica} nodes)" if layout.multi_node else ""
     return [
         Problem(
             f"{NS}models[{index}].autoscaling.target_running_per_replica",
-            f"{explicit} is more than a replica of layout {layout.name} can run: max_num_seqs {layout.max_num_seqs}"
+            f"{explicit} is more than a replica of layout {layout.name}{group} can run: max_num_seqs {layout.max_num_seqs}"
             f" × dp {layout.dp} = {cap}; give 1..{cap}, or leave it unset to derive it from the plan",
         )
     ]
 
 
 def scaling_spec(model: ModelFacts) -> ScalingSpec:
-    """A model's autoscaling on in-flight load and the queue between its pool's node bounds."""
+    """A model's autoscaling on in-flight load and the queue between its pool's node bounds.
+
+    A replica over several nodes is one LeaderWorkerSet group of nodes_per_replica nodes: KEDA
+    scales the LeaderWorkerSet (its scale subresource counts groups) between min_nodes and
+    max_nodes in whole groups, one group at least per step; its vLLM series come from the leaders
+    only (`component="vllm"`), each reporting its group's requests, so the per-replica targets
+    count the whole group as the plan does (running requests over all its DP ranks)."""
     (observed,) = observed_models([model])
-    rpn = model.layout.replicas_per_node
+    layout = model.layout
     auto = model.config.autoscaling
     return ScalingSpec(
         model=observed,
         deployment=observed.deployment,
-        min_replicas=rpn * model.pool.min_node_count,
-        max_replicas=rpn * model.pool.max_node_count,
-        replicas_per_node=rpn,
+        min_replicas=layout.replicas_for_nodes(model.pool.min_node_count),
+        max_replicas=layout.replicas_for_nodes(model.pool.max_node_count),
+        replicas_per_node=layout.replicas_per_node,
+        target=LWS_TARGET if layout.multi_node else DEPLOYMENT_TARGET,
         running_per_replica=running_target(model)[0],
         waiting_per_replica=auto.waiting_per_replica,
         scale_down_delay_seconds=auto.scale_down_delay_seconds,
@@ -914,6 +917,7 @@ def readiness_plan(cfg: StackConfig, model: ModelFacts, provenance: Provenance |
         replicas_per_node=layout.replicas_per_node,
         first_rollout_replicas=layout.replicas_for_nodes(model.pool.min_node_count),
         measured_ready_seconds=measured,
+        nodes_per_replica=layout.nodes_per_replica if layout.multi_node else 1,
     )
 
 

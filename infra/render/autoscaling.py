@@ -27,7 +27,12 @@ with the scale-up has paged. What is left of the budget after the load sets both
 A replica that loads in 8 minutes can be added a node at a time after a 3-minute window; one that
 needs 50 minutes is asked for at once, in one step to the ceiling, with no window (and the plan
 says that autoscaling cannot save such a burst). Scale-down waits `scale_down_delay_seconds` of
-low load before removing one replica every ten minutes. When Prometheus has no vLLM series, the triggers report an error instead of zero
+low load before removing one replica every ten minutes.
+
+A replica over several nodes is a LeaderWorkerSet group: the ScaledObject targets the
+LeaderWorkerSet (LWS_TARGET; its scale subresource counts groups and selects the leaders), the
+range and step are in whole groups, and the series are the leaders' (workers are headless and
+unscraped), each reporting its whole group, so the per-replica targets are per group. When Prometheus has no vLLM series, the triggers report an error instead of zero
 (`ignoreNullValues: false`): the HPA then holds the current size rather than shrinking a loaded
 fleet because its metrics went missing.
 """
@@ -64,14 +69,25 @@ class AutoscalingSpec:
     chart_version: str = versions.KEDA_CHART_VERSION
 
 
+# What a ScaledObject scales: (apiVersion, kind). KEDA scales any resource with a /scale
+# subresource (keda.sh docs, "Scaling Deployments, StatefulSets & Custom Resources"); the
+# LeaderWorkerSet CRD of LWS v0.10.0 has one: specReplicasPath .spec.replicas (groups),
+# labelSelectorPath .status.hpaPodSelector (the leader pods).
+DEPLOYMENT_TARGET = ("apps/v1", "Deployment")
+LWS_TARGET = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+
+
 @dataclass(frozen=True)
 class ScalingSpec:
     """One model's autoscaling, in the terms of its Deployment and its metrics.
 
     model: the platform model (name, served name and namespace select its vLLM series).
-    deployment: the Deployment KEDA scales.
-    min_replicas / max_replicas: replicas_per_node × the pool's min_nodes / max_nodes.
-    replicas_per_node: the most replicas one new node can take (the scale-up step).
+    deployment: the name of the workload KEDA scales (a Deployment, or the LeaderWorkerSet of a
+        replica over nodes: `target`).
+    min_replicas / max_replicas: replicas_per_node × the pool's min_nodes / max_nodes, or for a
+        replica over nodes the pool's min_nodes / max_nodes ÷ nodes_per_replica (whole groups).
+    replicas_per_node: the most replicas one new node can take (the scale-up step); 1 for a
+        replica over nodes (a step of one group brings its nodes_per_replica nodes at once).
     running_per_replica: target average of in-flight (running + queued) requests per replica.
     waiting_per_replica: target average of queued requests per replica.
     scale_down_delay_seconds: quiet time before a replica is removed.
@@ -88,6 +104,7 @@ class ScalingSpec:
     scale_down_delay_seconds: int
     prometheus_url: str
     time_to_ready_seconds: int = 0  # a new replica on a new node: provisioning + image pull + load
+    target: tuple[str, str] = DEPLOYMENT_TARGET  # (apiVersion, kind) of the scaled workload
 
 
 def queue_query(model: ObservedModel) -> str:
@@ -124,7 +141,7 @@ def _prometheus_trigger(spec: ScalingSpec, query: str, threshold: float) -> dict
 
 
 def render_scaled_object(spec: ScalingSpec) -> dict:
-    """A keda.sh/v1alpha1 ScaledObject for the model's Deployment."""
+    """A keda.sh/v1alpha1 ScaledObject for the model's Deployment (or LeaderWorkerSet)."""
     if not 0 <= spec.min_replicas <= spec.max_replicas or spec.max_replicas < 1:
         raise ValueError(f"{spec.model.name}: replica range {spec.min_replicas}..{spec.max_replicas} is empty")
     if spec.running_per_replica <= 0 or spec.waiting_per_replica <= 0:
@@ -145,7 +162,7 @@ def render_scaled_object(spec: ScalingSpec) -> dict:
             },
         },
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.deployment},
+            "scaleTargetRef": {"apiVersion": spec.target[0], "kind": spec.target[1], "name": spec.deployment},
             "minReplicaCount": spec.min_replicas,
             "maxReplicaCount": spec.max_replicas,
             "pollingInterval": POLLING_INTERVAL_SECONDS,
