@@ -632,7 +632,7 @@ class AutoscalingConfig(_Strict):
 
     enabled: bool | None = Field(
         None,
-        description="Default: on when the model's pool autoscales (1 ≤ min_nodes < max_nodes), serves only this model, and observability is on; off for a P/D layout (its sides are not autoscaled yet). A replica over nodes (nodes_per_replica > 1) scales in whole LeaderWorkerSet groups.",
+        description="Default: on when the model's pool autoscales (1 ≤ min_nodes < max_nodes), serves only this model, and observability is on; off for a P/D layout whose unit spans nodes (not autoscaled). A P/D unit within one node scales its prefill and decode Deployments apart (one ScaledObject each). A replica over nodes (nodes_per_replica > 1) scales in whole LeaderWorkerSet groups.",
     )
     target_running_per_replica: int | None = Field(
         None, gt=0,
@@ -1325,6 +1325,15 @@ def _observability_on(raw: StackInput) -> bool:
     return raw.environment != "dev" if raw.observability.enabled is None else bool(raw.observability.enabled)
 
 
+def _pd_spans_nodes(layout: PdLayoutConfig, pool: GpuPoolConfig | None) -> bool:
+    """Whether a P/D unit spans nodes of its pool (True when that cannot be told: the layout or
+    pool is itself in error, reported elsewhere)."""
+    try:
+        return pool is None or layout.to_layout(pool.gpu.gpus).spans_nodes
+    except (KeyError, ValueError):
+        return True
+
+
 def _resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
     """Each model with `autoscaling.enabled` decided (never None afterwards)."""
     pools = {p.name: p for p in raw.gpu_pools}
@@ -1332,8 +1341,8 @@ def _resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
     out = []
     for model in raw.models:
         enabled = model.autoscaling.enabled
-        if enabled is None and isinstance(model.layout, PdLayoutConfig):
-            enabled = False  # P/D sides scale on different signals: not yet automatic
+        if enabled is None and isinstance(model.layout, PdLayoutConfig) and _pd_spans_nodes(model.layout, pools.get(model.pool)):
+            enabled = False  # a unit over nodes grows in whole units only: its sides are not autoscaled
         if enabled is None:
             pool = pools[model.pool]
             enabled = 1 <= pool.min_node_count < pool.max_node_count and sharing[model.pool] == 1 and _observability_on(raw)
@@ -1541,11 +1550,13 @@ def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: 
             mem = memory_per_gpu(arch, gpu, kv.side(role), tokens)
             if not mem.fits:
                 problems.append(Problem(f"{at}.layout", f"{pd.name}: the {role} engine of TP{kv.side(role).tp} does not fit: {mem.problem}"))
-    if model.autoscaling.enabled:
+    if model.autoscaling.enabled and pd.spans_nodes:
         problems.append(
             Problem(
                 f"{at}.autoscaling.enabled",
-                f"true is not supported with P/D layout {pd.name} yet (prefill and decode scale on different signals); set it to false",
+                f"true is not supported with P/D layout {pd.name}, whose unit spans {pd.nodes_per_unit} nodes: its engines are whole "
+                "nodes paired over the fabric and the pool counts whole units, so one side cannot grow alone; set it to false, "
+                "or use a unit within one node",
             )
         )
     return problems
