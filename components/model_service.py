@@ -194,6 +194,9 @@ class ModelService(pulumi.ComponentResource):
                 depends = secrets
             elif kind == "Deployment" and meta["name"] != f"{spec.name}-pd-router":
                 extra["custom_timeouts"] = pulumi.CustomTimeouts(create=budget, update=f"{deployment_timeout_seconds(spec)}s")
+                # autoscaled: each side's count belongs to its ScaledObject's HPA after creation
+                if deployment_ignore_changes(spec):
+                    extra["ignore_changes"] = deployment_ignore_changes(spec)
                 # a unit over nodes: the engines' NIC attachments come with the fabric component
                 depends = [*secrets, *([self.prefetch_job] if self.prefetch_job else []), *engine_depends_on]
             resource = kinds[kind](

@@ -632,7 +632,7 @@ class AutoscalingConfig(_Strict):
 
     enabled: bool | None = Field(
         None,
-        description="Default: on when the model's pool autoscales (1 ≤ min_nodes < max_nodes), serves only this model, and observability is on.",
+        description="Default: on when the model's pool autoscales (1 ≤ min_nodes < max_nodes), serves only this model, and observability is on; off for a P/D layout whose unit spans nodes (not autoscaled). A P/D unit within one node scales its prefill and decode Deployments apart (one ScaledObject each). A replica over nodes (nodes_per_replica > 1) scales in whole LeaderWorkerSet groups.",
     )
     target_running_per_replica: int | None = Field(
         None, gt=0,
@@ -640,7 +640,7 @@ class AutoscalingConfig(_Strict):
     )
     waiting_per_replica: float = Field(
         4.0, gt=0, le=1000,
-        description="Target queued requests (vllm:num_requests_waiting) per replica, the second trigger (the larger wins): adds replicas when a queue builds even below the in-flight target, up to replicas_per_node × max_nodes.",
+        description="Target queued requests (vllm:num_requests_waiting) per replica, the second trigger (the larger wins): adds replicas when a queue builds even below the in-flight target, up to replicas_per_node × max_nodes (max_nodes / nodes_per_replica for a replica over nodes).",
     )
     scale_down_delay_seconds: int = Field(
         1800, ge=300, le=86400,
@@ -1325,6 +1325,15 @@ def _observability_on(raw: StackInput) -> bool:
     return raw.environment != "dev" if raw.observability.enabled is None else bool(raw.observability.enabled)
 
 
+def _pd_spans_nodes(layout: PdLayoutConfig, pool: GpuPoolConfig | None) -> bool:
+    """Whether a P/D unit spans nodes of its pool (True when that cannot be told: the layout or
+    pool is itself in error, reported elsewhere)."""
+    try:
+        return pool is None or layout.to_layout(pool.gpu.gpus).spans_nodes
+    except (KeyError, ValueError):
+        return True
+
+
 def _resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
     """Each model with `autoscaling.enabled` decided (never None afterwards)."""
     pools = {p.name: p for p in raw.gpu_pools}
@@ -1332,10 +1341,8 @@ def _resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
     out = []
     for model in raw.models:
         enabled = model.autoscaling.enabled
-        if enabled is None and isinstance(model.layout, PdLayoutConfig):
-            enabled = False  # P/D sides scale on different signals: not yet automatic
-        if enabled is None and isinstance(model.layout, LayoutConfig) and model.layout.nodes_per_replica > 1:
-            enabled = False  # a replica is a LeaderWorkerSet group: KEDA scales Deployments here
+        if enabled is None and isinstance(model.layout, PdLayoutConfig) and _pd_spans_nodes(model.layout, pools.get(model.pool)):
+            enabled = False  # a unit over nodes grows in whole units only: its sides are not autoscaled
         if enabled is None:
             pool = pools[model.pool]
             enabled = 1 <= pool.min_node_count < pool.max_node_count and sharing[model.pool] == 1 and _observability_on(raw)
@@ -1464,7 +1471,7 @@ def _whole_groups_problems(pool: GpuPoolConfig, pool_at: str, nodes: int, what) 
 
 def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str, pool_at: str) -> list[Problem]:
     """A replica over several nodes against its pool: a fabric pool, big enough, node counts in whole
-    replicas, every GPU of its nodes used; no autoscaling yet. One problem each, before the shape checks."""
+    replicas, every GPU of its nodes used. One problem each, before the shape checks."""
     lay = model.layout
     n, gpus = lay.nodes_per_replica, pool.gpu.gpus
     key = f"{at}.layout.nodes_per_replica"
@@ -1499,13 +1506,6 @@ def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str
     problems += _whole_groups_problems(
         pool, pool_at, n, lambda count: f"{count} is not a multiple of models[{model.name!r}].layout.nodes_per_replica {n}; allowed: whole replicas"
     )
-    if model.autoscaling.enabled:
-        problems.append(
-            Problem(
-                f"{at}.autoscaling.enabled",
-                f"true is not supported with nodes_per_replica {n} yet (a replica is a LeaderWorkerSet group, not a Deployment pod); set it to false",
-            )
-        )
     return problems
 
 
@@ -1550,11 +1550,13 @@ def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: 
             mem = memory_per_gpu(arch, gpu, kv.side(role), tokens)
             if not mem.fits:
                 problems.append(Problem(f"{at}.layout", f"{pd.name}: the {role} engine of TP{kv.side(role).tp} does not fit: {mem.problem}"))
-    if model.autoscaling.enabled:
+    if model.autoscaling.enabled and pd.spans_nodes:
         problems.append(
             Problem(
                 f"{at}.autoscaling.enabled",
-                f"true is not supported with P/D layout {pd.name} yet (prefill and decode scale on different signals); set it to false",
+                f"true is not supported with P/D layout {pd.name}, whose unit spans {pd.nodes_per_unit} nodes: its engines are whole "
+                "nodes paired over the fabric and the pool counts whole units, so one side cannot grow alone; set it to false, "
+                "or use a unit within one node",
             )
         )
     return problems

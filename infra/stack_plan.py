@@ -44,6 +44,8 @@ from infra.planner import (
 from infra.planner.search import NEAR_TIE, nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
 from infra.render import pd_service
 from infra.render.autoscaling import (
+    DEPLOYMENT_TARGET,
+    LWS_TARGET,
     RUNNING_HEADROOM,
     AutoscalingSpec,
     ScalingSpec,
@@ -356,7 +358,9 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
             gpu=gpu_runtime_facts(cfg),
         )
     gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
-    scaled = tuple((m.config.name, render_scaled_object(scaling_spec(m))) for m in models if m.config.autoscaling.enabled)
+    scaled = tuple(
+        (m.config.name, render_scaled_object(s)) for m in models if m.config.autoscaling.enabled for s in scaling_specs(m)
+    )
     autoscaling = (
         AutoscalingSpec(name=f"{prefix}-autoscaling", scaled_objects=scaled, system_node_selector=cluster.system_node_selector)
         if scaled
@@ -471,7 +475,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
 
 def _auto_multi_node_problems(m: ModelFacts, index: int) -> list[Problem]:
     """`layout: auto` chose a replica over several nodes (a fabric pool): the pool must hold whole
-    replicas and the model must not autoscale, as the config requires of an explicit one."""
+    replicas, as the config requires of an explicit one."""
     layout = m.plan.chosen.layout
     if m.config.layout is not None or not layout.multi_node:
         return []
@@ -485,20 +489,13 @@ def _auto_multi_node_problems(m: ModelFacts, index: int) -> list[Problem]:
                 f"{m.pool.min_node_count}..{m.pool.max_node_count} nodes; give the pool multiples of {n} nodes, or an explicit layout",
             )
         )
-    if m.config.autoscaling.enabled:
-        problems.append(
-            Problem(
-                f"{NS}models[{index}].autoscaling.enabled",
-                f"auto chose {layout.name}, which spans nodes and is not autoscaled yet; set autoscaling.enabled to false or give an explicit layout",
-            )
-        )
     return problems
 
 
 def pd_notes(m: ModelFacts) -> list[str]:
     """`layout: auto` plans colocated layouts; when a prefill/decode layout would carry clearly more
     (beyond the near-tie margin), say so: switching is the user's call (a second router, a KV
-    connector, no autoscaling yet — docs/serving.md)."""
+    connector, no autoscaling for a unit over nodes — docs/serving.md)."""
     from infra.planner.disaggregation import pd_candidates
     from infra.planner.efficiency import load_efficiency
 
@@ -663,18 +660,31 @@ def _autoscaling_json(model: ModelFacts) -> dict[str, Any] | None:
     if not auto.enabled:
         return None
     target, source = running_target(model)
-    return {
+    specs = scaling_specs(model)
+    out = {
         "target_running_per_replica": target,
         "target_running_source": source,
         "waiting_per_replica": auto.waiting_per_replica,
         "scale_down_delay_seconds": auto.scale_down_delay_seconds,
-        "scale_up": _scale_up_json(model),
+        "scale_up": _scale_up_json(specs[-1]),
     }
+    if len(specs) > 1:
+        # P/D: per decode engine / per prefill engine; each side its own range and steps.
+        out["sides"] = {
+            s.side: {
+                "deployment": s.deployment,
+                "min_engines": s.min_replicas,
+                "max_engines": s.max_replicas,
+                "scales_on": "queue" if s.side == "prefill" else "in_flight",
+                "scale_up": _scale_up_json(s),
+            }
+            for s in specs
+        }
+    return out
 
 
-def _scale_up_json(model: ModelFacts) -> dict[str, Any]:
-    """The HPA scale-up policy the ScaledObject carries, sized by the model's time-to-ready."""
-    spec = scaling_spec(model)
+def _scale_up_json(spec: ScalingSpec) -> dict[str, Any]:
+    """The HPA scale-up policy a ScaledObject carries, sized by the model's time-to-ready."""
     policy = scale_up_policy(spec.time_to_ready_seconds, spec.min_replicas, spec.max_replicas, spec.replicas_per_node)
     return {"time_to_ready_seconds": spec.time_to_ready_seconds, **policy.to_json()}
 
@@ -772,32 +782,74 @@ def _running_target_problems(model: ModelFacts, index: int) -> list[Problem]:
     cap = layout.max_num_seqs * layout.dp
     if explicit is None or explicit <= cap:
         return []
+    group = f" (one group over {layout.nodes_per_replica} nodes)" if layout.multi_node else ""
+    what = "a decode engine" if getattr(layout, "disaggregated", False) else "a replica"
     return [
         Problem(
             f"{NS}models[{index}].autoscaling.target_running_per_replica",
-            f"{explicit} is more than a replica of layout {layout.name} can run: max_num_seqs {layout.max_num_seqs}"
+            f"{explicit} is more than {what} of layout {layout.name}{group} can run: max_num_seqs {layout.max_num_seqs}"
             f" × dp {layout.dp} = {cap}; give 1..{cap}, or leave it unset to derive it from the plan",
         )
     ]
 
 
 def scaling_spec(model: ModelFacts) -> ScalingSpec:
-    """A model's autoscaling on in-flight load and the queue between its pool's node bounds."""
+    """A model's autoscaling on in-flight load and the queue between its pool's node bounds.
+
+    A replica over several nodes is one LeaderWorkerSet group of nodes_per_replica nodes: KEDA
+    scales the LeaderWorkerSet (its scale subresource counts groups) between min_nodes and
+    max_nodes in whole groups, one group at least per step; its vLLM series come from the leaders
+    only (`component="vllm"`), each reporting its group's requests, so the per-replica targets
+    count the whole group as the plan does (running requests over all its DP ranks)."""
     (observed,) = observed_models([model])
-    rpn = model.layout.replicas_per_node
+    layout = model.layout
     auto = model.config.autoscaling
     return ScalingSpec(
         model=observed,
         deployment=observed.deployment,
-        min_replicas=rpn * model.pool.min_node_count,
-        max_replicas=rpn * model.pool.max_node_count,
-        replicas_per_node=rpn,
+        min_replicas=layout.replicas_for_nodes(model.pool.min_node_count),
+        max_replicas=layout.replicas_for_nodes(model.pool.max_node_count),
+        replicas_per_node=layout.replicas_per_node,
+        target=LWS_TARGET if layout.multi_node else DEPLOYMENT_TARGET,
         running_per_replica=running_target(model)[0],
         waiting_per_replica=auto.waiting_per_replica,
         scale_down_delay_seconds=auto.scale_down_delay_seconds,
         prometheus_url=prometheus_url(),
         time_to_ready_seconds=model.readiness.scale_up_s if model.readiness is not None else 0,
     )
+
+
+def scaling_specs(model: ModelFacts) -> list[ScalingSpec]:
+    """The model's ScaledObjects: one, or for a P/D model one per side (units within one node).
+
+    A side scales its own Deployment: the prefill side on its queue per prefill engine, the decode
+    side on in-flight requests per decode engine (the plan's running requests per decode engine ×
+    RUNNING_HEADROOM, as for a colocated replica). Its floor is its engines at min_nodes; its
+    ceiling the engines of its TP the pool's max_nodes hold next to the other side's floor (P/D
+    engines never ask for more GPUs than the pool has); a step adds a node's worth of its engines.
+    """
+    base = scaling_spec(model)
+    pd = base.model.pd
+    if pd is None:
+        return [base]
+    layout = model.layout
+    gpus = model.pool.gpu.gpus
+    units = layout.replicas_for_nodes(model.pool.min_node_count)
+    pool_gpus = model.pool.max_node_count * gpus
+    sides = {
+        "prefill": (layout.prefill_instances, layout.prefill_tp, pd.prefill_deployment),
+        "decode": (layout.decode_instances, layout.decode_tp, pd.decode_deployment),
+    }
+    out = []
+    for role, other in (("prefill", "decode"), ("decode", "prefill")):
+        instances, tp, deployment = sides[role]
+        other_instances, other_tp, _ = sides[other]
+        floor = instances * units
+        ceiling = max(floor, (pool_gpus - other_instances * units * other_tp) // tp)
+        out.append(
+            replace(base, deployment=deployment, min_replicas=floor, max_replicas=ceiling, replicas_per_node=max(1, gpus // tp), side=role)
+        )
+    return out
 
 
 def gpu_runtime_facts(cfg: StackConfig) -> GpuRuntimeFacts:
@@ -914,6 +966,7 @@ def readiness_plan(cfg: StackConfig, model: ModelFacts, provenance: Provenance |
         replicas_per_node=layout.replicas_per_node,
         first_rollout_replicas=layout.replicas_for_nodes(model.pool.min_node_count),
         measured_ready_seconds=measured,
+        nodes_per_replica=layout.nodes_per_replica if layout.multi_node else 1,
     )
 
 

@@ -53,6 +53,8 @@ SOURCES: dict[str, tuple[str, str, str, str]] = {
     # Multi-node replicas (fabric pools): the LeaderWorkerSet and the Multus attachment of each fabric NIC.
     "LeaderWorkerSet": ("kubernetes-sigs/lws", "v0.10.0", "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml", "v1"),
     "NetworkAttachmentDefinition": ("k8snetworkplumbingwg/multus-cni", "v4.3.0", "deployments/multus-daemonset-thick.yml", "v1"),
+    # Replica autoscaling: KEDA's ScaledObject (chart 2.18.3 installs KEDA v2.18.3).
+    "ScaledObject": ("kedacore/keda", "v2.18.3", "config/crd/bases/keda.sh_scaledobjects.yaml", "v1alpha1"),
 }
 
 # Schema keywords that carry structure; everything else (description, default, example,

@@ -218,3 +218,84 @@ def test_the_disruption_budget_counts_workers_too(prod):
         labels = _template(prod, role)["metadata"]["labels"]
         assert all(labels.get(k) == v for k, v in selector.items()), role
     assert pdb["spec"]["maxUnavailable"] == 1
+
+
+# --- autoscaling in whole groups (issue 18 follow-up) ----------------------------------------------
+
+
+def _autoscaled(config):
+    """The R1 variant with autoscaling left to its default on the 2..4-node fabric pool."""
+    _fabric(config)
+    del config["inference-platform:models"][0]["autoscaling"]
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory):
+    return _variant(tmp_path_factory.mktemp("mn-scaled"), _autoscaled)
+
+
+def _scaled_object(plan):
+    (obj,) = [o for o in plan_objects(plan, "ScaledObject") if o["metadata"]["labels"]["inference-platform/model"] == "deepseek-r1"]
+    return obj
+
+
+def test_a_replica_over_nodes_autoscales_by_default_on_an_autoscaling_pool(scaled):
+    (model,) = [m for m in scaled.to_dict()["models"] if m["name"] == "deepseek-r1"]
+    assert model["replicas"]["min"] == 1 and model["replicas"]["max"] == 2
+    assert model["replicas"]["autoscaling"] is not None
+    spec = _scaled_object(scaled)["spec"]
+    # KEDA scales the LeaderWorkerSet through its scale subresource: .spec.replicas counts groups.
+    assert spec["scaleTargetRef"] == {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "deepseek-r1-engine"}
+    assert _lws(scaled)["metadata"]["name"] == "deepseek-r1-engine"
+    # 2..4 nodes of a fabric pool ÷ 2 nodes per replica: 1..2 groups.
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 2)
+    # Each step asks for at least one whole group (its 2 nodes arrive together).
+    (up,) = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]["policies"]
+    assert up["type"] == "Pods" and up["value"] >= 1
+
+
+def test_the_group_starts_at_the_floor_and_then_leaves_the_count_to_keda(scaled, prod):
+    assert _lws(scaled)["spec"]["replicas"] == 1
+    (engine,) = [r for r in scaled.resources if r["name"].endswith("-model-deepseek-r1-engine")]
+    assert engine["options"].get("ignoreChanges") == ["spec.replicas"]
+    (fixed,) = [r for r in prod.resources if r["name"].endswith("-model-deepseek-r1-engine")]
+    assert not fixed["options"].get("ignoreChanges")
+    assert not [o for o in plan_objects(prod, "ScaledObject") if o["metadata"]["labels"]["inference-platform/model"] == "deepseek-r1"]
+
+
+def test_the_in_flight_target_counts_the_whole_group(scaled):
+    """The plan's running requests per replica are the group's (all DP ranks over both nodes);
+    the leader's API server reports them, so the per-replica target is the group's too."""
+    (model,) = [m for m in scaled.to_dict()["models"] if m["name"] == "deepseek-r1"]
+    running = model["predicted"]["running_per_replica"]
+    target = model["replicas"]["autoscaling"]["target_running_per_replica"]
+    assert target == max(1, int(0.8 * running))
+    in_flight, _queue = _scaled_object(scaled)["spec"]["triggers"]
+    assert in_flight["metadata"]["threshold"] == f"{target:g}"
+
+
+def test_the_queries_read_only_the_leaders(scaled):
+    """Workers are headless (no /metrics) and labelled app.kubernetes.io/name: vllm-worker, which
+    the PodMonitor maps to `component`: the queries' component="vllm" keeps them out."""
+    worker = _template(scaled, "worker")["metadata"]["labels"]["app.kubernetes.io/name"]
+    leader = _template(scaled, "leader")["metadata"]["labels"]["app.kubernetes.io/name"]
+    assert (leader, worker) == ("vllm", "vllm-worker")
+    for trigger in _scaled_object(scaled)["spec"]["triggers"]:
+        query = trigger["metadata"]["query"]
+        assert query.count('component="vllm"') == query.count("vllm:num_requests_") >= 1
+        assert "vllm-worker" not in query
+
+
+def test_a_group_loads_on_all_its_nodes_at_once(scaled):
+    (model,) = [m for m in scaled.to_dict()["models"] if m["name"] == "deepseek-r1"]
+    readiness = model["time_to_ready"]
+    assert readiness["new_replica"]["concurrent_loaders"] == 2  # one pod per node of the group
+    assert readiness["first_start"]["concurrent_loaders"] == 2  # the floor: one group
+    assert model["replicas"]["autoscaling"]["scale_up"]["time_to_ready_seconds"] == readiness["scale_up_seconds"]
+
+
+def test_the_scaled_object_validates_against_the_pinned_keda_field_list(scaled):
+    obj = _scaled_object(scaled)
+    assert gateway_schemas.errors(obj) == []
+    bad = {**obj, "spec": {**obj["spec"], "scaleTargetRef": {**obj["spec"]["scaleTargetRef"], "group": "leaderworkerset.x-k8s.io"}}}
+    assert gateway_schemas.errors(bad)

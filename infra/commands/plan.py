@@ -266,6 +266,13 @@ def _replicas(replicas: dict) -> str:
     low, high, auto = replicas["min"], replicas["max"], replicas.get("autoscaling")
     if low == high:
         return f"{low}"
+    if auto and auto.get("sides"):
+        prefill, decode = auto["sides"]["prefill"], auto["sides"]["decode"]
+        return (
+            f"{low}–{high} units; autoscaled per side: prefill {prefill['min_engines']}–{prefill['max_engines']} engines on "
+            f"{auto['waiting_per_replica']:g} queued per engine, decode {decode['min_engines']}–{decode['max_engines']} engines "
+            f"above {auto['target_running_per_replica']} requests in flight per engine (from the {auto['target_running_source']})"
+        )
     if auto:
         return (
             f"{low}–{high}, autoscaled above {auto['target_running_per_replica']} requests in flight "

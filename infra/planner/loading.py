@@ -36,6 +36,12 @@ same node, at most `replicas_per_node`, also share its network and its NFS clien
   the per-connection rate is an ASSUMPTION at about half of that.
 - local disk: LOCAL_BYTES_PER_S.
 
+A replica over N nodes (a LeaderWorkerSet group, `nodes_per_replica`) loads on its N pods at once,
+one per node: each pod reads the checkpoint through its own node (its public network, its NFS
+client) in parallel with the others, and the group serves when all have loaded — in about one
+pod's time — but all N count as loaders of what the whole fleet shares (the NFS share, the Spaces
+bucket's request limit). A group's scale-up is one step of N new nodes provisioned together.
+
 A scale-up onto a new node adds the node's provisioning and the image pull (NODE_PROVISION_S,
 IMAGE_PULL_S: ASSUMPTIONS; the pre-pull DaemonSet cannot help a node that does not exist yet).
 """
@@ -290,22 +296,25 @@ def plan_readiness(
     replicas_per_node: int,
     first_rollout_replicas: int,
     measured_ready_seconds: float | None = None,
+    nodes_per_replica: int = 1,
 ) -> ReadinessPlan:
     """The readiness figures of one model (see ReadinessPlan). The compile cache is shared only
-    on NFS; elsewhere it lives on each node, so a replica on a new node compiles again."""
+    on NFS; elsewhere it lives on each node, so a replica on a new node compiles again. A replica
+    over `nodes_per_replica` nodes loads on that many pods at once (see the module doc)."""
+    pods = max(1, nodes_per_replica)
     first = estimate_load(
         arch,
         source,
         gpus_per_replica=gpus_per_replica,
         replicas_per_node=replicas_per_node,
-        concurrent_loaders=max(1, first_rollout_replicas),
+        concurrent_loaders=max(1, first_rollout_replicas) * pods,
     )
     new = estimate_load(
         arch,
         source,
         gpus_per_replica=gpus_per_replica,
         replicas_per_node=replicas_per_node,
-        concurrent_loaders=1,
+        concurrent_loaders=pods,
         compile_cache_warm=source.kind == "nfs",
     )
     return ReadinessPlan(source=source, first_start=first, new_replica=new, measured_s=measured_ready_seconds)

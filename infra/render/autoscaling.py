@@ -27,7 +27,20 @@ with the scale-up has paged. What is left of the budget after the load sets both
 A replica that loads in 8 minutes can be added a node at a time after a 3-minute window; one that
 needs 50 minutes is asked for at once, in one step to the ceiling, with no window (and the plan
 says that autoscaling cannot save such a burst). Scale-down waits `scale_down_delay_seconds` of
-low load before removing one replica every ten minutes. When Prometheus has no vLLM series, the triggers report an error instead of zero
+low load before removing one replica every ten minutes.
+
+A replica over several nodes is a LeaderWorkerSet group: the ScaledObject targets the
+LeaderWorkerSet (LWS_TARGET; its scale subresource counts groups and selects the leaders), the
+range and step are in whole groups, and the series are the leaders' (workers are headless and
+unscraped), each reporting its whole group, so the per-replica targets are per group.
+
+A P/D model (units within one node) gets one ScaledObject per side, each scaling its side's
+Deployment on its own engines' series (`pd_role`, from the pods' `inference-platform/pd-role`):
+the prefill side on its queue per prefill engine (prompts waiting for a prefill slot are what
+its TTFT share is made of; a prefill engine runs each request for one token, so its in-flight
+count says little), the decode side on in-flight requests per decode engine (and its queue) like
+a colocated replica. Each side ranges from its engines at min_nodes to as many as the pool's
+max_nodes hold next to the other side's floor, in steps of a node's worth of its engines. When Prometheus has no vLLM series, the triggers report an error instead of zero
 (`ignoreNullValues: false`): the HPA then holds the current size rather than shrinking a loaded
 fleet because its metrics went missing.
 """
@@ -39,7 +52,8 @@ from dataclasses import dataclass
 
 from infra.catalog import versions
 from infra.render.model_service import PART_OF
-from infra.render.slo_rules import ObservedModel, selector
+from infra.render.pd_service import PD_ROLE_LABEL
+from infra.render.slo_rules import PD_ROLE_TARGET_LABEL, ObservedModel, selector
 
 KEDA_NAMESPACE = "keda"
 KEDA_RELEASE_NAME = "keda"
@@ -64,14 +78,25 @@ class AutoscalingSpec:
     chart_version: str = versions.KEDA_CHART_VERSION
 
 
+# What a ScaledObject scales: (apiVersion, kind). KEDA scales any resource with a /scale
+# subresource (keda.sh docs, "Scaling Deployments, StatefulSets & Custom Resources"); the
+# LeaderWorkerSet CRD of LWS v0.10.0 has one: specReplicasPath .spec.replicas (groups),
+# labelSelectorPath .status.hpaPodSelector (the leader pods).
+DEPLOYMENT_TARGET = ("apps/v1", "Deployment")
+LWS_TARGET = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+
+
 @dataclass(frozen=True)
 class ScalingSpec:
     """One model's autoscaling, in the terms of its Deployment and its metrics.
 
     model: the platform model (name, served name and namespace select its vLLM series).
-    deployment: the Deployment KEDA scales.
-    min_replicas / max_replicas: replicas_per_node × the pool's min_nodes / max_nodes.
-    replicas_per_node: the most replicas one new node can take (the scale-up step).
+    deployment: the name of the workload KEDA scales (a Deployment, or the LeaderWorkerSet of a
+        replica over nodes: `target`).
+    min_replicas / max_replicas: replicas_per_node × the pool's min_nodes / max_nodes, or for a
+        replica over nodes the pool's min_nodes / max_nodes ÷ nodes_per_replica (whole groups).
+    replicas_per_node: the most replicas one new node can take (the scale-up step); 1 for a
+        replica over nodes (a step of one group brings its nodes_per_replica nodes at once).
     running_per_replica: target average of in-flight (running + queued) requests per replica.
     waiting_per_replica: target average of queued requests per replica.
     scale_down_delay_seconds: quiet time before a replica is removed.
@@ -88,14 +113,22 @@ class ScalingSpec:
     scale_down_delay_seconds: int
     prometheus_url: str
     time_to_ready_seconds: int = 0  # a new replica on a new node: provisioning + image pull + load
+    target: tuple[str, str] = DEPLOYMENT_TARGET  # (apiVersion, kind) of the scaled workload
+    side: str | None = None  # a P/D side ("prefill" | "decode"): its engines' series and triggers
 
 
-def queue_query(model: ObservedModel) -> str:
-    """The model's queued requests across its replicas, as the SLO rules select its series."""
-    return f"sum(vllm:num_requests_waiting{selector(model)})"
+def side_matchers(side: str | None) -> tuple[str, ...]:
+    """The extra matcher that selects one P/D side's engines (none for a colocated model)."""
+    return (f'{PD_ROLE_TARGET_LABEL}="{side}"',) if side else ()
 
 
-def in_flight_query(model: ObservedModel) -> str:
+def queue_query(model: ObservedModel, side: str | None = None) -> str:
+    """The model's queued requests across its replicas (or one P/D side's engines), as the SLO
+    rules select its series."""
+    return f"sum(vllm:num_requests_waiting{selector(model, *side_matchers(side))})"
+
+
+def in_flight_query(model: ObservedModel, side: str | None = None) -> str:
     """The model's running plus queued requests across its replicas.
 
     Each gauge is summed on its own, so a missing waiting series cannot drop the running ones (a
@@ -103,9 +136,10 @@ def in_flight_query(model: ObservedModel) -> str:
     series at all (no vLLM pod scraped, Prometheus lost them) the result stays empty and the
     trigger errors instead of reading zero load.
     """
+    matchers = selector(model, *side_matchers(side))
     return (
-        f"sum(vllm:num_requests_running{selector(model)})"
-        f" + (sum(vllm:num_requests_waiting{selector(model)}) or vector(0))"
+        f"sum(vllm:num_requests_running{matchers})"
+        f" + (sum(vllm:num_requests_waiting{matchers}) or vector(0))"
     )
 
 
@@ -124,37 +158,37 @@ def _prometheus_trigger(spec: ScalingSpec, query: str, threshold: float) -> dict
 
 
 def render_scaled_object(spec: ScalingSpec) -> dict:
-    """A keda.sh/v1alpha1 ScaledObject for the model's Deployment."""
+    """A keda.sh/v1alpha1 ScaledObject for the model's Deployment (or LeaderWorkerSet)."""
     if not 0 <= spec.min_replicas <= spec.max_replicas or spec.max_replicas < 1:
         raise ValueError(f"{spec.model.name}: replica range {spec.min_replicas}..{spec.max_replicas} is empty")
     if spec.running_per_replica <= 0 or spec.waiting_per_replica <= 0:
         raise ValueError(
             f"{spec.model.name}: targets must be > 0 (running {spec.running_per_replica:g}, waiting {spec.waiting_per_replica:g})"
         )
+    labels = {
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "pulumi",
+        "app.kubernetes.io/component": "autoscaling",
+        "inference-platform/model": spec.model.name,
+    }
+    in_flight = _prometheus_trigger(spec, in_flight_query(spec.model, spec.side), spec.running_per_replica)
+    queue = _prometheus_trigger(spec, queue_query(spec.model, spec.side), spec.waiting_per_replica)
+    # The HPA scales to the larger of the triggers: in-flight load per replica first, the queue
+    # second; a prefill side on its queue alone.
+    triggers = [queue] if spec.side == "prefill" else [in_flight, queue]
+    if spec.side:
+        labels[PD_ROLE_LABEL] = spec.side
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
-        "metadata": {
-            "name": spec.deployment,
-            "namespace": spec.model.namespace,
-            "labels": {
-                "app.kubernetes.io/part-of": PART_OF,
-                "app.kubernetes.io/managed-by": "pulumi",
-                "app.kubernetes.io/component": "autoscaling",
-                "inference-platform/model": spec.model.name,
-            },
-        },
+        "metadata": {"name": spec.deployment, "namespace": spec.model.namespace, "labels": labels},
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.deployment},
+            "scaleTargetRef": {"apiVersion": spec.target[0], "kind": spec.target[1], "name": spec.deployment},
             "minReplicaCount": spec.min_replicas,
             "maxReplicaCount": spec.max_replicas,
             "pollingInterval": POLLING_INTERVAL_SECONDS,
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(spec)}},
-            # The HPA scales to the larger of the two: in-flight load per replica first, the queue second.
-            "triggers": [
-                _prometheus_trigger(spec, in_flight_query(spec.model), spec.running_per_replica),
-                _prometheus_trigger(spec, queue_query(spec.model), spec.waiting_per_replica),
-            ],
+            "triggers": triggers,
         },
     }
 

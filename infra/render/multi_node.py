@@ -4,7 +4,9 @@ A layout with `nodes_per_replica` N > 1 (fabric pools only) runs one pod per nod
 (node rank 0) and N − 1 workers, as one group of a LeaderWorkerSet (`leaderworkerset.x-k8s.io/v1`,
 LWS v0.10.0, api/leaderworkerset/v1/leaderworkerset_types.go at that tag):
 
-- `spec.replicas` = the pool's nodes / N groups; `leaderWorkerTemplate.size` = N;
+- `spec.replicas` = the pool's nodes / N groups; `leaderWorkerTemplate.size` = N. Autoscaled (an
+  autoscaling pool): the floor, min_nodes / N, and KEDA owns the count afterwards through the
+  CRD's scale subresource (infra/render/autoscaling.py; Pulumi ignores `.spec.replicas`);
 - `restartPolicy: RecreateGroupAfterStart`: a failed pod recreates its whole group (vLLM's ranks
   cannot rejoin a running replica) — but only once every pod of the group has started, so a slow
   first load (an image pull of tens of GB, weights read for half an hour) cannot loop the group
@@ -105,8 +107,6 @@ def validate_multi_node(spec: ModelServiceSpec, path: str) -> None:
         problems.append(Problem(f"{path}.layout", f"{lay.name} spans nodes; {spec.gpu.slug} has no RDMA fabric"))
     if spec.gpu.gpus != len(FABRIC_NICS):
         problems.append(Problem(f"{path}.layout", f"{lay.name}: fabric nodes carry {len(FABRIC_NICS)} GPUs and NICs; {spec.gpu.slug} has {spec.gpu.gpus}"))
-    if spec.autoscaled:
-        problems.append(Problem(f"{path}.autoscaling.enabled", f"{lay.name} spans nodes; autoscaling is for Deployments"))
     if spec.nodes_min % lay.nodes_per_replica or spec.nodes_max % lay.nodes_per_replica:
         problems.append(
             Problem(f"{path}.pool", f"{spec.nodes_min}..{spec.nodes_max} nodes are not whole replicas of {lay.nodes_per_replica} nodes")

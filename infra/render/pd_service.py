@@ -85,7 +85,9 @@ def side_spec(spec: PdServiceSpec, role: str) -> ModelServiceSpec:
     layout = spec.pd.side(role)
     if layout.max_model_len is None and spec.pd.max_model_len:
         layout = layout.with_(max_model_len=spec.pd.max_model_len)
-    return replace(spec.base, layout=layout, autoscaled=False)
+    # Autoscaled (units within one node): KEDA scales each side's Deployment on its own (one
+    # ScaledObject per side, infra/render/autoscaling.py); the Deployment declares the floor.
+    return replace(spec.base, layout=layout, autoscaled=spec.base.autoscaled and not spec.pd.spans_nodes)
 
 
 def kv_transfer_config(spec: PdServiceSpec, role: str) -> dict:

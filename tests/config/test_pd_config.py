@@ -96,8 +96,15 @@ def test_an_engine_image_without_moriio_is_refused():
     assert "models[0].image" in message and "MoRIIOConnector" in message and "v0.21.0" in message
 
 
-def test_autoscaling_is_not_offered_with_pd_yet():
-    values, secrets = _staging("p1tp4-d1tp4")
+def test_autoscaling_a_unit_over_nodes_is_refused_naming_why():
+    values, secrets = _staging("p1tp8-ep-d1tp8-ep", size=FABRIC_SLUG, fabric=True, nodes=None, min_nodes=2, max_nodes=4, usd_per_hour=24.0)
     values[f"{NS}models"][0]["autoscaling"] = {"enabled": True}
     message = _error(values, secrets)
-    assert "models[0].autoscaling.enabled" in message and "P/D" in message
+    assert "models[0].autoscaling.enabled" in message and "spans 2 nodes" in message and "within one node" in message
+
+
+def test_a_unit_within_one_node_autoscales_by_default_on_an_autoscaling_pool():
+    values, secrets = _staging("p1tp4-d1tp4", nodes=None, min_nodes=1, max_nodes=3)
+    assert _load(values, secrets).models[0].autoscaling.enabled is True
+    values, secrets = _staging("p1tp8-ep-d1tp8-ep", size=FABRIC_SLUG, fabric=True, nodes=None, min_nodes=2, max_nodes=4, usd_per_hour=24.0)
+    assert _load(values, secrets).models[0].autoscaling.enabled is False

@@ -442,3 +442,17 @@ def test_the_behavior_carries_the_policy():
     policy = scale_up_policy(3000, 4, 12, 2)
     assert up["stabilizationWindowSeconds"] == policy.stabilization_window_seconds
     assert up["policies"] == [{"type": "Pods", "value": policy.pods_per_period, "periodSeconds": 300}]
+
+
+def test_scaled_objects_validate_against_the_pinned_keda_field_list():
+    from infra.render.autoscaling import LWS_TARGET
+    from tests import gateway_schemas
+
+    for target in (("apps/v1", "Deployment"), LWS_TARGET):
+        obj = render_scaled_object(dataclasses.replace(SPEC, target=target))
+        assert obj["spec"]["scaleTargetRef"] == {"apiVersion": target[0], "kind": target[1], "name": SPEC.deployment}
+        assert gateway_schemas.errors(obj) == []
+    assert gateway_schemas.fixture("ScaledObject")["source"]["tag"] == f"v{versions.KEDA_CHART_VERSION}"
+    bad = render_scaled_object(SPEC)
+    bad["spec"]["scaleTargetRef"]["group"] = "apps"  # not a field: apiVersion carries the group
+    assert gateway_schemas.errors(bad)
