@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.custom_resources import custom_resource
 from infra.catalog import versions
 from infra.render.autoscaling import KEDA_NAMESPACE, KEDA_RELEASE_NAME, AutoscalingSpec, render_keda_values
 
@@ -58,13 +59,10 @@ class ReplicaAutoscaling(pulumi.ComponentResource):
             opts=child,
         )
         self.scaled_objects = [
-            k8s.apiextensions.CustomResource(
+            custom_resource(
                 f"{name}-{obj['metadata']['name']}",
-                api_version=obj["apiVersion"],
-                kind=obj["kind"],
-                metadata=obj["metadata"],
-                spec=obj["spec"],
-                opts=pulumi.ResourceOptions.merge(
+                obj,
+                pulumi.ResourceOptions.merge(
                     child, pulumi.ResourceOptions(depends_on=[self.release, *args.waits_for.get(model, ())])
                 ),
             )

@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.custom_resources import custom_resource
 from infra.catalog import versions
 from infra.render import fabric as render
 from infra.specs import FabricSpec
@@ -74,13 +75,6 @@ class Fabric(pulumi.ComponentResource):
             self.objects.append(resource)
         for nad in render.render_attachments(spec.namespace):
             self.objects.append(
-                k8s.apiextensions.CustomResource(
-                    f"{name}-nad-{nad['metadata']['name']}",
-                    api_version=nad["apiVersion"],
-                    kind=nad["kind"],
-                    metadata=nad["metadata"],
-                    spec=nad["spec"],
-                    opts=child(depends_on=[crd] if crd else []),
-                )
+                custom_resource(f"{name}-nad-{nad['metadata']['name']}", nad, child(depends_on=[crd] if crd else []))
             )
         self.register_outputs({"lws_chart_version": spec.lws_chart_version, "multus_image": spec.multus_image})

@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.custom_resources import custom_resource, qualified_name
 from infra.catalog import versions
 from infra.render.epp import render_epp, render_pool_resources
 from infra.render.gateway import (
@@ -136,15 +137,7 @@ class InferenceGateway(pulumi.ComponentResource):
 
     @staticmethod
     def _custom(name: str, obj: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
-        fields = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
-        return k8s.apiextensions.CustomResource(
-            f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}",
-            api_version=obj["apiVersion"],
-            kind=obj["kind"],
-            metadata=obj["metadata"],
-            opts=opts,
-            **fields,
-        )
+        return custom_resource(qualified_name(name, obj), obj, opts)
 
     @staticmethod
     def _builtin(name: str, obj: dict, opts: pulumi.ResourceOptions) -> pulumi.Resource:

@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.custom_resources import custom_resource
 from infra.catalog import versions
 from infra.render import gpu_runtime as render
 from infra.specs import GpuRuntimeSpec
@@ -129,11 +130,6 @@ class GpuRuntime(pulumi.ComponentResource):
             metrics_exporter_enabled=args.spec.metrics_exporter,
         )
         # The DeviceConfig CRD arrives with the operator release: create the CR after it.
-        self.device_config = k8s.apiextensions.CustomResource(
-            f"{name}-device-config",
-            api_version=device_config["apiVersion"],
-            kind=device_config["kind"],
-            metadata=device_config["metadata"],
-            spec=device_config["spec"],
-            opts=self._opts(args, depends_on=[self.gpu_operator]),
+        self.device_config = custom_resource(
+            f"{name}-device-config", device_config, self._opts(args, depends_on=[self.gpu_operator])
         )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.custom_resources import custom_resource
 from infra.render.model_service import (
     API_KEY_KEY,
     HF_TOKEN_KEY,
@@ -133,14 +134,7 @@ class ModelService(pulumi.ComponentResource):
             # A replica over several nodes: one LeaderWorkerSet group per replica
             # (infra/render/multi_node.py); its CRD comes with the fabric component's LWS release.
             lws = render_leader_worker_set(spec)
-            self.deployment = k8s.apiextensions.CustomResource(
-                f"{name}-engine",
-                api_version=lws["apiVersion"],
-                kind=lws["kind"],
-                metadata=lws["metadata"],
-                spec=lws["spec"],
-                opts=engine_opts,
-            )
+            self.deployment = custom_resource(f"{name}-engine", lws, engine_opts)
         else:
             deployment = render_deployment(spec)
             self.deployment = k8s.apps.v1.Deployment(

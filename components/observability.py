@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.custom_resources import custom_resource, qualified_name
 from infra.catalog import versions
 from infra.render.observability import (
     ALERT_WEBHOOK_SECRET,
@@ -138,11 +139,4 @@ class Observability(pulumi.ComponentResource):
     def _custom_resource(
         name: str, obj: dict, opts: pulumi.ResourceOptions
     ) -> k8s.apiextensions.CustomResource:
-        return k8s.apiextensions.CustomResource(
-            f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}",
-            api_version=obj["apiVersion"],
-            kind=obj["kind"],
-            metadata=obj["metadata"],
-            spec=obj["spec"],
-            opts=opts,
-        )
+        return custom_resource(qualified_name(name, obj), obj, opts)

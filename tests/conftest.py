@@ -134,3 +134,23 @@ def apply(marks: list):
         return test
 
     return decorate
+
+
+def policy_violations(plan, environment: str) -> list[str]:
+    """Every policy-pack finding (resource and stack rules) for a plan's resources."""
+    from policy import rules
+    from policy.rules import StackResource
+
+    resources = plan.to_dict()["resources"]
+    config = {"environment": environment, "dropletLimit": 25}
+    found = []
+    for res in resources:
+        for rule in rules.RULES:
+            if rule.scope == "resource":
+                kwargs = {"protect": res["options"]["protect"]} if rule.needs_options else {}
+                found += [f"{rule.name}: {m}" for m in rule.check(res["type"], res["inputs"], config, **kwargs)]
+    view = [StackResource(r["type"], r["inputs"], r["name"], protect=r["options"]["protect"]) for r in resources]
+    for rule in rules.RULES:
+        if rule.scope == "stack":
+            found += [f"{rule.name}: {m}" for m in rule.check(view, config)]
+    return found

@@ -15,7 +15,7 @@ from infra.errors import ConfigError
 from infra.offline import build_plan, kubernetes_objects
 from infra.render.epp import MODEL_HEADER, selector_matches
 from tests import gateway_schemas
-from tests.conftest import ROOT, make_project
+from tests.conftest import ROOT, make_project, policy_violations
 
 GATEWAY = {"kind": "gateway", "replicas": 2}
 
@@ -277,20 +277,4 @@ def test_diff_from_the_router_to_the_gateway(staging):
 def test_gateway_variants_comply_with_every_policy(which, request):
     """The policy pack `pulumi up` runs: pinned images and charts, no literal credentials, a public
     load balancer only with an API key."""
-    from policy import rules
-    from policy.rules import StackResource
-
-    plan = request.getfixturevalue(which)
-    resources = plan.to_dict()["resources"]
-    config = {"environment": which, "dropletLimit": 25}
-    found = []
-    for res in resources:
-        for rule in rules.RULES:
-            if rule.scope == "resource":
-                kwargs = {"protect": res["options"]["protect"]} if rule.needs_options else {}
-                found += [f"{rule.name}: {m}" for m in rule.check(res["type"], res["inputs"], config, **kwargs)]
-    view = [StackResource(r["type"], r["inputs"], r["name"], protect=r["options"]["protect"]) for r in resources]
-    for rule in rules.RULES:
-        if rule.scope == "stack":
-            found += [f"{rule.name}: {m}" for m in rule.check(view, config)]
-    assert found == []
+    assert policy_violations(request.getfixturevalue(which), which) == []

@@ -15,7 +15,7 @@ from infra.catalog.vllm_flags import unknown_flags
 from infra.offline import kubernetes_objects
 from infra.render.multi_node import FABRIC_NICS, NETWORKS_ANNOTATION, RDMA_RESOURCES
 from tests import gateway_schemas
-from tests.conftest import plan_objects, plan_variant, validate_built_ins
+from tests.conftest import plan_objects, plan_variant, policy_violations, validate_built_ins
 
 FABRIC_SIZE = "gpu-mi325x8-2048gb-fabric-contracted"
 R1 = "unsloth/DeepSeek-R1-BF16"
@@ -183,22 +183,7 @@ def test_an_unknown_lws_field_fails_the_validator(prod):
 
 
 def test_the_variant_complies_with_every_policy(prod):
-    from policy import rules
-    from policy.rules import StackResource
-
-    resources = prod.to_dict()["resources"]
-    config = {"environment": "prod", "dropletLimit": 25}
-    found = []
-    for res in resources:
-        for rule in rules.RULES:
-            if rule.scope == "resource":
-                kwargs = {"protect": res["options"]["protect"]} if rule.needs_options else {}
-                found += [f"{rule.name}: {m}" for m in rule.check(res["type"], res["inputs"], config, **kwargs)]
-    view = [StackResource(r["type"], r["inputs"], r["name"], protect=r["options"]["protect"]) for r in resources]
-    for rule in rules.RULES:
-        if rule.scope == "stack":
-            found += [f"{rule.name}: {m}" for m in rule.check(view, config)]
-    assert found == []
+    assert policy_violations(prod, "prod") == []
 
 
 def test_model_down_alerts_watch_the_leader_statefulset(prod):

@@ -616,23 +616,10 @@ def test_pack_metadata_is_consistent():
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_committed_stacks_comply_with_every_policy(stack):
     """The offline plan of each checked-in stack passes the whole pack, as `pulumi up` would require."""
-    from tests.conftest import plan_of
+    from tests.conftest import plan_of, policy_violations
 
-    resources = plan_of(stack).to_dict()["resources"]
-    config = {"environment": stack, "dropletLimit": 25}
-    found = []
-    for res in resources:
-        for rule in rules.RULES:
-            if rule.scope != "resource":
-                continue
-            kwargs = {"protect": res["options"]["protect"]} if rule.needs_options else {}
-            found += [f"{rule.name}: {m}" for m in rule.check(res["type"], res["inputs"], config, **kwargs)]
-    stack_view = [
-        StackResource(r["type"], r["inputs"], r["name"], protect=r["options"]["protect"]) for r in resources
-    ]
-    for rule in rules.RULES:
-        if rule.scope == "stack":
-            found += [f"{rule.name}: {m}" for m in rule.check(stack_view, config)]
-    assert found == []
+    plan = plan_of(stack)
+    assert policy_violations(plan, stack) == []
+    resources = plan.to_dict()["resources"]
     if stack == "prod":  # the plan really exercises the prod rules
         assert any(r["type"] == rules.DO_CLUSTER and r["options"]["protect"] for r in resources)

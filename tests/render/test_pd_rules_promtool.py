@@ -8,11 +8,9 @@ its vllm_router_* series `component="vllm-pd-router"` and the model label.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
-import yaml
 
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, render_prometheus_rules
 from infra.render.slo_rules import ObservedModel, PdObserved
@@ -27,6 +25,7 @@ from tests.render.test_rules_promtool import (
     run_promtool,
     run_scenario,
     values,
+    write_rule_files,
 )
 
 pytestmark = need_tool("promtool", "Debian: apt-get install -y prometheus")
@@ -50,13 +49,7 @@ def rules_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("pd-rules")
     groups = [g for obj in render_prometheus_rules(MODELS, GpuRuntimeFacts(vendor="amd"), MonitoringSettings())
               for g in obj["spec"]["groups"]]  # fmt: skip
-    (d / "all.yml").write_text(yaml.safe_dump({"groups": groups}))
-    bare = copy.deepcopy(groups)
-    for g in bare:
-        for r in g["rules"]:
-            r.pop("annotations", None)
-    (d / "all-bare.yml").write_text(yaml.safe_dump({"groups": bare}))
-    return d
+    return write_rule_files(d, groups)
 
 
 def side(model: ObservedModel, role: str, engine: str = "0") -> str:

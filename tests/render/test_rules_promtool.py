@@ -70,6 +70,11 @@ def rules_dir(tmp_path_factory) -> Path:
     for obj in rule_objects():
         (d / f"{obj['metadata']['name']}.yml").write_text(yaml.safe_dump({"groups": obj["spec"]["groups"]}))
         groups += obj["spec"]["groups"]
+    return write_rule_files(d, groups)
+
+
+def write_rule_files(d: Path, groups: list[dict]) -> Path:
+    """`all.yml` with every group, and `all-bare.yml` without alert annotations (see rules_dir)."""
     (d / "all.yml").write_text(yaml.safe_dump({"groups": groups}))
     bare = copy.deepcopy(groups)
     for g in bare:
