@@ -166,6 +166,7 @@ class ModelService(pulumi.ComponentResource):
         (infra/render/pd_service.py); the model's Service selects the router."""
         objects = render_pd_service(PdServiceSpec(spec, spec.layout, units=spec.replicas))
         kinds = {
+            "ConfigMap": k8s.core.v1.ConfigMap,
             "Job": k8s.batch.v1.Job,
             "Deployment": k8s.apps.v1.Deployment,
             "PodDisruptionBudget": k8s.policy.v1.PodDisruptionBudget,

@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 
 from infra.render.router import (
     RouterSpec,
+    render_client_proxy_configmap,
     render_install_configmap,
     render_public_service,
     render_registrar_configmap,
@@ -78,7 +79,8 @@ class Router(pulumi.ComponentResource):
                 subjects=binding["subjects"],
                 opts=child_opts(depends_on=[account, role_res]),
             )
-            maps = [render_registrar_configmap(spec)] + ([] if spec.image else [render_install_configmap(spec)])
+            maps = [render_registrar_configmap(spec), render_client_proxy_configmap(spec)]
+            maps += [] if spec.image else [render_install_configmap(spec)]
             map_res = [
                 k8s.core.v1.ConfigMap(
                     f"{name}-{cm['metadata']['name']}", metadata=cm["metadata"], data=cm["data"], opts=child_opts()

@@ -3,7 +3,8 @@
 Nothing is decided here. Every spec comes from `plan_stack`; this function wires the specs to
 the Pulumi handles each component needs (the VPC id, the cluster's Kubernetes provider, the
 secrets, what to wait for), in dependency order: network → cluster → GPU pools → GPU runtime →
-namespace and weight cache → the fabric (fabric pools only) → model services → the router → observability → autoscaling → project.
+namespace and weight cache → the fabric (fabric pools only) → model services → the router → observability →
+NetworkPolicies → autoscaling → project.
 The real program (`infra/__main__.py`) and the offline plan (`infra plan`, under the mock
 runtime) both call it with the same plan value.
 """
@@ -25,6 +26,7 @@ from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
 from components.model_cache import ModelCache, ModelCacheArgs
 from components.model_service import ModelService, ModelServiceArgs
 from components.network import EnvironmentProject, EnvironmentProjectArgs, Network
+from components.network_policies import NetworkPolicies, NetworkPoliciesArgs
 from components.observability import Observability, ObservabilityArgs
 from components.router import Router, RouterArgs
 from components.warm_start import ImagePrepull, ImagePrepullArgs
@@ -135,6 +137,16 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on destroy.
             InferenceGatewayArgs(
                 spec=plan.gateway, api_key=secrets.api_key, provider=cluster.provider, depends_on=[namespace, *services], monitoring=monitoring
+            ),
+        )
+    if plan.network_policies is not None:
+        NetworkPolicies(
+            f"{plan.stack}-netpol",
+            NetworkPoliciesArgs(
+                spec=plan.network_policies,
+                provider=cluster.provider,
+                depends_on=[namespace, *([monitoring] if monitoring else [])],
+                deleted_with=cluster.cluster,
             ),
         )
     if plan.autoscaling is not None:

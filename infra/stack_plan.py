@@ -64,6 +64,7 @@ from infra.render.model_service import (
     render_deployment,
     render_namespace,
 )
+from infra.render.network_policy import NetworkPolicySpec, network_policy_spec
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec, prometheus_url
 from infra.render.router import POLICY_WHY, RoutedModel, RouterSpec, router_timeout_seconds
 from infra.render.slo_rules import ObservedModel, PdObserved, slo_bucket_warnings
@@ -168,6 +169,7 @@ class StackPlan:
     prepull: ImagePrepullSpec | None = None  # image pre-pull DaemonSets on the GPU pools
     gateway: GatewaySpec | None = None  # router.kind gateway (issue 17): replaces the router
     fabric: FabricSpec | None = None  # a fabric pool: LWS, Multus and the fabric NIC attachments
+    network_policies: NetworkPolicySpec | None = None  # default-deny + the flows the plan needs (issue 30)
 
     @property
     def stack(self) -> str:
@@ -393,6 +395,10 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         prepull=image_prepull_spec(prefix, services),
         gateway=gateway,
         fabric=fabric_spec(prefix, cfg),
+        network_policies=network_policy_spec(
+            vpc_cidr=cfg.network.vpc_cidr, services=services, router=router, gateway=gateway,
+            observability=observability, keda=autoscaling is not None,
+        ),  # fmt: skip
     )
 
 

@@ -61,6 +61,9 @@ KEDA_CHART_VERSION = "2.18.3"
 # base image (stdlib only).
 ROUTER_VERSION = "0.1.17"
 ROUTER_BASE_IMAGE = "python:3.12-slim-bookworm"
+# The router pod's client proxy (issue 30: the router's admin routes stay on loopback): NGINX's
+# unprivileged image (runs as uid 101, listens above 1024), stable line.
+CLIENT_PROXY_IMAGE = "nginxinc/nginx-unprivileged:1.28.0-alpine"
 
 # The llm-d request path (`router.kind: gateway`, infra/render/gateway.py and epp.py); the
 # pins move together, each read at its tag:
@@ -127,6 +130,9 @@ def parse_version(text: str) -> tuple[int, int, int]:
 # installs the pinned wheel into a pinned Python base image at start.
 PD_ROUTER_VERSION = "0.1.17"
 PD_ROUTER_BASE_IMAGE = "python:3.12-slim-bookworm"
+# The router pod's client proxy (issue 30: the router's admin routes stay on loopback): NGINX's
+# unprivileged image (runs as uid 101, listens above 1024), stable line.
+CLIENT_PROXY_IMAGE = "nginxinc/nginx-unprivileged:1.28.0-alpine"
 
 # Multi-node replicas on fabric pools (gpu_pools[].fabric: true; docs/serving.md "Multi-node
 # replicas"), installed only on clusters with a fabric pool:

@@ -244,5 +244,12 @@ def hpa_behavior(spec: ScalingSpec) -> dict:
 
 
 def render_keda_values(system_node_selector: dict[str, str]) -> dict:
-    """Helm values for the KEDA chart: its operator, metrics server and webhooks on the system pool."""
-    return {"nodeSelector": dict(system_node_selector)}
+    """Helm values for the KEDA chart: its operator, metrics server and webhooks on the system pool.
+
+    Secret access restricted to KEDA's own namespace (issue 30; kedacore/charts `permissions.*.
+    restrict.secret`, default false = every Secret in the cluster): the ScaledObjects here query
+    Prometheus without credentials, so KEDA needs no Secret of any workload."""
+    return {
+        "nodeSelector": dict(system_node_selector),
+        "permissions": {"operator": {"restrict": {"secret": True}}, "metricServer": {"restrict": {"secret": True}}},
+    }

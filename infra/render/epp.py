@@ -37,7 +37,9 @@ import yaml
 from infra.catalog import versions
 from infra.catalog.epp import SCORERS, SESSION_AFFINITY
 from infra.catalog.vllm_flags import VLLM_PORT
+from infra.render import scan_exceptions
 from infra.render.model_service import LABEL_MODEL, NAMESPACE, PART_OF, selector_labels
+from infra.render.scan_exceptions import accept
 
 INFERENCE_GROUP = "inference.networking.k8s.io"
 INFERENCE_POOL_API = f"{INFERENCE_GROUP}/v1"
@@ -249,12 +251,15 @@ def render_epp_deployment(spec: PoolSpec) -> dict:
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "runAsNonRoot": True,  # the image runs as 65532 (Dockerfile.epp @ v0.10.0)
+            "runAsUser": 65532,
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
+            "readOnlyRootFilesystem": True,  # a Go binary: its TLS certificate is generated in memory
         },
     }
     pod_spec: dict = {
         "serviceAccountName": spec.epp_name,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": EPP_TERMINATION_GRACE_SECONDS,
         "containers": [container],
@@ -262,7 +267,7 @@ def render_epp_deployment(spec: PoolSpec) -> dict:
     }
     if spec.system_node_selector:
         pod_spec["nodeSelector"] = dict(spec.system_node_selector)
-    return {
+    return accept({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _meta(spec.epp_name, spec),
@@ -273,7 +278,7 @@ def render_epp_deployment(spec: PoolSpec) -> dict:
             "selector": {"matchLabels": epp_selector(spec.model)},
             "template": {"metadata": {"labels": epp_labels(spec)}, "spec": pod_spec},
         },
-    }
+    }, scan_exceptions.API_WATCHER)
 
 
 def render_epp_service(spec: PoolSpec) -> dict:

@@ -25,7 +25,9 @@ import json
 from typing import Any
 
 from infra.catalog import versions
+from infra.render import scan_exceptions
 from infra.render.multi_node import render_fabric_attachments
+from infra.render.scan_exceptions import accept, annotations
 
 MULTUS_NAMESPACE = "kube-system"
 MULTUS_NAME = "multus"
@@ -177,12 +179,13 @@ def render_multus(fabric_pools: tuple[str, ...], image: str = versions.MULTUS_IM
             },
         },
     }
+    accept(daemonset, scan_exceptions.MULTUS)
     return [
         render_nad_crd(),
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": {"name": MULTUS_NAME, "labels": labels},
+            "metadata": {"name": MULTUS_NAME, "labels": labels, "annotations": annotations(scan_exceptions.MULTUS_RBAC)},
             "rules": [
                 {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["*"], "verbs": ["*"]},
                 {"apiGroups": [""], "resources": ["pods", "pods/status"], "verbs": ["get", "list", "update", "watch"]},

@@ -20,6 +20,9 @@ from typing import Any
 
 import yaml
 
+from infra.render import scan_exceptions
+from infra.render.scan_exceptions import accept
+
 MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
 DEVICE_PLUGIN_MANIFEST = "rocm-device-plugin.yaml"
 NODE_LABELLER_MANIFEST = "rocm-node-labeller.yaml"
@@ -104,7 +107,7 @@ def render_node_tuning_daemonset(
     writing /proc/sys changes the host.
     """
     labels = {"app.kubernetes.io/name": NODE_TUNING_NAME, **PART_OF}
-    return {
+    return accept({
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": NODE_TUNING_NAME, "namespace": namespace, "labels": dict(labels)},
@@ -113,6 +116,7 @@ def render_node_tuning_daemonset(
             "template": {
                 "metadata": {"labels": dict(labels)},
                 "spec": {
+                    "automountServiceAccountToken": False,  # it never calls the API
                     "priorityClassName": "system-node-critical",
                     "nodeSelector": dict(node_selector or AMD_NODE_SELECTOR),
                     "tolerations": [gpu_taint_toleration()],
@@ -149,7 +153,7 @@ def render_node_tuning_daemonset(
                 },
             },
         },
-    }
+    }, scan_exceptions.NODE_AGENT)
 
 
 def render_cert_manager_values() -> dict[str, Any]:

@@ -269,8 +269,13 @@ def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
                 "userKey": "admin-user",
                 "passwordKey": "admin-password",
             },
+            # Least privilege (issue 30): the chart's defaults give Grafana a ClusterRole reading
+            # ConfigMaps *and Secrets* in every namespace for its sidecars. Dashboards and the
+            # datasource are ConfigMaps in this namespace: a namespaced Role, ConfigMaps only.
+            "rbac": {"namespaced": True},
             "sidecar": {
-                "dashboards": {"enabled": True, "label": DASHBOARD_LABEL, "labelValue": "1"},
+                "dashboards": {"enabled": True, "label": DASHBOARD_LABEL, "labelValue": "1", "resource": "configmap"},
+                "datasources": {"resource": "configmap"},
             },
             "persistence": (
                 {

@@ -15,9 +15,18 @@ Flags verified against the 0.1.17 `src/main.rs` CliArgs (serving-research A4).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from infra.catalog import versions
+from infra.render import scan_exceptions
+from infra.render.pod_security import restricted_container, restricted_pod
+from infra.render.scan_exceptions import accept
+
+# The front-door router's lock (vllm-router 0.1.17 and its dependencies, sha256 each).
+LOCK_FILE = Path(__file__).resolve().parents[2] / "images" / "vllm-router" / "requirements.txt"
+INSTALL_DIR = "/opt/vllm-router"
 
 PROMETHEUS_PORT = 29000
 
@@ -70,6 +79,15 @@ def pd_router_args(spec: PdRouterSpec) -> list[str]:
     return args
 
 
+def install_configmap_name(spec: PdRouterSpec) -> str:
+    return f"{spec.name}-install"
+
+
+def _lock_digest() -> str:
+    """A change of the lock rolls the pods (the initContainer reads it at start)."""
+    return hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest()[:16]
+
+
 def _meta(spec: PdRouterSpec, name: str | None = None) -> dict:
     return {"name": name or spec.name, "namespace": spec.namespace, "labels": {**spec.labels, **selector_pods(spec)}}
 
@@ -77,10 +95,6 @@ def _meta(spec: PdRouterSpec, name: str | None = None) -> dict:
 def render_pd_router(spec: PdRouterSpec) -> list[dict]:
     """ServiceAccount, Role (list/watch pods), RoleBinding, Deployment, the router's own Service
     (engines register on it) and the model's Service pointing at the router."""
-    script = (
-        f"pip install --no-cache-dir --disable-pip-version-check vllm-router=={versions.PD_ROUTER_VERSION} "
-        '&& exec vllm-router "$@"'
-    )
     ports = [
         {"name": "http", "containerPort": spec.engine_port, "protocol": "TCP"},
         {"name": "metrics", "containerPort": PROMETHEUS_PORT, "protocol": "TCP"},
@@ -88,18 +102,33 @@ def render_pd_router(spec: PdRouterSpec) -> list[dict]:
     if spec.discovery_port is not None:
         ports.append({"name": "discovery", "containerPort": spec.discovery_port, "protocol": "TCP"})
     probe = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5}
+    tmp = {"name": "tmp", "mountPath": "/tmp"}
+    # The same hash-locked wheel set as the front-door router (images/vllm-router/requirements.txt),
+    # installed by an initContainer with --require-hashes: no unpinned `pip install` at start.
+    install = {
+        "name": "install-vllm-router",
+        "image": versions.PD_ROUTER_BASE_IMAGE,
+        "command": ["python", "-m", "pip", "install", "--no-deps", "--require-hashes", "--only-binary=:all:",
+                    "--no-cache-dir", "--disable-pip-version-check", "--target", INSTALL_DIR, "-r", "/install/requirements.txt"],
+        "env": [{"name": "HOME", "value": "/tmp"}],
+        "volumeMounts": [{"name": "vllm-router", "mountPath": INSTALL_DIR},
+                         {"name": "install", "mountPath": "/install", "readOnly": True}, tmp],
+        "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "securityContext": restricted_container(),
+    }  # fmt: skip
     container = {
         "name": "router",
         "image": versions.PD_ROUTER_BASE_IMAGE,
-        "command": ["/bin/sh", "-c", script, "vllm-router"],
+        "command": [f"{INSTALL_DIR}/bin/vllm-router"],
         "args": pd_router_args(spec),
+        "env": [{"name": "PYTHONPATH", "value": INSTALL_DIR}],
+        "volumeMounts": [{"name": "vllm-router", "mountPath": INSTALL_DIR, "readOnly": True}, tmp],
         "ports": ports,
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
         "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": 60},
         "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {**probe, "periodSeconds": 15, "failureThreshold": 4},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": restricted_container(),
     }
     deployment = {
         "apiVersion": "apps/v1",
@@ -110,21 +139,32 @@ def render_pd_router(spec: PdRouterSpec) -> list[dict]:
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": selector_pods(spec)},
             "template": {
-                "metadata": {"labels": {**spec.labels, **selector_pods(spec)}},
+                "metadata": {"labels": {**spec.labels, **selector_pods(spec)},
+                             "annotations": {"inference-platform/router-lock-sha256": _lock_digest()}},
                 "spec": {
                     "serviceAccountName": spec.name,
+                    "securityContext": restricted_pod(),
                     "enableServiceLinks": False,
                     "terminationGracePeriodSeconds": 300,
+                    "initContainers": [install],
                     "containers": [container],
+                    "volumes": [
+                        {"name": "vllm-router", "emptyDir": {"sizeLimit": "512Mi"}},
+                        {"name": "install", "configMap": {"name": install_configmap_name(spec)}},
+                        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+                    ],
                 },
             },
         },
     }
+    accept(deployment, scan_exceptions.API_WATCHER)
     svc_ports = [{"name": "http", "port": spec.engine_port, "targetPort": "http", "protocol": "TCP"}]
     own_ports = [*svc_ports, {"name": "metrics", "port": PROMETHEUS_PORT, "targetPort": "metrics", "protocol": "TCP"}]
     if spec.discovery_port is not None:
         own_ports.append({"name": "discovery", "port": spec.discovery_port, "targetPort": "discovery", "protocol": "TCP"})
     return [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(spec, install_configmap_name(spec)),
+         "data": {"requirements.txt": LOCK_FILE.read_text()}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(spec)},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -23,14 +23,19 @@ vllm-router 0.1.17's manylinux x86_64 wheel and its Python dependencies, `pip in
 `images/vllm-router/Dockerfile` (the same lock) instead: no install at pod start, no PyPI access.
 
 Authentication: vllm-router 0.1.17 passes the client's `Authorization` header through to the
-engine, which checks the key (`vllm serve --api-key`, from the Secret): no key or a wrong one is
-refused with 401 at the engine (verified in tests/e2e). `--api-key` is the key the router itself
-sends to workers (health checks). The router's own admin routes (`/workers`, `/add_worker`,
-`/flush_cache`, ...) have no authentication in 0.1.17 (its Python launcher does not pass
-`api_key_validation_urls` to the Rust core): a public endpoint should be restricted with
-`allowed_source_cidrs` (see docs/serving.md). The unauthenticated `/health`, `/liveness`,
-`/readiness` serve the Kubernetes probes.
+engine, which checks the key (`VLLM_API_KEY` from the Secret): no key or a wrong one is refused
+with 401 at the engine (verified in tests/e2e). The router itself needs no key: its health checks
+hit the engines' unauthenticated `/health` and the registrar's `POST /workers` names the model, so
+no `--api-key` (it would put the key on the command line, which the policy pack refuses).
 
+Admin routes closed (issue 30): 0.1.17 serves its worker-management routes (`/workers`,
+`/add_worker`, `/remove_worker`, `/flush_cache`, `/list_workers`, `/get_loads`, ...) without
+authentication on the client port, and has no flag to bind them elsewhere (its `--help`:
+one `--host`/`--port`). So the router binds to 127.0.0.1 only — the registrar sidecar, in the same
+pod, is its one admin client — and a `client-proxy` sidecar (nginx, unprivileged) is the pod's only
+client port: it forwards `/v1/...` and the probe paths and answers 404 to everything else. A
+NetworkPolicy (infra/render/network_policy.py) could not do this: admin and client routes share
+one port.
 Exposure: internal ClusterIP `router` always; `public` adds one DigitalOcean Load Balancer
 Service (TLS with a DO certificate id, source allow-list, health-check tuning).
 """
@@ -42,16 +47,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.catalog import versions
+from infra.render import scan_exceptions
 from infra.render.model_service import (
     ANNOTATION_API_KEY_REQUIRED,
-    API_KEY_KEY,
     NAMESPACE,
     PART_OF,
     selector_labels,
 )
+from infra.render.pod_security import restricted_container, restricted_pod
+from infra.render.scan_exceptions import accept
 from infra.render.timeouts import request_timeout_seconds
 
-ROUTER_PORT = 8001
+ROUTER_PORT = 8001  # loopback only: the registrar and the client proxy in the same pod
+CLIENT_PORT = 8000  # the client proxy: the pod's one client-facing port
+# What clients may call through the proxy: the OpenAI API and the probe paths. Everything else
+# (the admin routes, current and future) gets 404 from the proxy itself.
+CLIENT_PREFIXES = ("/v1/",)
+CLIENT_EXACT_PATHS = ("/health", "/liveness", "/readiness")
 METRICS_PORT = 29000  # vllm-router's --prometheus-port default
 ROUTER_NAME = "router"
 ROUTER_KINDS = ("service", "session", "prefix", "round-robin")
@@ -105,8 +117,8 @@ class RouterSpec:
     public: add a DO Load Balancer; requires api_key_secret.
     tls_certificate_id: DO certificate id for HTTPS on 443 (HTTP on 80 then redirects).
     allowed_source_cidrs: client CIDRs allowed through the load balancer (empty = everyone).
-    api_key_secret: a Secret (key `api-key`) holding the key the engines check; the router sends
-        it to the workers itself (`--api-key`); clients send their own, passed through.
+    api_key_secret: a Secret (key `api-key`) holding the key the engines check; clients send it,
+        the router passes it through (the router itself needs none).
     image: an image with `vllm-router` on PATH (images/vllm-router/Dockerfile); None: the pinned
         Python base image plus the hash-locked install in an initContainer.
     request_timeout_s: `--request-timeout-secs`, sized from the slowest model's SLO and output.
@@ -172,7 +184,7 @@ def _meta(name: str, spec: RouterSpec, annotations: dict | None = None) -> dict:
 def router_args(spec: RouterSpec) -> list[str]:
     """`vllm-router` arguments (every flag is checked against the 0.1.17 CLI in tests)."""
     args = [
-        "--host", "0.0.0.0",
+        "--host", "127.0.0.1",  # admin routes unauthenticated: only the pod itself reaches the router
         "--port", str(ROUTER_PORT),
         "--enable-igw",
         "--policy", POLICY[spec.kind],
@@ -186,8 +198,6 @@ def router_args(spec: RouterSpec) -> list[str]:
         "--health-failure-threshold", "3",
         "--log-level", "info",
     ]  # fmt: skip
-    if spec.api_key_secret:
-        args += ["--api-key", "$(VLLM_API_KEY)"]  # expanded by the kubelet from the Secret env
     return args
 
 
@@ -246,23 +256,19 @@ def render_role_binding(spec: RouterSpec) -> dict:
     }
 
 
-_SECURITY = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-    "runAsNonRoot": True,
-    "runAsUser": 65534,
-}
+_SECURITY = restricted_container()  # every router container: nobody, read-only root, /tmp an emptyDir
 
 
 def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
     """(initContainers, containers, volumes) of a router pod."""
-    env = []
-    if spec.api_key_secret:
-        env.append(
-            {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": API_KEY_KEY}}}
-        )
-    volumes = [{"name": "registrar", "configMap": {"name": f"{spec.name}-registrar"}}]
+    env: list[dict] = []
+    volumes = [
+        {"name": "registrar", "configMap": {"name": f"{spec.name}-registrar"}},
+        {"name": "client-proxy", "configMap": {"name": client_proxy_configmap_name(spec)}},
+        {"name": "client-proxy-tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+    ]
+    tmp = {"name": "tmp", "mountPath": "/tmp"}
     init = []
     if spec.image:
         image, command = spec.image, ["vllm-router"]
@@ -282,25 +288,23 @@ def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
                             "-r", "/install/requirements.txt"],
                 "env": [{"name": "HOME", "value": "/tmp"}],
                 "volumeMounts": [{"name": "vllm-router", "mountPath": INSTALL_DIR},
-                                 {"name": "install", "mountPath": "/install", "readOnly": True}],
+                                 {"name": "install", "mountPath": "/install", "readOnly": True}, tmp],
                 "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
                 "securityContext": _SECURITY,
             }
         )
-    mounts = [] if spec.image else [{"name": "vllm-router", "mountPath": INSTALL_DIR, "readOnly": True}]
+    mounts = [tmp] + ([] if spec.image else [{"name": "vllm-router", "mountPath": INSTALL_DIR, "readOnly": True}])
     router = {
         "name": "router",
         "image": image,
         "command": command,
         "args": router_args(spec),
         "env": env,
-        "ports": [
-            {"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-        ],
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
         # Unauthenticated in 0.1.17 (tests/e2e/test_router.py). /health answers as soon as the
         # server is up, also with no workers: an environment scaled to zero still has a router.
+        # Through the client proxy (the router listens on loopback): the probe checks the client path.
         "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5, "periodSeconds": 5,
                            "failureThreshold": 3},
         "livenessProbe": {"httpGet": {"path": "/liveness", "port": "http"}, "timeoutSeconds": 5, "periodSeconds": 15,
@@ -315,22 +319,94 @@ def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
         "command": ["python"],
         "args": registrar_args(spec),
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
-        "volumeMounts": [{"name": "registrar", "mountPath": "/registrar", "readOnly": True}],
+        "volumeMounts": [{"name": "registrar", "mountPath": "/registrar", "readOnly": True}, tmp],
         "resources": {"requests": {"cpu": "20m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
         "securityContext": _SECURITY,
     }
-    return init, [router, registrar], volumes
+    return init, [router, registrar, client_proxy_container(spec)], volumes
+
+
+def client_proxy_container(spec: RouterSpec) -> dict:
+    """The pod's client port: nginx forwarding the client routes to the loopback-bound router."""
+    return {
+        "name": "client-proxy",
+        "image": versions.CLIENT_PROXY_IMAGE,
+        # Not the image's entrypoint: its scripts rewrite /etc/nginx, which is read-only here.
+        "command": ["nginx", "-c", "/etc/client-proxy/nginx.conf", "-g", "daemon off;"],
+        "ports": [{"name": "http", "containerPort": CLIENT_PORT, "protocol": "TCP"}],
+        "volumeMounts": [
+            {"name": "client-proxy", "mountPath": "/etc/client-proxy", "readOnly": True},
+            {"name": "client-proxy-tmp", "mountPath": "/tmp"},
+        ],
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": _SECURITY,  # any uid: it writes only /tmp (pid, temp files)
+    }
+
+
+def client_proxy_configmap_name(spec: RouterSpec) -> str:
+    return f"{spec.name}-client-proxy"
+
+
+def client_proxy_config(spec: RouterSpec) -> str:
+    """nginx.conf of the client proxy. Streaming: no buffering either way, so server-sent events
+    reach the client token by token; timeouts follow the router's request timeout."""
+    timeout = f"{spec.request_timeout_s + 30}s"
+    upstream = f"http://127.0.0.1:{ROUTER_PORT}"
+    # proxy_pass with a URI part sends the *normalised* path (`/v1/../workers` cannot reach
+    # `/workers`: nginx resolves it before matching and forwards what it matched).
+    options = 'proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; proxy_request_buffering off;'
+    locations = [f"    location {p} {{ proxy_pass {upstream}{p}; {options} }}" for p in CLIENT_PREFIXES]
+    locations += [f"    location = {p} {{ proxy_pass {upstream}{p}; {options} }}" for p in CLIENT_EXACT_PATHS]
+    return "\n".join(
+        [
+            "# Rendered by infra/render/router.py: only the client routes reach the router (issue 30).",
+            "worker_processes 2;",
+            "pid /tmp/nginx.pid;",
+            "error_log stderr warn;",
+            "events { worker_connections 4096; }",
+            "http {",
+            "  access_log off;",
+            "  client_body_temp_path /tmp/body; proxy_temp_path /tmp/proxy;",
+            "  fastcgi_temp_path /tmp/fastcgi; uwsgi_temp_path /tmp/uwsgi; scgi_temp_path /tmp/scgi;",
+            "  server_tokens off;",
+            "  client_max_body_size 64m;",
+            f"  proxy_read_timeout {timeout}; proxy_send_timeout {timeout};",
+            "  server {",
+            f"    listen {CLIENT_PORT};",
+            *locations,
+            "    location / { return 404; }",
+            "  }",
+            "}",
+            "",
+        ]
+    )
+
+
+def render_client_proxy_configmap(spec: RouterSpec) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(client_proxy_configmap_name(spec), spec),
+        "data": {"nginx.conf": client_proxy_config(spec)},
+    }
+
+
+def client_port(spec: RouterSpec) -> int:
+    """The port clients (and the NetworkPolicies) reach on a router pod."""
+    return CLIENT_PORT
 
 
 def _files_digest(spec: RouterSpec) -> str:
     files = [REGISTRAR_FILE] + ([] if spec.image else [LOCK_FILE])
-    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
+    data = b"".join(f.read_bytes() for f in files) + client_proxy_config(spec).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def render_router_deployment(spec: RouterSpec) -> dict:
     init, containers, volumes = _containers(spec)
     pod: dict = {
         "serviceAccountName": spec.name,
+        "securityContext": restricted_pod(),
         "enableServiceLinks": False,
         # Long streamed completions: give open connections time to finish.
         "terminationGracePeriodSeconds": 300,
@@ -349,7 +425,7 @@ def render_router_deployment(spec: RouterSpec) -> dict:
         pod["initContainers"] = init
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
-    return {
+    return accept({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _meta(spec.name, spec),
@@ -362,7 +438,7 @@ def render_router_deployment(spec: RouterSpec) -> dict:
             "template": {"metadata": {"labels": router_labels(spec), "annotations": {
                 "inference-platform/router-files-sha256": _files_digest(spec)}}, "spec": pod},
         },
-    }
+    }, scan_exceptions.ROUTER)
 
 
 def render_router_pdb(spec: RouterSpec) -> dict:
@@ -459,6 +535,7 @@ def render_router(spec: RouterSpec) -> list[dict]:
         render_role(spec),
         render_role_binding(spec),
         render_registrar_configmap(spec),
+        render_client_proxy_configmap(spec),
     ]
     if not spec.image:
         objects.append(render_install_configmap(spec))

@@ -39,6 +39,9 @@ from dataclasses import dataclass
 
 from infra.catalog import versions
 from infra.catalog.spaces import endpoint_url
+from infra.render import scan_exceptions
+from infra.render.pod_security import restricted_container, restricted_pod
+from infra.render.scan_exceptions import accept
 
 COMPILE_CACHE_MOUNT = "/compile-cache"
 COMPILE_CACHE_SUBDIR = "compile-cache"  # on the NFS share
@@ -242,10 +245,11 @@ def render_prepull_daemonset(spec: PrepullSpec) -> dict:
             # Any binary of the image would do; `true` exits at once.
             "command": ["/bin/sh", "-c", "true"],
             "resources": tiny,
+            "securityContext": restricted_container(),
         }
         for i, image in enumerate(sorted(set(spec.images)))
     ]
-    return {
+    return accept({
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": prepull_name(spec.pool_name), "namespace": spec.namespace, "labels": labels},
@@ -261,9 +265,11 @@ def render_prepull_daemonset(spec: PrepullSpec) -> dict:
                     "terminationGracePeriodSeconds": 1,
                     "nodeSelector": {"doks.digitalocean.com/node-pool": spec.pool_name},
                     "tolerations": [{"key": spec.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
+                    "securityContext": restricted_pod(),
                     "initContainers": init,
-                    "containers": [{"name": "pause", "image": versions.PAUSE_IMAGE, "resources": tiny}],
+                    "containers": [{"name": "pause", "image": versions.PAUSE_IMAGE, "resources": tiny,
+                                    "securityContext": restricted_container()}],
                 },
             },
         },
-    }
+    }, scan_exceptions.PAUSE)

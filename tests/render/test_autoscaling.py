@@ -301,10 +301,11 @@ def test_empty_replica_range_is_refused():
         render_scaled_object(dataclasses.replace(SPEC, min_replicas=3, max_replicas=2))
 
 
-def test_keda_runs_on_the_system_pool():
-    assert render_keda_values({"doks.digitalocean.com/node-pool": "system"}) == {
-        "nodeSelector": {"doks.digitalocean.com/node-pool": "system"}
-    }
+def test_keda_runs_on_the_system_pool_and_reads_only_its_own_secrets():
+    values = render_keda_values({"doks.digitalocean.com/node-pool": "system"})
+    assert values["nodeSelector"] == {"doks.digitalocean.com/node-pool": "system"}
+    # issue 30: the chart's default lets KEDA read every Secret in the cluster
+    assert values["permissions"] == {"operator": {"restrict": {"secret": True}}, "metricServer": {"restrict": {"secret": True}}}
 
 
 def test_autoscaled_deployment_starts_at_the_floor_and_then_leaves_the_count_to_keda():

@@ -259,9 +259,11 @@ def test_amd_pods_get_rocm_needs_and_aiter():
     spec = make_spec()
     pod = pod_spec(spec)
     c = container(spec)
-    assert pod["hostIPC"] is True
+    assert "hostIPC" not in pod  # issue 30: /dev/shm is the pod's Memory emptyDir
     assert pod["securityContext"] == {"seccompProfile": {"type": "Unconfined"}, "supplementalGroups": [44]}
-    assert c["securityContext"]["capabilities"]["add"] == ["SYS_PTRACE"]
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["SYS_PTRACE"]}}
+    one_gpu = container(make_spec(layout=Layout(tp=1, replicas_per_node=8)))
+    assert "add" not in one_gpu["securityContext"]["capabilities"]  # no GPU IPC between processes
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["VLLM_ROCM_USE_AITER"] == "1" and env["VLLM_ROCM_USE_AITER_MOE"] == "1"
     assert c["image"] == versions.VLLM_IMAGE_ROCM
@@ -277,7 +279,8 @@ def test_nvidia_pods_use_the_cuda_image_and_no_rocm_settings():
     assert c["image"] == versions.VLLM_IMAGE_CUDA
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "8" and "amd.com/gpu" not in c["resources"]["limits"]
     assert not any("ROCM" in e["name"] or "AITER" in e["name"] for e in c["env"])
-    assert "hostIPC" not in pod and "securityContext" not in pod
+    assert "hostIPC" not in pod and pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert "--disable-nccl-for-dp-synchronization" not in c["args"]
 
 

@@ -137,7 +137,13 @@ def test_the_router_runs_vllm_router_in_pd_mode_and_the_model_service_points_at_
     (role,) = by_kind(objects, "Role")
     assert role["rules"][0]["resources"] == ["pods"] and "watch" in role["rules"][0]["verbs"]
     router = [d for d in by_kind(objects, "Deployment") if d["metadata"]["name"] == "qwen3-235b-pd-router"][0]
-    assert "vllm-router==0.1.17" in engine(router)["command"][2]
+    # issue 30: the same hash-locked wheel set as the front-door router, no unpinned pip install
+    pod = router["spec"]["template"]["spec"]
+    (install,) = pod["initContainers"]
+    assert "--require-hashes" in install["command"] and "-r" in install["command"]
+    (lock,) = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"] == "qwen3-235b-pd-router-install"]
+    assert "vllm-router==0.1.17" in lock["data"]["requirements.txt"] and "--hash=sha256:" in lock["data"]["requirements.txt"]
+    assert engine(router)["command"] == ["/opt/vllm-router/bin/vllm-router"]
 
 
 def test_a_vendor_without_a_connector_is_a_user_error():

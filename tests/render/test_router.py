@@ -111,10 +111,10 @@ def test_router_command_line_per_kind(kind, policy):
     args = router_args(spec(kind=kind))
     assert args[args.index("--policy") + 1] == policy
     assert "--enable-igw" in args  # routes on the request's model
-    assert args[args.index("--host") + 1] == "0.0.0.0"
+    assert args[args.index("--host") + 1] == "127.0.0.1"  # admin routes: loopback only (issue 30)
     assert args[args.index("--prometheus-host") + 1] == "0.0.0.0"
     assert args[args.index("--prometheus-port") + 1] == str(METRICS_PORT)
-    assert args[args.index("--api-key") + 1] == "$(VLLM_API_KEY)"  # the kubelet expands it from the Secret env
+    assert "--api-key" not in args  # clients' keys pass through; no key on a command line (issue 30)
     assert "--worker-urls" not in args and "--service-discovery" not in args  # the registrar adds workers
 
 
@@ -138,13 +138,14 @@ def test_router_deployment_installs_the_locked_wheels_and_runs_the_registrar():
     (install,) = pod["spec"]["initContainers"]
     assert install["image"] == versions.ROUTER_BASE_IMAGE and ":latest" not in install["image"]
     assert {"--no-deps", "--require-hashes"} <= set(install["command"])
-    router_c, registrar = pod["spec"]["containers"]
+    router_c, registrar, proxy = pod["spec"]["containers"]
     assert router_c["image"] == versions.ROUTER_BASE_IMAGE
     assert router_c["command"] == ["/opt/vllm-router/bin/vllm-router"]
     assert router_c["readinessProbe"]["httpGet"]["path"] == "/health"
     assert router_c["livenessProbe"]["httpGet"]["path"] == "/liveness"
     assert {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"} in router_c["ports"]
-    assert {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "qwen3-235b-api-key", "key": "api-key"}}} in router_c["env"]
+    assert not any(e["name"] == "VLLM_API_KEY" for e in router_c["env"])  # the router holds no key
+    assert [p["name"] for p in proxy["ports"]] == ["http"] and "http" not in [p["name"] for p in router_c["ports"]]
     args = registrar["args"]
     models = [args[i + 1] for i, a in enumerate(args) if a == "--model"]
     assert models == ["Qwen/Qwen3-235B=qwen3-235b", "Qwen/Qwen3-30B=qwen3-30b"]  # served name = engine Service

@@ -1,0 +1,367 @@
+"""Default-deny NetworkPolicies for the namespaces the stack owns, plus exactly the flows the plan needs.
+
+Why: without a NetworkPolicy every pod of the cluster reaches every engine's :8000 (and the GPUs
+behind it), the router's worker-management routes, Prometheus, Alertmanager, Grafana, the P/D
+side channels and the NFS share. DOKS runs Cilium, which enforces `networking.k8s.io/v1`
+NetworkPolicy; Cilium allows the node's own traffic (kubelet probes) without a rule.
+
+What is rendered (all from the plan's facts, nothing per feature: engines are selected by the common
+engine labels every layout family carries — Deployments, P/D sides, LeaderWorkerSet leaders and
+workers, rollout variants):
+
+inference namespace
+  default-deny          every pod, ingress and egress
+  dns                   every pod → CoreDNS (kube-system, k8s-app=kube-dns) 53/UDP+TCP
+  front door ingress    clients (any namespace; the internet too when public — the load balancer's
+                        source ranges filter it) → the router's client port / the gateway listener;
+                        kind `service` (no router): clients → the engines' :8000
+  engines               ingress :8000 from the front door (router, gateway proxy, endpoint pickers,
+                        the model's P/D router) and from Prometheus; every port from engines of the
+                        same model (P/D KV transfer, multi-node torch/RCCL); egress to engines of the
+                        same model, to the model's P/D router (MoRI-IO registration), to the weights
+                        (NFS :2049 in the VPC, or Spaces :443) — never to the model hub
+  prefetch Jobs         egress to the model hub / Spaces (:443) and NFS; no ingress
+  router / pickers / P/D routers
+                        egress to the engines and to the Kubernetes API (:443: the registrar, service
+                        discovery and the pickers watch pods); the router's hash-locked PyPI install
+                        uses the same :443 egress (none when `router.image` is set)
+  metrics               Prometheus → engines :8000, router and P/D routers :29000, pickers :9090,
+                        gateway proxies :15020
+monitoring namespace (observability on)
+  default-deny, dns; Prometheus ← Grafana and KEDA (:9090); Alertmanager ← Prometheus (:9093) and
+  its peers (:9094); kube-state-metrics ← Prometheus; the operator's admission webhook ← the API
+  server (:10250); egress: Prometheus scrapes every port, the others reach the namespace, the API
+  and webhooks (:443).
+
+Every egress to addresses outside the cluster excepts the node metadata address 169.254.169.254
+(droplet metadata: user data, the node's bootstrap secrets). `:443 to the internet` is the
+narrowest a NetworkPolicy can express for the Kubernetes API on DOKS (its address is not known at
+plan time); docs/security.md says what a CiliumNetworkPolicy `toEntities: kube-apiserver` would add.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+METADATA_CIDR = "169.254.169.254/32"  # DigitalOcean droplet metadata (and every cloud's)
+ANYWHERE = "0.0.0.0/0"
+PRIVATE_CIDRS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+PART_OF = "inference-platform"
+ENGINE_LABELS = {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/component": "engine"}
+LABEL_MODEL = "inference-platform/model"
+ROUTER_LABELS = {"app.kubernetes.io/name": "router", "app.kubernetes.io/part-of": PART_OF}
+PD_ROUTER_LABELS = {"app.kubernetes.io/name": "vllm-pd-router", "app.kubernetes.io/part-of": PART_OF}
+EPP_LABELS = {"app.kubernetes.io/name": "epp", "app.kubernetes.io/part-of": PART_OF}
+PREFETCH_LABELS = {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/component": "prefetch"}
+GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"  # set by the controller on proxy pods
+PROMETHEUS_LABELS = {"app.kubernetes.io/name": "prometheus"}  # prometheus-operator sets it on Prometheus pods
+ALERTMANAGER_LABELS = {"app.kubernetes.io/name": "alertmanager"}
+GRAFANA_LABELS = {"app.kubernetes.io/name": "grafana"}
+KSM_LABELS = {"app.kubernetes.io/name": "kube-state-metrics"}
+OPERATOR_LABELS = {"app": "kube-prometheus-stack-operator"}
+DNS_LABELS = {"k8s-app": "kube-dns"}
+NS_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
+
+ENGINE_PORT = 8000
+ROUTER_METRICS_PORT = 29000
+NFS_PORT = 2049
+HTTPS_PORT = 443
+
+
+@dataclass(frozen=True)
+class NetworkPolicySpec:
+    """The facts of the plan the policies follow.
+
+    front_door: `router` (the vLLM router), `gateway` (agentgateway + endpoint pickers) or
+        `service` (none: clients call each model's Service).
+    client_port: the port clients reach on the front door pods (router: its client port;
+        gateway: the listener port).
+    public: the front door has a public load balancer.
+    models: every model; pd_models: those with a P/D layout (a P/D router each, MoRI-IO port).
+    weights: `nfs`, `spaces` or None (no shared cache: each engine loads from its image/volume).
+    """
+
+    namespace: str
+    models: tuple[str, ...]
+    front_door: str
+    client_port: int
+    public: bool
+    weights: str | None
+    vpc_cidr: str
+    prefetch: bool
+    pd_models: tuple[str, ...] = ()
+    pd_discovery_port: int | None = None
+    gateway_name: str = "inference-gateway"
+    gateway_metrics_port: int = 15020
+    epp_ports: tuple[int, int] = (9002, 9090)  # ext-proc gRPC, metrics
+    monitoring_namespace: str | None = None
+    keda_namespace: str | None = None  # KEDA queries Prometheus for ScaledObjects
+    gateway_controller_namespace: str | None = None
+    labels: dict[str, str] = field(default_factory=lambda: {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"})
+
+
+# --------------------------------------------------------------------------- peers and rules
+
+
+def _pods(labels: dict[str, str]) -> dict[str, Any]:
+    return {"podSelector": {"matchLabels": dict(labels)}}
+
+
+def _pods_in(namespace: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {NS_NAME_LABEL: namespace}}, "podSelector": {"matchLabels": dict(labels or {})}}
+
+
+def _any_pod() -> dict[str, Any]:
+    return {"namespaceSelector": {}}
+
+
+def _internet(*, private_too: bool = False) -> dict[str, Any]:
+    except_ = [METADATA_CIDR] if private_too else [*PRIVATE_CIDRS, METADATA_CIDR]
+    return {"ipBlock": {"cidr": ANYWHERE, "except": except_}}
+
+
+def _ports(*ports: int, protocol: str = "TCP") -> list[dict[str, Any]]:
+    return [{"port": p, "protocol": protocol} for p in ports]
+
+
+def _policy(spec: NetworkPolicySpec, namespace: str, name: str, selector: dict[str, Any], why: str, *, ingress=None, egress=None):
+    types = (["Ingress"] if ingress is not None else []) + (["Egress"] if egress is not None else [])
+    body: dict[str, Any] = {"podSelector": selector, "policyTypes": types}
+    if ingress is not None:
+        body["ingress"] = ingress
+    if egress is not None:
+        body["egress"] = egress
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(spec.labels), "annotations": {"inference-platform/why": why}},
+        "spec": body,
+    }
+
+
+def _match(labels: dict[str, str]) -> dict[str, Any]:
+    return {"matchLabels": dict(labels)}
+
+
+def _dns_egress() -> dict[str, Any]:
+    return {"to": [_pods_in("kube-system", DNS_LABELS)], "ports": [*_ports(53, protocol="UDP"), *_ports(53)]}
+
+
+def _api_egress() -> dict[str, Any]:
+    # The Kubernetes API of DOKS sits outside the pod network at an address known only after
+    # create; private ranges stay open because the API may answer on the VPC address.
+    return {"to": [_internet(private_too=True)], "ports": _ports(HTTPS_PORT)}
+
+
+# --------------------------------------------------------------------------- inference namespace
+
+
+def _front_door_selectors(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    """Pods that send requests to engines on behalf of clients."""
+    if spec.front_door == "router":
+        return [_pods(ROUTER_LABELS)]
+    if spec.front_door == "gateway":
+        gateway = {"podSelector": {"matchLabels": {GATEWAY_NAME_LABEL: spec.gateway_name}}}
+        return [gateway, _pods(EPP_LABELS)]
+    return []
+
+
+def _clients(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    return [_any_pod(), _internet(private_too=True)] if spec.public else [_any_pod()]
+
+
+def _prometheus(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    return [_pods_in(spec.monitoring_namespace, PROMETHEUS_LABELS)] if spec.monitoring_namespace else []
+
+
+def _weights_egress(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    if spec.weights == "hub":  # no shared cache: each engine downloads its checkpoint
+        return [{"to": [_internet()], "ports": _ports(HTTPS_PORT)}]
+    if spec.weights == "nfs":  # the DO NFS share answers on a VPC address
+        return [{"to": [{"ipBlock": {"cidr": spec.vpc_cidr}}], "ports": _ports(NFS_PORT)}]
+    if spec.weights == "spaces":  # the regional Spaces endpoint, over HTTPS
+        return [{"to": [_internet()], "ports": _ports(HTTPS_PORT)}]
+    return []
+
+
+def _engine_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    ns = spec.namespace
+    callers = _front_door_selectors(spec) if spec.front_door != "service" else _clients(spec)
+    ingress = [{"from": callers + _prometheus(spec), "ports": _ports(ENGINE_PORT)}]
+    if spec.pd_models:
+        ingress.append({"from": [_pods(PD_ROUTER_LABELS)], "ports": _ports(ENGINE_PORT)})
+    out = [
+        _policy(
+            spec, ns, "engines", _match(ENGINE_LABELS),
+            "engines serve the front door and Prometheus on :8000 and load weights; nothing else",
+            ingress=ingress, egress=[_dns_egress(), *_weights_egress(spec)],
+        )
+    ]  # fmt: skip
+    for model in spec.models:
+        mine = {**ENGINE_LABELS, LABEL_MODEL: model}
+        egress: list[dict[str, Any]] = [{"to": [_pods(mine)]}]
+        if model in spec.pd_models and spec.pd_discovery_port:
+            egress.append({"to": [_pods({**PD_ROUTER_LABELS, LABEL_MODEL: model})], "ports": _ports(spec.pd_discovery_port)})
+        out.append(
+            _policy(
+                spec, ns, f"engines-{model}", _match(mine),
+                f"engines of {model} talk to each other on every port (P/D KV transfer, multi-node collectives)",
+                ingress=[{"from": [_pods(mine)]}], egress=egress,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _front_door_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    ns, engines = spec.namespace, [_pods(ENGINE_LABELS)]
+    to_engines = {"to": engines, "ports": _ports(ENGINE_PORT)}
+    out = []
+    if spec.front_door == "router":
+        out.append(
+            _policy(
+                spec, ns, "router", _match(ROUTER_LABELS),
+                "clients reach the router's client port only; Prometheus its metrics; it reaches engines, P/D routers and the API",
+                ingress=[{"from": _clients(spec), "ports": _ports(spec.client_port)}]
+                + ([{"from": _prometheus(spec), "ports": _ports(ROUTER_METRICS_PORT)}] if spec.monitoring_namespace else []),
+                egress=[_dns_egress(), to_engines, {"to": [_pods(PD_ROUTER_LABELS)], "ports": _ports(ENGINE_PORT)}, _api_egress()],
+            )
+        )  # fmt: skip
+    if spec.front_door == "gateway":
+        grpc, metrics = spec.epp_ports
+        proxy = {GATEWAY_NAME_LABEL: spec.gateway_name}
+        control = [{"to": [_pods_in(spec.gateway_controller_namespace)]}] if spec.gateway_controller_namespace else []
+        out.append(
+            _policy(
+                spec, ns, "gateway", _match(proxy),
+                "clients reach the gateway listener; it asks the pickers and forwards to engines",
+                ingress=[{"from": _clients(spec), "ports": _ports(spec.client_port)}]
+                + ([{"from": _prometheus(spec), "ports": _ports(spec.gateway_metrics_port)}] if spec.monitoring_namespace else []),
+                egress=[_dns_egress(), to_engines, {"to": [_pods(EPP_LABELS)], "ports": _ports(grpc)}, *control],
+            )
+        )  # fmt: skip
+        out.append(
+            _policy(
+                spec, ns, "endpoint-pickers", _match(EPP_LABELS),
+                "the gateway asks the pickers (ext-proc gRPC); they read engine metrics and watch pods",
+                ingress=[{"from": [{"podSelector": {"matchLabels": proxy}}], "ports": _ports(grpc)}]
+                + ([{"from": _prometheus(spec), "ports": _ports(metrics)}] if spec.monitoring_namespace else []),
+                egress=[_dns_egress(), to_engines, _api_egress()],
+            )
+        )  # fmt: skip
+    if spec.pd_models:
+        discovery = [{"from": engines, "ports": _ports(spec.pd_discovery_port)}] if spec.pd_discovery_port else []
+        out.append(
+            _policy(
+                spec, ns, "pd-routers", _match(PD_ROUTER_LABELS),
+                "the front door reaches each model's P/D router; it runs both legs on the engines",
+                ingress=[{"from": _front_door_selectors(spec) or _clients(spec), "ports": _ports(ENGINE_PORT)}, *discovery]
+                + ([{"from": _prometheus(spec), "ports": _ports(ROUTER_METRICS_PORT)}] if spec.monitoring_namespace else []),
+                egress=[_dns_egress(), to_engines, _api_egress()],
+            )
+        )  # fmt: skip
+    return out
+
+
+def _inference_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    ns = spec.namespace
+    out = [
+        _policy(spec, ns, "default-deny", {}, "deny every flow the plan does not list below", ingress=[], egress=[]),
+        _policy(spec, ns, "dns", {}, "every pod resolves names", egress=[_dns_egress()]),
+        *_engine_policies(spec),
+        *_front_door_policies(spec),
+    ]
+    if spec.prefetch:
+        out.append(
+            _policy(
+                spec, ns, "prefetch", _match(PREFETCH_LABELS),
+                "the weight prefetch Jobs download from the model hub (or Spaces) into the cache",
+                egress=[_dns_egress(), {"to": [_internet()], "ports": _ports(HTTPS_PORT)}, *_weights_egress(spec)],
+            )
+        )  # fmt: skip
+    return out
+
+
+# --------------------------------------------------------------------------- monitoring namespace
+
+
+def _monitoring_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    ns = spec.monitoring_namespace
+    assert ns is not None
+    prometheus_from = [{"podSelector": {"matchLabels": GRAFANA_LABELS}}]
+    if spec.keda_namespace:
+        prometheus_from.append(_pods_in(spec.keda_namespace))
+    here = {"to": [{"podSelector": {}}]}
+    return [
+        _policy(spec, ns, "default-deny", {}, "deny every flow the plan does not list below", ingress=[], egress=[]),
+        _policy(
+            spec, ns, "monitoring-egress", {},
+            "monitoring pods reach each other, DNS, the Kubernetes API and webhooks (:443)",
+            egress=[_dns_egress(), here, _api_egress()],
+        ),
+        _policy(
+            spec, ns, "prometheus", _match(PROMETHEUS_LABELS),
+            "Grafana and KEDA query Prometheus; Prometheus scrapes every target (metadata address excepted)",
+            ingress=[{"from": prometheus_from, "ports": _ports(9090)}],
+            egress=[{"to": [_any_pod(), _internet(private_too=True)]}],
+        ),
+        _policy(
+            spec, ns, "alertmanager", _match(ALERTMANAGER_LABELS),
+            "Prometheus sends alerts; Alertmanager replicas gossip",
+            ingress=[{"from": [{"podSelector": {"matchLabels": PROMETHEUS_LABELS}}], "ports": _ports(9093)},
+                     {"from": [{"podSelector": {"matchLabels": ALERTMANAGER_LABELS}}], "ports": [*_ports(9094), *_ports(9094, protocol="UDP")]}],
+        ),
+        _policy(
+            spec, ns, "kube-state-metrics", _match(KSM_LABELS), "Prometheus scrapes kube-state-metrics",
+            ingress=[{"from": [{"podSelector": {"matchLabels": PROMETHEUS_LABELS}}], "ports": _ports(8080)}],
+        ),
+        _policy(
+            spec, ns, "operator-webhook", _match(OPERATOR_LABELS),
+            "the API server calls the operator's admission webhook (it comes from outside the pod network)",
+            ingress=[{"from": [_internet(private_too=True)], "ports": _ports(10250)}],
+        ),
+    ]  # fmt: skip
+
+
+def render_network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    """Every NetworkPolicy of the stack, namespace by namespace (deterministic order)."""
+    out = _inference_policies(spec)
+    if spec.monitoring_namespace:
+        out += _monitoring_policies(spec)
+    return out
+
+
+def network_policy_spec(*, vpc_cidr: str, services, router, gateway, observability, keda: bool) -> NetworkPolicySpec:
+    """The policy facts of a plan: its model services, router or gateway, observability, KEDA.
+
+    Engines download from the model hub themselves when there is no shared cache (`weights: hub`)."""
+    from infra.render.gateway import CONTROLLER_NAMESPACE, GATEWAY_NAME, LISTENER_PORT, PROXY_METRICS_PORT
+    from infra.render.pd_service import MORIIO_PROXY_PING_PORT
+    from infra.render.router import client_port
+
+    first = services[0]
+    weights = "spaces" if first.weights is not None else "nfs" if first.cache is not None else "hub"
+    pd_models = tuple(s.name for s in services if getattr(s.layout, "disaggregated", False))
+    if gateway is not None:
+        door, port, public = "gateway", LISTENER_PORT, gateway.public
+    elif router.kind != "service":
+        door, port, public = "router", client_port(router), router.public
+    else:
+        door, port, public = "service", ENGINE_PORT, False
+    return NetworkPolicySpec(
+        namespace=first.namespace,
+        models=tuple(s.name for s in services),
+        front_door=door,
+        client_port=port,
+        public=public,
+        weights=weights,
+        vpc_cidr=vpc_cidr,
+        prefetch=any(s.cache is not None or s.weights is not None for s in services),
+        pd_models=pd_models,
+        pd_discovery_port=MORIIO_PROXY_PING_PORT if pd_models else None,
+        gateway_name=GATEWAY_NAME,
+        gateway_metrics_port=PROXY_METRICS_PORT,
+        monitoring_namespace=observability.settings.namespace if observability is not None else None,
+        keda_namespace="keda" if keda else None,
+        gateway_controller_namespace=CONTROLLER_NAMESPACE if gateway is not None else None,
+    )

@@ -1,0 +1,74 @@
+"""The stacks the security checks cover: the shipped dev/staging/prod plus one variant per front
+door and layout family the shipped stacks do not exercise (public router, gateway, P/D on a
+fabric pool, multi-node replicas, Spaces weights). Shared by the connectivity test, the checkov
+scan (scripts/scan_security.py) and the policy-pack test, so every security check sees the same
+set of plans."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+SHIPPED = ("dev", "staging", "prod")
+FABRIC_SIZE = "gpu-mi325x8-2048gb-fabric-contracted"
+
+
+def _public_router(config) -> None:
+    config["inference-platform:router"].update(
+        {"public": True, "tls_certificate_id": "cert-123", "allowed_source_cidrs": ["198.18.0.0/15"]}
+    )
+
+
+def _gateway(config) -> None:
+    config["inference-platform:router"] = {
+        "kind": "gateway", "replicas": 3, "public": True, "tls_certificate_id": "cert-123",
+        "allowed_source_cidrs": ["198.18.0.0/15"],
+    }  # fmt: skip
+
+
+def _pd(config) -> None:
+    (pool,) = config["inference-platform:gpu_pools"]
+    pool.update({"size": FABRIC_SIZE, "fabric": True, "nodes": 2, "usd_per_hour": 24.0})
+    config["inference-platform:models"][0]["layout"] = "p1tp8-ep-d1tp8-ep"
+
+
+def _multi_node(config) -> None:
+    for pool in config["inference-platform:gpu_pools"]:
+        pool["size"], pool["fabric"] = FABRIC_SIZE, True
+    config["inference-platform:gpu_pools"][0].update({"min_nodes": 2, "max_nodes": 4})
+    config["inference-platform:models"][0].update(
+        {
+            "name": "deepseek-r1",
+            "source": "unsloth/DeepSeek-R1-BF16",
+            "layout": {"tp": 8, "ep": True, "dp": 2, "nodes_per_replica": 2},
+            "workload": {"input_tokens": 5600, "output_tokens": 140, "peak_rps": 2},
+            "slo": {"ttft_p90_ms": 2000, "tpot_p90_ms": 50},
+            "autoscaling": {"enabled": False},
+        }
+    )
+
+
+def _spaces(config) -> None:
+    config["inference-platform:model_cache"] = {"kind": "spaces", "bucket": "acme-staging-weights"}
+
+
+# variant name → (the shipped stack it starts from, the change)
+VARIANTS: dict[str, tuple[str, Callable[[dict], None]]] = {
+    "prod-public-router": ("prod", _public_router),
+    "prod-gateway": ("prod", _gateway),
+    "staging-pd-fabric": ("staging", _pd),
+    "prod-multi-node": ("prod", _multi_node),
+    "staging-spaces": ("staging", _spaces),
+}
+NAMES = SHIPPED + tuple(VARIANTS)
+
+
+def plan_named(name: str, workdir: Path):
+    """The offline Plan of a shipped stack or of a variant (planned in a project copy under `workdir`)."""
+    from infra.offline import build_plan
+    from tests.conftest import ROOT, plan_variant
+
+    if name in SHIPPED:
+        return build_plan(name, ROOT)
+    stack, mutate = VARIANTS[name]
+    return plan_variant(workdir / name, stack, mutate)

@@ -1,0 +1,186 @@
+"""Issue 30, the connectivity matrix: derived from the rendered NetworkPolicies of every shipped stack
+and of every layout-family variant (tests/security_variants.py) with the documented NetworkPolicy
+semantics (tests/netpol.py): every flow the plan needs is allowed; a client pod cannot reach an
+engine directly (when there is a front door), Prometheus, Grafana, Alertmanager, the router's
+loopback admin port or its metrics; nothing reaches the node metadata address."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.offline import kubernetes_objects
+from infra.render.network_policy import METADATA_CIDR
+from tests.netpol import Endpoint, allowed, pods_of, selector_matches
+from tests.security_variants import NAMES, plan_named
+
+CLIENT = Endpoint("client", "default", {"app": "client"})
+OTHER_NS_POD = Endpoint("intruder", "tenant-a", {"app": "anything"})
+PROMETHEUS = Endpoint("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"}, {"web": 9090})
+GRAFANA = Endpoint("grafana", "monitoring", {"app.kubernetes.io/name": "grafana"}, {"grafana": 3000})
+ALERTMANAGER = Endpoint("alertmanager", "monitoring", {"app.kubernetes.io/name": "alertmanager"}, {"web": 9093})
+DNS = Endpoint("coredns", "kube-system", {"k8s-app": "kube-dns"}, {"dns": 53})
+GATEWAY_PROXY = Endpoint("gateway-proxy", "inference", {"gateway.networking.k8s.io/gateway-name": "inference-gateway"})
+INTERNET = Endpoint("internet", ip="140.82.112.3")  # a public address (the model hub, Spaces, PyPI, the API)
+METADATA = Endpoint("metadata", ip=METADATA_CIDR.split("/")[0])
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory):
+    root = tmp_path_factory.mktemp("netpol")
+    return {name: plan_named(name, root) for name in NAMES}
+
+
+class Matrix:
+    """One plan's pods and policies, with helpers that name what the assertions mean."""
+
+    def __init__(self, plan):
+        objects = kubernetes_objects(plan)
+        self.policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+        self.pods = pods_of(objects)
+        self.door = plan.front_door["kind"]
+        self.monitoring = any(p["metadata"]["namespace"] == "monitoring" for p in self.policies)
+        self.vpc = next(r for r in plan.resources if r["type"] == "digitalocean:index/vpc:Vpc")["inputs"]["ipRange"]
+
+    def having(self, **labels) -> list[Endpoint]:
+        return [p for p in self.pods if selector_matches({"matchLabels": labels}, p.labels)]
+
+    def engines(self) -> list[Endpoint]:
+        return self.having(**{"app.kubernetes.io/component": "engine"})
+
+    def ok(self, src, dst, port, protocol="TCP") -> bool:
+        return allowed(self.policies, src, dst, port, protocol)
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def matrix(request, plans):
+    return Matrix(plans[request.param])
+
+
+def test_every_namespace_the_stack_owns_denies_by_default(matrix):
+    namespaces = {p.namespace for p in matrix.pods if p.namespace != "kube-system"}
+    namespaces |= {"monitoring"} if matrix.monitoring else set()
+    for ns in namespaces:
+        assert any(p["metadata"]["namespace"] == ns and p["spec"]["podSelector"] == {} and p["spec"]["policyTypes"] == ["Ingress", "Egress"]
+                   and not p["spec"]["ingress"] and not p["spec"]["egress"] for p in matrix.policies), ns  # fmt: skip
+
+
+def test_clients_reach_the_front_door_and_nothing_behind_it(matrix):
+    engines = matrix.engines()
+    assert engines
+    if matrix.door == "service":  # no front door: each model's Service is it, the key guards it
+        assert all(matrix.ok(CLIENT, e, 8000) for e in matrix.having(**{"app.kubernetes.io/name": "vllm"}))
+        return
+    for engine in engines:
+        for client in (CLIENT, OTHER_NS_POD):
+            assert not matrix.ok(client, engine, 8000), engine.name
+    if matrix.door == "gateway":
+        assert matrix.ok(CLIENT, GATEWAY_PROXY, 80)
+        for epp in matrix.having(**{"app.kubernetes.io/name": "epp"}):
+            assert not matrix.ok(CLIENT, epp, 9002) and not matrix.ok(CLIENT, epp, 9090)
+            assert matrix.ok(GATEWAY_PROXY, epp, 9002)
+        assert all(matrix.ok(GATEWAY_PROXY, e, 8000) for e in engines)
+        return
+    (router,) = matrix.having(**{"app.kubernetes.io/name": "router"})
+    assert matrix.ok(CLIENT, router, 8000) and matrix.ok(OTHER_NS_POD, router, 8000)
+    for port in (8001, 29000):  # the loopback-bound router (admin routes) and its metrics
+        assert not matrix.ok(CLIENT, router, port), port
+    for pd_router in matrix.having(**{"app.kubernetes.io/name": "vllm-pd-router"}):
+        assert not matrix.ok(CLIENT, pd_router, 8000)  # its admin routes too: only the front door reaches it
+        assert matrix.ok(router, pd_router, 8000)
+    serving = [e for e in engines if e.labels.get("app.kubernetes.io/name") == "vllm" and "inference-platform/pd-role" not in e.labels]
+    assert all(matrix.ok(router, e, 8000) for e in serving)
+
+
+def test_clients_reach_no_monitoring_component(matrix):
+    for target, port in ((PROMETHEUS, 9090), (GRAFANA, 3000), (ALERTMANAGER, 9093)):
+        assert not matrix.ok(CLIENT, target, port) or not matrix.monitoring, target.name
+    if matrix.monitoring:
+        assert matrix.ok(GRAFANA, PROMETHEUS, 9090) and matrix.ok(PROMETHEUS, ALERTMANAGER, 9093)
+
+
+def test_prometheus_scrapes_every_metrics_port(matrix):
+    if not matrix.monitoring:
+        return
+    for engine in matrix.having(**{"app.kubernetes.io/name": "vllm"}):
+        assert matrix.ok(PROMETHEUS, engine, 8000), engine.name
+    for router in matrix.having(**{"app.kubernetes.io/component": "router"}) + matrix.having(**{"app.kubernetes.io/name": "vllm-pd-router"}):
+        assert matrix.ok(PROMETHEUS, router, 29000), router.name
+    for epp in matrix.having(**{"app.kubernetes.io/name": "epp"}):
+        assert matrix.ok(PROMETHEUS, epp, 9090)
+
+
+def test_engines_talk_within_their_model_only(matrix):
+    by_model: dict[str, list[Endpoint]] = {}
+    for engine in matrix.engines():
+        by_model.setdefault(engine.labels["inference-platform/model"], []).append(engine)
+    for model, mine in by_model.items():
+        for a in mine:
+            for b in mine:
+                assert matrix.ok(a, b, 6301) and matrix.ok(a, b, 29500), (a.name, b.name)  # KV transfer, torch rendezvous
+            for other_model, theirs in by_model.items():
+                if other_model != model:
+                    assert not any(matrix.ok(a, b, 8000) for b in theirs), (a.name, other_model)
+            for pd_router in matrix.having(**{"app.kubernetes.io/name": "vllm-pd-router", "inference-platform/model": model}):
+                assert matrix.ok(a, pd_router, 36367)  # MoRI-IO registration
+                assert matrix.ok(pd_router, a, 8000)
+
+
+def test_weights_come_only_from_where_the_plan_keeps_them(matrix):
+    nfs = Endpoint("nfs", ip=matrix.vpc.split("/")[0].rsplit(".", 1)[0] + ".20")
+    prefetch = matrix.having(**{"app.kubernetes.io/component": "prefetch"})
+    engines = matrix.having(**{"app.kubernetes.io/name": "vllm"})
+    uses_nfs = any(p["spec"].get("egress") and any(
+        e.get("ports") == [{"port": 2049, "protocol": "TCP"}] for e in p["spec"]["egress"]) for p in matrix.policies)  # fmt: skip
+    for engine in engines:
+        assert matrix.ok(engine, nfs, 2049) == uses_nfs
+    for job in prefetch:
+        assert matrix.ok(job, INTERNET, 443)  # the model hub or Spaces
+    if uses_nfs:  # the engines load from the share: no way out to the internet
+        assert not any(matrix.ok(e, INTERNET, 443) for e in engines)
+
+
+def test_every_pod_resolves_names_and_none_reaches_the_metadata_address(matrix):
+    for pod in matrix.pods:
+        if pod.namespace == "kube-system":
+            continue  # not a namespace the stack owns (node tuning, Multus)
+        assert matrix.ok(pod, DNS, 53, "UDP"), pod.name
+        for port in (80, 443):
+            assert not matrix.ok(pod, METADATA, port), pod.name
+    if matrix.monitoring:
+        for pod in (PROMETHEUS, GRAFANA, ALERTMANAGER):
+            assert not matrix.ok(pod, METADATA, 80)
+
+
+def test_pods_that_watch_the_api_reach_it(matrix):
+    api = Endpoint("kubernetes-api", ip="165.227.0.10")
+    for pod in matrix.having(**{"app.kubernetes.io/name": "router"}) + matrix.having(**{"app.kubernetes.io/name": "epp"}):
+        assert matrix.ok(pod, api, 443), pod.name
+    for engine in matrix.having(**{"app.kubernetes.io/name": "vllm"}):
+        assert not matrix.ok(engine, api, 6443)
+
+
+def test_semantics_of_the_evaluator():
+    """The evaluator itself, on the documented examples: unselected pods are open; a policy
+    selecting a pod closes the directions it lists; rules are ORed; ipBlock excepts."""
+    deny = {"metadata": {"namespace": "a"}, "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": []}}
+    allow = {"metadata": {"namespace": "a"}, "spec": {"podSelector": {"matchLabels": {"app": "db"}}, "policyTypes": ["Ingress"],
+             "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "web"}}}], "ports": [{"port": "sql"}]}]}}  # fmt: skip
+    web, db = Endpoint("web", "a", {"app": "web"}), Endpoint("db", "a", {"app": "db"}, {"sql": 5432})
+    elsewhere = Endpoint("web", "b", {"app": "web"})
+    assert allowed([], elsewhere, db, 1) and not allowed([deny], web, db, 5432)
+    assert allowed([deny, allow], web, db, 5432) and not allowed([deny, allow], web, db, 5433)
+    assert not allowed([deny, allow], elsewhere, db, 5432)  # podSelector alone: the policy's namespace
+    out = {"metadata": {"namespace": "a"}, "spec": {"podSelector": {}, "policyTypes": ["Egress"],
+           "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}]}]}}  # fmt: skip
+    assert allowed([out], web, INTERNET, 443) and not allowed([out], web, METADATA, 80)
+    assert not allowed([out], web, db, 5432)  # ipBlock does not match pods
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_policy_pack_passes_on_every_variant(plans, name):
+    """The CrossGuard pack (policy/) over every stack and variant, the public router included:
+    no key on a command line any more (the router used to get `--api-key $(VLLM_API_KEY)`)."""
+    from tests.conftest import policy_violations
+
+    plan = plans[name]
+    assert policy_violations(plan, plan.summary["environment"]) == []
