@@ -26,6 +26,7 @@ import pulumi  # noqa: E402
 from pulumi.runtime import config as runtime_config  # noqa: E402
 
 from infra.config import NS, SECRET_KEYS, load_config  # noqa: E402
+from infra.config.cluster import control_plane_exposure  # noqa: E402
 from infra.declare import Secrets, declare  # noqa: E402
 from infra.errors import ConfigError  # noqa: E402
 from infra.stack_plan import plan_stack  # noqa: E402
@@ -55,6 +56,9 @@ def main() -> None:
     values, secret_keys = values_from_pulumi_runtime()
     try:
         cfg = load_config(values, stack=stack, secret_keys=secret_keys, base_dir=PROJECT_ROOT, source=f"stack {stack}")
+        _, blockers, _ = control_plane_exposure(cfg.environment, [str(c) for c in cfg.cluster.control_plane_allowed_cidrs])
+        if blockers:
+            raise ConfigError("; ".join(f"{b.path}: {b.message}" for b in blockers))
         if cfg.missing_secrets:
             raise ConfigError(
                 "missing secrets: "

@@ -16,6 +16,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 
 from components.autoscaling import ReplicaAutoscaling, ReplicaAutoscalingArgs
 from components.cluster import DoksCluster, DoksClusterArgs
@@ -42,6 +43,15 @@ class Secrets:
     api_key: Any = None
     grafana_admin_password: Any = None
     alert_webhook_url: Any = None
+
+
+def client_api_key(plan: StackPlan, secrets: Secrets) -> Any:
+    """The key every serving path checks: the stack's `api_key` secret, or one generated once and
+    kept (a secret) in the stack's state — so no environment serves without a key (issue 30)."""
+    if secrets.api_key is not None:
+        return secrets.api_key
+    generated = random.RandomPassword(f"{plan.stack}-api-key", length=48, special=False)
+    return generated.result
 
 
 def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
@@ -95,6 +105,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
                 spec=plan.fabric, provider=cluster.provider, depends_on=[namespace, *pools.values()], deleted_with=cluster.cluster
             ),
         )
+    api_key = client_api_key(plan, secrets)
     services = []
     for model, service_spec in zip(plan.models, plan.services, strict=True):
         service = ModelService(
@@ -103,7 +114,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
                 spec=service_spec,
                 provider=cluster.provider,
                 hf_token=secrets.huggingface_token,
-                api_key=secrets.api_key,
+                api_key=api_key,
                 depends_on=[namespace, pools[model.pool.name], *weight_deps],
                 engine_depends_on=[fabric] if fabric is not None and service_spec.layout.fabric_nics else [],
             ),
@@ -136,7 +147,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             plan.gateway.name,
             # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on destroy.
             InferenceGatewayArgs(
-                spec=plan.gateway, api_key=secrets.api_key, provider=cluster.provider, depends_on=[namespace, *services], monitoring=monitoring
+                spec=plan.gateway, api_key=api_key, provider=cluster.provider, depends_on=[namespace, *services], monitoring=monitoring
             ),
         )
     if plan.network_policies is not None:
@@ -170,6 +181,8 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
         "kubernetes_version": cluster.version,
         "kubeconfig": cluster.kubeconfig,
         "layouts": {m.config.name: m.layout.name for m in plan.models},
+        # The key clients send (`pulumi stack output api_key --show-secrets`); a secret output.
+        "api_key": pulumi.Output.secret(api_key),
         "endpoints": {s.spec.name: s.endpoint for s in services},
         "front_door": (
             {"url": router.endpoint, "public_address": router.public_address}

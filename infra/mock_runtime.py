@@ -104,6 +104,9 @@ class PlanMocks(pulumi.runtime.Mocks):
         elif args.typ == "digitalocean:index/spacesKey:SpacesKey":
             state.setdefault("accessKey", f"{rid}-access")
             state.setdefault("secretKey", f"{rid}-secret")
+        elif args.typ == "random:index/randomPassword:RandomPassword":
+            state.setdefault("result", SECRET_MARKER)  # a generated secret: never a value in a plan
+            state.setdefault("bcryptHash", SECRET_MARKER)
         elif args.typ == "digitalocean:index/spacesBucket:SpacesBucket":
             state.setdefault("endpoint", f"{state.get('region', 'nyc3')}.digitaloceanspaces.com")
         if args.typ.startswith("digitalocean:index/"):

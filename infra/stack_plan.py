@@ -30,6 +30,7 @@ from infra.config import (
     install_gateway_api_crds,
     zero_replica_notes,
 )
+from infra.config.cluster import control_plane_exposure
 from infra.domain import Layout, Provenance
 from infra.errors import ConfigError, Problem
 from infra.front_door import FrontDoor, public_base_url
@@ -372,6 +373,8 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         if scaled
         else None
     )
+    if cfg.environment == "prod":
+        notes = [*notes, *tag_only_image_notes(services, router)]
     return StackPlan(
         config=cfg,
         models=tuple(models),
@@ -480,7 +483,28 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         notes.append(
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
+    notes.append(api_key_note("api_key" in cfg.secrets_set))
+    _, blockers, api_notes = control_plane_exposure(cfg.environment, [str(c) for c in cfg.cluster.control_plane_allowed_cidrs])
+    notes += api_notes + [f"to fix before `pulumi up`: {b.path}: {b.message}" for b in blockers]
     return models, notes, problems
+
+
+def tag_only_image_notes(services: tuple[ModelServiceSpec, ...], router: RouterSpec) -> list[str]:
+    """prod: images pinned by tag only (a tag can be moved under you; a digest cannot). Every
+    image key accepts `image@sha256:<digest>` (issue 30)."""
+    images = {s.resolved_image for s in services}
+    if router.uses_router:
+        images.add(router.image or versions.ROUTER_BASE_IMAGE)
+    tag_only = sorted(i for i in images if "@sha256:" not in i)
+    if not tag_only:
+        return []
+    return [f"prod: images pinned by tag only: {', '.join(tag_only)}; pin by digest with models[].image / router.image = <image>@sha256:<digest>"]
+
+
+def api_key_note(given: bool) -> str:
+    """How clients get the key every serving path checks (issue 30)."""
+    source = "the stack's api_key secret" if given else "none set: `pulumi up` generates one (pulumi-random, a secret in the stack's state)"
+    return f"API key on every serving path ({source}); clients send `Authorization: Bearer <key>`; read it with `pulumi stack output api_key --show-secrets`"
 
 
 def _auto_multi_node_problems(m: ModelFacts, index: int) -> list[Problem]:
@@ -900,7 +924,8 @@ def model_service_spec(
         env=dict(model.config.env),
         cache=CacheSpec(pvc_name=cache_pvc) if cache_pvc else None,
         hf_token_secret=hf_token_secret_name(model.config.name) if "huggingface_token" in secrets else None,
-        api_key_secret=api_key_secret_name(model.config.name) if "api_key" in secrets else None,
+        # issue 30: every engine checks a key in every environment (the stack's, or a generated one)
+        api_key_secret=api_key_secret_name(model.config.name),
         estimated_load_seconds=load_s,
         max_model_len=layout.max_model_len,
         moe=bool(model.arch.is_moe),
@@ -1088,7 +1113,8 @@ def gateway_spec(
     ]
     if problems:
         raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")
-    checks_keys = r.gateway.authentication == "api-key" and "api_key" in (cfg.secrets_set | set(cfg.secrets_required))
+    checks_keys = r.gateway.authentication == "api-key"  # the stack's key, or the generated one
+    # The engines check the key in every case (issue 30): the gateway always sends it upstream.
     return GatewaySpec(
         name=f"{cfg.stack}-gateway",
         pools=pools,
@@ -1097,7 +1123,8 @@ def gateway_spec(
         public=r.public,
         tls_certificate_id=r.tls_certificate_id,
         allowed_source_cidrs=tuple(r.allowed_source_cidrs),
-        api_key_secret="inference-gateway-api-key" if checks_keys else None,
+        api_key_secret="inference-gateway-api-key",
+        checks_client_keys=checks_keys,
         install_gateway_api_crds=install_gateway_api_crds(r.gateway, cfg.network),
         system_node_selector=dict(system_node_selector),
         monitoring=monitoring,

@@ -56,10 +56,18 @@ def _run(stack: str, *extra_secrets: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "staging"])
 def test_the_entry_point_declares_what_the_offline_plan_records(stack):
-    extra = ["grafana_admin_password"] if stack == "prod" else []
+    extra = ["grafana_admin_password"] if stack == "staging" else []
     assert _run(stack, *extra)["resources"] == json.loads(plan_of(stack).to_json())["resources"]
+
+
+def test_prod_with_placeholder_api_ranges_stops_a_real_run_with_one_line():
+    """issue 30: the shipped prod allow-list is documentation ranges (nobody could reach the API):
+    the plan lists it, a real run refuses it before declaring anything."""
+    answer = _run("prod", "grafana_admin_password")
+    assert "cluster.control_plane_allowed_cidrs" in answer["error"] and "documentation range" in answer["error"]
+    assert any("to fix before `pulumi up`" in n for n in plan_of("prod").summary["notes"])
 
 
 def test_a_missing_required_secret_stops_a_real_run_with_one_line():

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # validated config object; the program fetches them with `pulumi.Config.require_secret`.
 SECRET_KEYS: dict[str, str] = {
     "huggingface_token": "Hugging Face access token for gated models and higher download limits",
-    "api_key": "API key clients must send (`Authorization: Bearer ...`) to the router / model services",
+    "api_key": "API key clients must send (`Authorization: Bearer ...`) to the front door and model services; generated (pulumi-random) when not set",
     "grafana_admin_password": "Grafana admin password (required when observability is enabled)",
     "alert_webhook_url": "Alertmanager webhook URL (Slack or generic); required by receiver kinds slack and webhook",
 }
@@ -87,10 +87,9 @@ def check_secrets(raw: StackInput, secrets_set: set[str], plain: set[str]) -> tu
     # without it; the offline plan lists it under "secrets to set" and names the models.
     if gated_models(raw.models):
         required.append("huggingface_token")
-    # A public endpoint checks keys; so does the gateway unless told not to (router.gateway.authentication).
-    needs_api_key = raw.router.public or (raw.router.kind == "gateway" and raw.router.gateway.authentication == "api-key")
-    if needs_api_key:
-        required.append("api_key")
+    # api_key is never required (issue 30): every serving path checks a key, and when the stack
+    # gives none the program generates one (pulumi-random, kept as a secret in the stack's state;
+    # `pulumi stack output api_key --show-secrets` reads it).
     if observability_on(raw):
         required.append("grafana_admin_password")
         if raw.observability.alert_receiver.kind != "none":

@@ -91,6 +91,7 @@ class GatewaySpec:
     tls_certificate_id: str | None = None
     allowed_source_cidrs: tuple[str, ...] = ()
     api_key_secret: str | None = None
+    checks_client_keys: bool = True  # authentication none: no check at the gateway, the key still sent upstream
     install_gateway_api_crds: bool = True
     system_node_selector: dict[str, str] = field(default_factory=dict)
     chart_version: str = versions.AGENTGATEWAY_CHART_VERSION
@@ -224,7 +225,7 @@ def render_prerouting_policy(spec: GatewaySpec) -> dict:
         "phase": "PreRouting",
         "transformation": {"request": {"set": [{"name": MODEL_HEADER, "value": MODEL_FROM_BODY}]}},
     }
-    if spec.api_key_secret:
+    if spec.api_key_secret and spec.checks_client_keys:
         traffic["apiKeyAuthentication"] = {"mode": "Strict", "secretRef": {"name": spec.api_key_secret}}
     return {
         "apiVersion": AGW_API,
@@ -287,7 +288,7 @@ def gateway_front_door(spec: GatewaySpec) -> FrontDoor:
         public_url = f"{scheme}://<load balancer address>:{port}/v1"
     else:
         public_url = None
-    auth = "API key checked at the gateway" if spec.api_key_secret else "no authentication at the gateway"
+    auth = "API key checked at the gateway" if spec.api_key_secret and spec.checks_client_keys else "no authentication at the gateway (the engines check the key)"
     sources = f"; clients from {', '.join(spec.allowed_source_cidrs)}" if spec.allowed_source_cidrs else ""
     return FrontDoor(
         kind="gateway",

@@ -294,11 +294,12 @@ def test_secret_presence_without_value():
     assert "hunter2" not in cfg.model_dump_json() and "hunter2" not in repr(cfg)
 
 
-def test_public_router_requires_api_key_secret():
+def test_api_key_is_never_a_missing_secret_it_is_generated():
+    """issue 30: every serving path checks a key; without the api_key secret `pulumi up` generates one."""
     values, secrets = stack_values("prod")
     _set("router.public", True)(values)
     cfg = _load(values, secrets)
-    assert "api_key" in cfg.missing_secrets
+    assert "api_key" not in cfg.missing_secrets
 
 
 def test_explicit_layout_accepted():
