@@ -535,6 +535,7 @@ def api_key_note(given: bool) -> str:
     source = "the stack's api_key secret" if given else "none set: `pulumi up` generates one (pulumi-random, a secret in the stack's state)"
     return f"API key on every serving path ({source}); clients send `Authorization: Bearer <key>`; read it with `pulumi stack output api_key --show-secrets`"
 
+
 def with_rollouts(models: list[ModelFacts], cfg: StackConfig) -> list[ModelFacts]:
     """Each model with a rollout gets its candidate planned (after every model: the candidate
     takes the GPUs the pool's models leave free before extra nodes are added)."""
