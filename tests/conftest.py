@@ -90,7 +90,7 @@ def plan_of(stack: str):
 
 # Markers of tests that need something outside the Python environment. Each also gets `external`,
 # so `pytest -m "not external"` runs the fast, self-contained subset.
-EXTERNAL_MARKERS = ("promtool", "actionlint", "vllm_wheel", "e2e", "checkov")
+EXTERNAL_MARKERS = ("promtool", "actionlint", "vllm_wheel", "e2e", "checkov", "nginx")
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:

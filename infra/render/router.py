@@ -60,6 +60,7 @@ from infra.render.timeouts import request_timeout_seconds
 
 ROUTER_PORT = 8001  # loopback only: the registrar and the client proxy in the same pod
 CLIENT_PORT = 8000  # the client proxy: the pod's one client-facing port
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the registrar reads it
 # What clients may call through the proxy: the OpenAI API and the probe paths. Everything else
 # (the admin routes, current and future) gets 404 from the proxy itself.
 CLIENT_PREFIXES = ("/v1/",)
@@ -267,7 +268,14 @@ def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
         {"name": "client-proxy", "configMap": {"name": client_proxy_configmap_name(spec)}},
         {"name": "client-proxy-tmp", "emptyDir": {"sizeLimit": "256Mi"}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
-    ]
+        # The service account token, mounted into the registrar only (the pod mounts none): what
+        # the kubelet's automount would put in every container, as a projected volume.
+        {"name": "registrar-token", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+        ]}},
+    ]  # fmt: skip
     tmp = {"name": "tmp", "mountPath": "/tmp"}
     init = []
     if spec.image:
@@ -319,7 +327,8 @@ def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
         "command": ["python"],
         "args": registrar_args(spec),
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
-        "volumeMounts": [{"name": "registrar", "mountPath": "/registrar", "readOnly": True}, tmp],
+        "volumeMounts": [{"name": "registrar", "mountPath": "/registrar", "readOnly": True}, tmp,
+                         {"name": "registrar-token", "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": True}],
         "resources": {"requests": {"cpu": "20m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
         "securityContext": _SECURITY,
     }
@@ -406,6 +415,7 @@ def render_router_deployment(spec: RouterSpec) -> dict:
     init, containers, volumes = _containers(spec)
     pod: dict = {
         "serviceAccountName": spec.name,
+        "automountServiceAccountToken": False,  # only the registrar gets the token (its own mount)
         "securityContext": restricted_pod(),
         "enableServiceLinks": False,
         # Long streamed completions: give open connections time to finish.

@@ -63,9 +63,7 @@ NO_PROBE_SIDECAR = (
     ("CKV_K8S_8", "the registrar sidecar has no server to probe; the router and client proxy containers are probed"),
     ("CKV_K8S_9", "the registrar sidecar has no server to probe; the router and client proxy containers are probed"),
 )
-ROUTER = COMMON + NO_PROBE_SIDECAR + (
-    ("CKV_K8S_38", "the registrar sidecar lists EndpointSlices with the service account token (a read-only, namespaced Role)"),
-)
+ROUTER = COMMON + NO_PROBE_SIDECAR
 # Pods that watch the API with their token (endpoint pickers, P/D routers' service discovery).
 API_WATCHER = COMMON + (
     ("CKV_K8S_38", "watches pods / EndpointSlices with the service account token (a read-only, namespaced Role)"),

@@ -241,3 +241,15 @@ def test_router_mistakes_are_config_errors_naming_the_key(router, path, words):
         load_config(values, stack="staging", secret_keys=secrets, base_dir=ROOT)
     (problem,) = [p for p in err.value.problems if p.path == NS + path]
     assert words in problem.message and len(err.value.render()) < 400
+
+
+def test_only_the_registrar_gets_the_service_account_token():
+    """issue 30: the pod mounts no token; the registrar (the one container calling the API) gets a
+    projected one where it reads it; the router and the client proxy see none."""
+    from infra.render.router import SERVICE_ACCOUNT_DIR, render_router_deployment
+
+    pod = render_router_deployment(spec())["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    mounts = {c["name"]: [m["mountPath"] for m in c.get("volumeMounts", [])] for c in pod["containers"]}
+    assert SERVICE_ACCOUNT_DIR in mounts["registrar"]
+    assert all(SERVICE_ACCOUNT_DIR not in paths for name, paths in mounts.items() if name != "registrar")
