@@ -201,6 +201,8 @@ class StackPlan:
                 "reason": m.plan.reason,
                 "alternatives": [c.layout.name for c in m.plan.candidates[1:4] if c.fits],
             }
+            if m.plan.choice_rules:
+                entry["choice_rules"] = m.plan.choice_rules
             if m.measured is not None:
                 entry["measured"] = _rounded(m.measured_json())
             if m.readiness is not None:
@@ -433,7 +435,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         slo = model.slo.to_slo()
         plan = plan_model(
             arch, pool.gpu, model.workload.to_workload(), slo, explicit, usd_per_hour=pool.node_usd_per_hour,
-            fabric=pool.fabric, pool_nodes=pool.max_node_count,
+            fabric=pool.fabric, pool_nodes=pool.max_node_count, bench_prefix=f"infra bench {cfg.stack} {model.name}",
         )
         provenance = model.layout.provenance if model.layout is not None else None
         facts = ModelFacts(
