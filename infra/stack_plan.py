@@ -33,6 +33,7 @@ from infra.config import (
 from infra.domain import Layout, Provenance
 from infra.errors import ConfigError, Problem
 from infra.front_door import FrontDoor, public_base_url
+from infra.layout_fit import require_layouts_fit
 from infra.planner import (
     ModelPlan,
     ReadinessPlan,
@@ -41,6 +42,7 @@ from infra.planner import (
     plan_readiness,
     slo_shortfall,
 )
+from infra.planner.choice import MIN_KV_SHARE
 from infra.planner.search import NEAR_TIE, nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
 from infra.render import pd_service
 from infra.render.autoscaling import (
@@ -272,7 +274,10 @@ class StackPlan:
 
 def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
     """Decide the whole stack (pure). Raises one ConfigError with every planning problem, unless
-    `allow_problems`, which keeps them in `plan.problems` (for `infra bench`)."""
+    `allow_problems`, which keeps them in `plan.problems` (for `infra bench`). A layout that does not
+    fit its model or node is refused first, whatever `allow_problems` says: nothing can be planned
+    (or benchmarked) on it."""
+    require_layouts_fit(cfg, source=f"stacks/Pulumi.{cfg.stack}.yaml")
     models, notes, problems = _plan_models(cfg)
     if problems and not allow_problems:
         raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")
@@ -580,11 +585,9 @@ def multi_node_fit(arch, workload) -> tuple[str, int] | None:
 
 
 # Below this share of the memory budget left for KV cache, a layout's fit rests on the memory
-# model's estimate of everything else (activations, runtime and communicator buffers, the image's
-# kernels): a misestimate of a few GB, which the model has no measurement to rule out, leaves no
-# room for a single sequence. Such a layout can still win on paper (Qwen3-235B FP8 as tp1-r8 on
-# MI325X: 236 GB of weights on each 256 GB GPU, 7 GB of KV).
-THIN_KV_SHARE = 0.05
+# model's estimate of everything else: `layout: auto` does not choose such a layout unmeasured
+# (planner/choice.py, the same margin); an explicit one gets this note.
+THIN_KV_SHARE = MIN_KV_SHARE
 
 
 def thin_kv_notes(m: ModelFacts, stack: str) -> list[str]:
