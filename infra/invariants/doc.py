@@ -20,7 +20,7 @@ declared, `infra/invariant_gate.py`) all run them.
 | capacity: pools | each pool's pods fit its nodes (vCPU, memory, GPUs, boot disk) at the declared counts and with each autoscaled workload at its maximum, after the DaemonSets that run on every node; the system pool holds everything pinned there, chart components included |
 | capacity: storage | the NFS cache holds every checkpoint plus ~20 GiB of compile cache per model; a model's download into an unbounded emptyDir (no cache) counts its weights against the node's disk |
 | GPU view | a GPU partition mode that splits GPUs (`AMD_PARTITION_MODE_DPX_NPS2`) is refused: the planner sizes layouts on whole GPUs |
-| no silent ignores | `models[].autoscaling` settings on a model that does not autoscale are refused, with why; an autoscaling pool whose pods nothing scales is noted |
+| no silent ignores | a key that cannot take effect is refused, with why: `models[].autoscaling` settings on a model that does not autoscale, `router.session_header` without `router.kind: session`, router settings under `router.kind: service` (no router runs), `router.image` under `gateway`, `observability` settings while it is off, `gpu_runtime.disable_numa_balancing` without AMD pools; an autoscaling pool whose pods nothing scales is noted |
 | one number | notes, model lines, the cost table and the JSON agree (nodes for peak, cost at the pools' bounds) |
 
 Assumed figures (DOKS publishes none): the kubelet's reservation (memory: 25 % of the first 4 GiB,

@@ -26,11 +26,36 @@ def _why_autoscaling_off(plan: StackPlan, index: int) -> str:
     return "autoscaling.enabled is false or its layout grows in whole units only"
 
 
+def _section_rules(plan: StackPlan) -> list[tuple[str, object, tuple[str, ...], str | None]]:
+    """(section key, its config, keys that would be ignored, why — None when they take effect)."""
+    cfg = plan.config
+    router, obs = cfg.router, cfg.observability
+    amd = any(p.gpu.vendor == "amd" for p in cfg.gpu_pools)
+    return [
+        ("router", router, ("session_header",),
+         None if router.kind == "session" else f"applies only with router.kind session (kind is {router.kind!r})"),
+        ("router", router, ("replicas", "public", "allowed_source_cidrs", "image"),
+         None if router.kind != "service" else "router.kind service runs no router (each model is reached at its own Service)"),
+        ("router", router, ("image",),
+         None if router.kind != "gateway" else "router.kind gateway runs Agentgateway, not the vLLM router image"),
+        ("observability", obs, ("retention", "storage_gib", "alert_receiver", "runbook_url"),
+         None if obs.enabled else "observability is off (observability.enabled)"),
+        ("gpu_runtime", cfg.gpu_runtime, ("disable_numa_balancing",),
+         None if amd else "the NUMA-balancing tuning runs on AMD GPU nodes only, and no pool is AMD"),
+    ]
+
+
 def check_ignores(plan: StackPlan, paths: KeyPaths) -> tuple[list[Problem], list[str]]:
     """Autoscaling settings on a model that does not autoscale are refused (the plan would drop them
     without a word); an autoscaling pool whose pods nothing scales is noted (its maximum in the
     cost table is never reached by itself)."""
     problems, notes = [], []
+    for section, config, keys, why in _section_rules(plan):
+        if why is None:
+            continue
+        for key in keys:
+            if key in config.model_fields_set:
+                problems.append(Problem(paths.section(f"{section}.{key}"), f"takes no effect: {why}; remove it"))
     for i, model in enumerate(plan.config.models):
         auto = model.autoscaling
         # `enabled` is resolved by the config (so always "set"); the other keys are set only when written.
