@@ -28,11 +28,11 @@ from infra.offline import build_plan, kubernetes_objects
 from tests.conftest import ROOT, make_project
 from tests.invariants.keys import error_key_paths, key_exists, parent_path
 
-settings.register_profile("default", max_examples=8, deadline=None, derandomize=True,
+settings.register_profile("invariants-default", max_examples=8, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-settings.register_profile("thorough", max_examples=300, deadline=None,
+settings.register_profile("invariants-thorough", max_examples=300, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
+PROFILE = "invariants-" + os.environ.get("HYPOTHESIS_PROFILE", "default")
 
 NS = "inference-platform:"
 BASE = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
