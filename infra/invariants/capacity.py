@@ -5,7 +5,8 @@ disk; the system pool's from its slug). Every pod template is placed where the s
 it (node selector ⊆ the pool's labels, every taint tolerated): DaemonSets take their requests
 from every node of the pools they land on, the other pods (at their maximum count: a
 ScaledObject's maxReplicaCount, a pool's max_nodes) are packed first-fit-decreasing onto the
-pool's nodes at its maximum size. A pod that fits nowhere is a broken plan, named by the pool key
+pool's nodes at its maximum size; a Job runs to completion, so it may wait for room but must fit
+beside the long-running pods once. A pod that fits nowhere is a broken plan, named by the pool key
 and the pods' key.
 
 Allocatable is what the kubelet leaves after its reservations, which DOKS does not publish: the
@@ -43,6 +44,7 @@ WEIGHTS_SCRATCH_FACTOR = 1.05  # a download holds the checkpoint plus partial fi
 COMPILE_CACHE_GIB_PER_MODEL = 20.0  # torch.compile / Triton / AITER caches on a shared cache (assumed)
 _CPU_SLUG = re.compile(r"-(\d+)vcpu-(\d+)gb")
 RESOURCES = ("cpu", "memory", "ephemeral-storage")
+RUN_TO_COMPLETION = frozenset({"Job", "CronJob"})
 
 
 def reserved_memory(total: float) -> float:
@@ -206,7 +208,8 @@ def check_capacity(plan: StackPlan, objects: list[dict], paths: KeyPaths) -> lis
         if most is not None and kind == "LeaderWorkerSet":
             size = int(((template.owner.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size", 1))
             most *= 1 if template.role == "leader" else size - 1
-        placed[group.name].append(Placed(template, _demand(template, weights), template.count, most, (kind, ns, name)))
+        placed[group.name].append(Placed(template, _demand(template, weights), template.count, most, (kind, ns, name),
+                                         transient=kind in RUN_TO_COMPLETION))
     for group in groups:
         problems += _check_group(group, placed[group.name], paths)
     return problems
@@ -219,15 +222,21 @@ class Placed:
     floor: int
     most: int | None  # an autoscaler's maximum, if one scales the workload
     workload: tuple
+    transient: bool = False  # runs to completion (a Job): may wait for room, must fit once
 
 
 def _check_group(group: NodeGroup, pods: list[Placed], paths: KeyPaths) -> list[Problem]:
-    scenarios = [None] + sorted({p.workload for p in pods if p.most is not None and p.most > p.floor})
-    for scaled in scenarios:
-        counts = [(p.template, p.need, p.most if scaled is not None and p.workload == scaled else p.floor) for p in pods]
-        problems = _pack(group, counts, paths)
-        if problems:
-            return problems
+    """The long-running pods at their counts, then with each autoscaled workload at its maximum;
+    then each run-to-completion Job beside the long-running pods (Jobs may queue for room one after
+    another, but each must fit once)."""
+    steady = [p for p in pods if not p.transient]
+    scenarios: list[list[Placed]] = [[]] + [[p] for p in pods if p.transient]
+    for scaled in [None] + sorted({p.workload for p in steady if p.most is not None and p.most > p.floor}):
+        counts = [(p.template, p.need, p.most if scaled is not None and p.workload == scaled else p.floor) for p in steady]
+        for extra in scenarios if scaled is None else [[]]:
+            problems = _pack(group, counts + [(p.template, p.need, p.floor) for p in extra], paths)
+            if problems:
+                return problems
     return []
 
 
