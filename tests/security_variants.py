@@ -36,6 +36,7 @@ def _multi_node(config) -> None:
     for pool in config["inference-platform:gpu_pools"]:
         pool["size"], pool["fabric"] = FABRIC_SIZE, True
     config["inference-platform:gpu_pools"][0].update({"min_nodes": 2, "max_nodes": 4})
+    config["inference-platform:model_cache"]["size_gib"] = 2048  # R1 in BF16 is 1.3 TB
     config["inference-platform:models"][0].update(
         {
             "name": "deepseek-r1",
