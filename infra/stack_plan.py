@@ -436,7 +436,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         gateway=gateway,
         fabric=fabric_spec(prefix, cfg),
         network_policies=network_policy_spec(
-            vpc_cidr=cfg.network.vpc_cidr, services=services, router=router, gateway=gateway,
+            namespace=INFERENCE_NAMESPACE, vpc_cidr=cfg.network.vpc_cidr, services=services, router=router, gateway=gateway,
             observability=observability, keda=autoscaling is not None,
         ),  # fmt: skip
         candidates=candidates,

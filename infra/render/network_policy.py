@@ -331,7 +331,7 @@ def render_network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     return out
 
 
-def network_policy_spec(*, vpc_cidr: str, services, router, gateway, observability, keda: bool) -> NetworkPolicySpec:
+def network_policy_spec(*, namespace: str, vpc_cidr: str, services, router, gateway, observability, keda: bool) -> NetworkPolicySpec:
     """The policy facts of a plan: its model services, router or gateway, observability, KEDA.
 
     Engines download from the model hub themselves when there is no shared cache (`weights: hub`)."""
@@ -339,8 +339,9 @@ def network_policy_spec(*, vpc_cidr: str, services, router, gateway, observabili
     from infra.render.pd_service import MORIIO_PROXY_PING_PORT
     from infra.render.router import client_port
 
-    first = services[0]
-    weights = "spaces" if first.weights is not None else "nfs" if first.cache is not None else "hub"
+    # A stack without models still gets its default deny (its router, if any, reaches nothing).
+    first = services[0] if services else None
+    weights = None if first is None else "spaces" if first.weights is not None else "nfs" if first.cache is not None else "hub"
     pd_models = tuple(s.name for s in services if getattr(s.layout, "disaggregated", False))
     if gateway is not None:
         door, port, public = "gateway", LISTENER_PORT, gateway.public
@@ -349,7 +350,7 @@ def network_policy_spec(*, vpc_cidr: str, services, router, gateway, observabili
     else:
         door, port, public = "service", ENGINE_PORT, False
     return NetworkPolicySpec(
-        namespace=first.namespace,
+        namespace=namespace,
         models=tuple(s.name for s in services),
         front_door=door,
         client_port=port,
