@@ -567,7 +567,7 @@ def pd_notes(m: ModelFacts) -> list[str]:
     table = load_efficiency()
     gpu = m.pool.gpu
     pds = pd_candidates(
-        m.arch, gpu, m.config.workload.to_workload(), m.config.slo.to_slo(), table.for_family(gpu.accelerator.family),
+        m.arch, gpu, m.config.workload.to_workload(), m.config.slo.to_slo(), table.for_family(gpu.accelerator.family, moe=m.arch.is_moe),
         table.band(gpu.accelerator.family, m.arch.is_moe), m.pool.node_usd_per_hour, fabric=m.pool.fabric,
         pool_nodes=m.pool.max_node_count,
     )
