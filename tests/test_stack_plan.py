@@ -113,3 +113,11 @@ def test_an_explicit_layout_with_a_sliver_of_kv_cache_gets_a_note_naming_a_roomi
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_shipped_stacks_have_room_for_kv_cache(stack):
     assert not [n for n in _plan(stack).notes if "for KV cache" in n]
+
+
+def test_a_p_d_layout_held_back_by_the_choice_rules_is_not_advised_unmeasured():
+    """prod's qwen3-235b: the best P/D unit runs TP1 prefill engines (236 GB of weights per GPU), so
+    the note names it but says to bench it first rather than to switch."""
+    (note,) = [n for n in _plan("prod").notes if "prefill/decode layout" in n]
+    assert note.startswith("model qwen3-235b: prefill/decode layout p4tp1-")
+    assert "not advised unmeasured" in note and "set layout:" not in note
