@@ -113,7 +113,7 @@ def test_an_explicit_layout_with_a_sliver_of_kv_cache_gets_a_note_naming_a_roomi
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_shipped_stacks_have_room_for_kv_cache(stack):
-    assert not [n for n in _plan(stack).notes if "for KV cache" in n]
+    assert not [n for n in _plan(stack).notes if "for KV cache" in n and "prefill/decode" not in n]
 
 
 def test_a_p_d_layout_held_back_by_the_choice_rules_is_not_advised_unmeasured():
