@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.catalog import versions
+from infra.render.planner_rules import planner_alert_group, planner_recording_group
 from infra.render.slo_rules import (
     DEFAULT_THRESHOLDS,
     PD_ROLE_TARGET_LABEL,
@@ -429,6 +430,9 @@ def render_rule_groups(
         pd = pd_recording_group(m)
         if pd is not None:
             out[f"model-{m.name}"].append(pd)
+        planner = planner_recording_group(m)
+        if planner is not None:
+            out[f"model-{m.name}"].append(planner)
     pools = pool_cost_group(models)
     if pools is not None:
         out["pools"] = [pools]
@@ -438,6 +442,9 @@ def render_rule_groups(
         alerts.append(pd_alerts)
     if gpu.scrape_amd_exporter:
         alerts.append(gpu_alert_group(thresholds, runbook_url))
+    drift = planner_alert_group(models, runbook_url)
+    if drift is not None:
+        alerts.append(drift)
     out["alerts"] = alerts
     return out
 
