@@ -234,7 +234,7 @@ def _meta(name: str, namespace: str, labels: dict, annotations: dict | None = No
 def validate_spec(spec: ModelServiceSpec, path: str | None = None) -> None:
     """Raise UserError listing every problem a user can fix in the stack config.
 
-    Stack config rejects every one of these a stack file can cause (infra/config.py); they are
+    Stack config rejects every one of these a stack file can cause (infra/config/); they are
     checked again because the bench renders specs that never went through it (candidate layouts).
     """
     path = path or f"models[{spec.name}]"
