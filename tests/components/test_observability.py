@@ -61,7 +61,7 @@ def test_crd_consumers_wait_for_the_release():
     consumers = rec.of_type(PODMONITOR) + rec.of_type(RULE) + rec.of_type(CONFIGMAP)
     assert len(rec.of_type(PODMONITOR)) == 3  # vllm, router, amd exporter
     assert len(rec.of_type(RULE)) == 2  # one model + alerts
-    assert len(rec.of_type(CONFIGMAP)) == 3  # three dashboards
+    assert len(rec.of_type(CONFIGMAP)) == 4  # four dashboards
     for r in consumers:
         assert release.urn in r.dependencies, r.name
 
