@@ -99,7 +99,7 @@ def test_every_child_is_parented_and_uses_the_cluster_provider():
     provider = rec.one("pulumi:providers:kubernetes")
     cluster = rec.one(NAMESPACE, "stand-in-for-the-cluster")
     children = [r for r in rec.registrations if r.type.startswith("kubernetes:") and r is not cluster]
-    assert len(children) == 12
+    assert len(children) == 13  # 12 + the planner-accuracy dashboard
     for r in children:
         assert r.parent == component.urn, r.name
         assert r.provider_urn == provider.urn, r.name

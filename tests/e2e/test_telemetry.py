@@ -163,6 +163,14 @@ def loaded_prometheus(prometheus_bin, procs, engine_pair, project, tmp_path_fact
     return proc
 
 
+def test_every_planner_series_is_recorded_from_the_real_engines(loaded_prometheus, project):
+    """The planner group's records (and so the dashboard row, which reads them) exist over the run."""
+    records = {r["record"] for g in _rule_groups(project) if ".planner." in g["name"] for r in g["rules"]}
+    url = f"{loaded_prometheus.url}/api/v1/query?query=" + "group%20by%20(__name__)%20(last_over_time(%7B__name__%3D~%22model%3Aplanner_.%2B%22%7D%5B10m%5D))"
+    present = {r["metric"]["__name__"] for r in harness.get_json(url)["data"]["result"]}
+    assert records and records <= present, sorted(records - present)
+
+
 def _calibrate(url: str, root: Path, capsys, *extra: str) -> tuple[int, str]:
     code = main(["tune", "calibrate", "--prometheus", url, "--stack", STACK, "--stacks-dir", str(root / "stacks"),
                  "--since", "6m", "--step", f"{STEP_S}s", "--window", f"{WINDOW_S}s", *extra])
