@@ -42,6 +42,7 @@ from infra.planner import (
     plan_readiness,
     slo_shortfall,
 )
+from infra.planner.choice import MIN_KV_SHARE
 from infra.planner.search import NEAR_TIE, nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
 from infra.render import pd_service
 from infra.render.autoscaling import (
@@ -67,6 +68,7 @@ from infra.render.model_service import (
 )
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec, prometheus_url
 from infra.render.planner_prediction import prediction_of
+from infra.render.rollout_rules import RolloutObserved
 from infra.render.router import POLICY_WHY, RoutedModel, RouterSpec, router_timeout_seconds
 from infra.render.slo_rules import ObservedModel, PdObserved, slo_bucket_warnings
 from infra.render.warm_start import (
@@ -76,6 +78,7 @@ from infra.render.warm_start import (
     SpacesWeights,
     render_prepull_daemonset,
 )
+from infra.rollout_plan import RolloutFacts, candidate_service_spec, plan_rollout
 from infra.specs import (
     ClusterSpec,
     FabricSpec,
@@ -106,6 +109,7 @@ class ModelFacts:
     plan: ModelPlan
     measured: Provenance | None = None  # the layout's provenance, when it carries a goodput
     readiness: ReadinessPlan | None = None  # time-to-ready from the weight source (planner/loading.py)
+    rollout: RolloutFacts | None = None  # models[].rollout: the candidate beside this layout
 
     @property
     def layout(self) -> Layout:
@@ -171,6 +175,7 @@ class StackPlan:
     prepull: ImagePrepullSpec | None = None  # image pre-pull DaemonSets on the GPU pools
     gateway: GatewaySpec | None = None  # router.kind gateway (issue 17): replaces the router
     fabric: FabricSpec | None = None  # a fabric pool: LWS, Multus and the fabric NIC attachments
+    candidates: tuple[ModelServiceSpec, ...] = ()  # rollout candidates' engines (models[].rollout)
 
     @property
     def stack(self) -> str:
@@ -181,6 +186,13 @@ class StackPlan:
 
     def service(self, name: str) -> ModelServiceSpec:
         return next(s for s in self.services if s.name == name)
+
+    def candidate(self, name: str) -> ModelServiceSpec | None:
+        return next((s for s in self.candidates if s.name == name), None)
+
+    def rollout_nodes(self, pool: str) -> int:
+        """Nodes the pool gets on top of its configured count for rollout candidates."""
+        return sum(m.rollout.extra_nodes for m in self.models if m.rollout is not None and m.pool.name == pool)
 
     # --- the plan file's views ----------------------------------------------------------------
 
@@ -204,10 +216,14 @@ class StackPlan:
                 "reason": m.plan.reason,
                 "alternatives": [c.layout.name for c in m.plan.candidates[1:4] if c.fits],
             }
+            if m.plan.choice_rules:
+                entry["choice_rules"] = m.plan.choice_rules
             if m.measured is not None:
                 entry["measured"] = _rounded(m.measured_json())
             if m.readiness is not None:
                 entry["time_to_ready"] = m.readiness.to_json()
+            if m.rollout is not None:
+                entry["rollout"] = m.rollout.to_json(m.config.name)
             out.append(entry)
         return out
 
@@ -224,6 +240,7 @@ class StackPlan:
                 "usd_per_node_hour": p.node_usd_per_hour,
                 "price_source": "config" if p.usd_per_hour is not None else ("catalog" if p.gpu.usd_per_hour else "unknown"),
                 "price_as_of": None if p.usd_per_hour is not None else p.gpu.price_as_of,
+                **({"rollout_nodes": self.rollout_nodes(p.name)} if self.rollout_nodes(p.name) else {}),
             }
             for p in self.config.gpu_pools
         ]
@@ -239,6 +256,10 @@ class StackPlan:
                 unknown.append(f"gpu pool {p.name} ({p.size}: contract price; set gpu_pools[].usd_per_hour)")
                 continue
             lines.append(("gpu:" + p.name, price * p.min_node_count, price * p.max_node_count, _gpu_price_basis(p)))
+        for m in self.models:
+            if m.rollout is not None and m.rollout.extra_nodes and m.rollout.usd_per_hour_extra is not None:
+                extra = m.rollout.usd_per_hour_extra
+                lines.append((f"rollout:{m.config.name}", extra, extra, f"{m.rollout.extra_nodes} extra {m.pool.name} node(s) for the candidate"))
         sys_month = CPU_USD_PER_MONTH.get(cfg.cluster.system_pool.size)
         cpu_basis = f"CPU list price of {CPU_PRICES_AS_OF}" if CPU_PRICES_AS_OF else "CPU list price, date not recorded"
         if sys_month is None:
@@ -306,14 +327,15 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         protect=protect,
         tags=tags,
     )
+    extra_nodes = {p.name: sum(m.rollout.extra_nodes for m in models if m.rollout and m.pool.name == p.name) for p in cfg.gpu_pools}
     pools = tuple(
         GpuPoolSpec(
             name=f"{prefix}-pool-{pool.name}",
             pool_name=pool.name,
             gpu=pool.gpu,
-            node_count=pool.nodes,
-            min_nodes=pool.min_nodes,
-            max_nodes=pool.max_nodes,
+            node_count=_plus(pool.nodes, extra_nodes[pool.name]),
+            min_nodes=_plus(pool.min_nodes, extra_nodes[pool.name]),
+            max_nodes=_plus(pool.max_nodes, extra_nodes[pool.name]),
             partition_mode=pool.partition_mode,
             labels=dict(pool.labels),
             tags=tags,
@@ -340,6 +362,9 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         model_service_spec(m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node")
         for m in models
     )
+    candidates = tuple(
+        candidate_service_spec(service, m.config, m.rollout) for m, service in zip(models, services, strict=True) if m.rollout
+    )
     router = router_spec(cfg, models, services, cluster.system_node_selector)
     if router.uses_router and router.public and not router.allowed_source_cidrs:
         notes = [*notes, (
@@ -362,6 +387,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
             ),
             models=tuple(observed_models(models)),
             gpu=gpu_runtime_facts(cfg),
+            rollouts=rollouts_observed(models),
         )
     gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
     scaled = tuple(
@@ -396,10 +422,15 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=env),
         problems=tuple(problems),
         weight_bucket=bucket,
-        prepull=image_prepull_spec(prefix, services),
+        prepull=image_prepull_spec(prefix, services + candidates),  # a candidate image is pre-pulled too
         gateway=gateway,
         fabric=fabric_spec(prefix, cfg),
+        candidates=candidates,
     )
+
+
+def _plus(count: int | None, extra: int) -> int | None:
+    return None if count is None else count + extra
 
 
 def fabric_spec(prefix: str, cfg: StackConfig) -> FabricSpec | None:
@@ -444,7 +475,8 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         slo = model.slo.to_slo()
         plan = plan_model(
             arch, pool.gpu, model.workload.to_workload(), slo, explicit, usd_per_hour=pool.node_usd_per_hour,
-            fabric=pool.fabric, pool_nodes=pool.max_node_count, efficiency=efficiency,
+            fabric=pool.fabric, pool_nodes=pool.max_node_count, bench_prefix=f"infra bench {cfg.stack} {model.name}",
+            efficiency=efficiency,
         )
         provenance = model.layout.provenance if model.layout is not None else None
         facts = ModelFacts(
@@ -475,6 +507,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
             notes += pd_notes(facts, efficiency)
         if telemetry is not None:
             notes += measured_notes(facts, telemetry)
+    models = with_rollouts(models, cfg)
     notes += zero_replica_notes(cfg)
     notes += cold_start_notes(cfg)
     if cfg.observability.enabled and models:
@@ -484,6 +517,32 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
     return models, notes, problems
+
+
+def with_rollouts(models: list[ModelFacts], cfg: StackConfig) -> list[ModelFacts]:
+    """Each model with a rollout gets its candidate planned (after every model: the candidate
+    takes the GPUs the pool's models leave free before extra nodes are added)."""
+    out = []
+    for m in models:
+        if m.config.rollout is None or not m.plan.chosen.fits:
+            out.append(m)
+            continue
+        used = sum(o.layout.gpus_per_node_used for o in models if o.pool.name == m.pool.name)
+        facts = plan_rollout(
+            m.config, m.arch, m.pool.gpu, m.layout, pool_nodes=m.pool.min_node_count, used_per_node=used,
+            usd_per_node_hour=m.pool.node_usd_per_hour, fabric=m.pool.fabric, pool_max_nodes=m.pool.max_node_count,
+        )
+        out.append(replace(m, rollout=facts))
+    return out
+
+
+def rollouts_observed(models: list[ModelFacts]) -> tuple[RolloutObserved, ...]:
+    observed = {o.name: o for o in observed_models(models)}
+    return tuple(
+        RolloutObserved(observed[m.config.name], m.layout.gpus_per_replica, m.rollout.candidate_layout.gpus_per_replica)
+        for m in models
+        if m.rollout is not None
+    )
 
 
 def _auto_multi_node_problems(m: ModelFacts, index: int) -> list[Problem]:
@@ -591,11 +650,9 @@ def multi_node_fit(arch, workload) -> tuple[str, int] | None:
 
 
 # Below this share of the memory budget left for KV cache, a layout's fit rests on the memory
-# model's estimate of everything else (activations, runtime and communicator buffers, the image's
-# kernels): a misestimate of a few GB, which the model has no measurement to rule out, leaves no
-# room for a single sequence. Such a layout can still win on paper (Qwen3-235B FP8 as tp1-r8 on
-# MI325X: 236 GB of weights on each 256 GB GPU, 7 GB of KV).
-THIN_KV_SHARE = 0.05
+# model's estimate of everything else: `layout: auto` does not choose such a layout unmeasured
+# (planner/choice.py, the same margin); an explicit one gets this note.
+THIN_KV_SHARE = MIN_KV_SHARE
 
 
 def thin_kv_notes(m: ModelFacts, stack: str) -> list[str]:

@@ -74,11 +74,19 @@ def _check_args(args) -> tuple[int, int, int]:
 
 
 def _subjects(plan, names: list[str]) -> dict[str, ModelSubject]:
-    return {
-        m.config.name: ModelSubject(m.config.name, m.arch, m.pool.gpu, m.layout)
-        for m in plan.models
-        if m.config.name in names and m.plan.chosen.fits
-    }
+    """The models to calibrate from. A model in a layout rollout (`models[].rollout`) is left out:
+    its series mix the current and the candidate layout, and a fit would blame one for the other."""
+    out = {}
+    for m in plan.models:
+        if m.config.name not in names or not m.plan.chosen.fits:
+            continue
+        if getattr(m, "rollout", None) is not None:
+            print(f"model {m.config.name}: left out, a layout rollout is in progress (its series mix two layouts)")
+            continue
+        out[m.config.name] = ModelSubject(m.config.name, m.arch, m.pool.gpu, m.layout)
+    if not out:
+        raise UserError([Problem("--model" if len(names) == 1 else "--stack", "no model to calibrate: none fits, or each is in a layout rollout")])
+    return out
 
 
 def run_calibrate_prometheus(args) -> int:
