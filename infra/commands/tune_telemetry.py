@@ -10,6 +10,7 @@ Any bad answer from Prometheus is one line and exit 2, and nothing is written.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def _subjects(plan, names: list[str]) -> dict[str, ModelSubject]:
         if m.config.name not in names or not m.plan.chosen.fits:
             continue
         if getattr(m, "rollout", None) is not None:
-            print(f"model {m.config.name}: left out, a layout rollout is in progress (its series mix two layouts)")
+            print(f"model {m.config.name}: left out, a layout rollout is in progress (its series mix two layouts)", file=sys.stderr)
             continue
         out[m.config.name] = ModelSubject(m.config.name, m.arch, m.pool.gpu, m.layout)
     if not out:
