@@ -793,10 +793,11 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 ttft_p90_ms=m.config.slo.ttft_p90_ms,
                 tpot_p90_ms=m.config.slo.tpot_p90_ms,
                 gpus_per_replica=m.layout.gpus_per_replica,
+                # A rollout's candidate engines are the model's too (its Service, its ready pods).
                 replicas=(
                     pd.prefill_engines + pd.decode_engines
                     if pd is not None
-                    else m.layout.replicas_for_nodes(m.pool.min_node_count)
+                    else m.layout.replicas_for_nodes(m.pool.min_node_count) + (m.rollout.split.candidate_replicas if m.rollout else 0)
                 ),
                 usd_per_gpu_hour=(price / m.pool.gpu.gpus) if price is not None else None,
                 pool=m.pool.name,
@@ -807,6 +808,7 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 predicted_ready_seconds=m.readiness.rollout_s if m.readiness is not None else None,
                 pd=pd,
                 prediction=prediction_of(m.plan.chosen, m.config.workload.input_tokens, m.config.workload.output_tokens),
+                candidate_gpus_per_replica=m.rollout.candidate_layout.gpus_per_replica if m.rollout else None,
             )
         )
     return out

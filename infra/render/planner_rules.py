@@ -28,7 +28,8 @@ at its edges, so the alert reads it there (both directions carry the label `dire
 Either must hold for 1 h at meaningful load: at least MIN_REQUESTS_PER_HOUR served requests per
 hour (the burn-rate alerts' guard) and, for `below`, at least MEANINGFUL_LOAD_SHARE of the band's
 low end per node — an SLO miss at a trickle of traffic is a slow client or a cold cache, not a
-capacity figure. `infra tune calibrate --prometheus` (infra/tuning/telemetry.py) turns the same
+capacity figure. No drift alert while the model is in a layout rollout (its series then include
+the candidate's engines). `infra tune calibrate --prometheus` (infra/tuning/telemetry.py) turns the same
 series into new factors. Metric names: vLLM V1 (vllm/v1/metrics/loggers.py) —
 vllm:inter_token_latency_seconds, vllm:request_prompt_tokens and vllm:request_generation_tokens
 are histograms, read through their _sum and _count.
@@ -194,7 +195,9 @@ def planner_alert_group(models: Iterable[ObservedModel], runbook_base: str) -> d
     rules = []
     for model in models:
         p = model.prediction
-        if p is None:
+        # In a layout rollout the model's series include the candidate's engines: no verdict on the
+        # current layout's prediction until the rollout is promoted or aborted.
+        if p is None or model.candidate_gpus_per_replica is not None:
             continue
         for direction, expr in drift_conditions(model).items():
             where = "below the band's low end" if direction == "below" else "above the band's high end"

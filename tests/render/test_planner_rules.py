@@ -42,6 +42,10 @@ def test_no_prediction_no_planner_rules():
     assert planner_alert_group([CHAT], "docs/runbook.md") is None
 
 
+def test_no_drift_alert_during_a_layout_rollout():
+    assert planner_alert_group([replace(MODEL, candidate_gpus_per_replica=4)], "docs/runbook.md") is None
+
+
 def test_every_name_is_recorded_or_exported_by_vllm():
     groups = [g for gs in render_rule_groups([MODEL, PD_MODEL], GpuRuntimeFacts(vendor="amd")).values() for g in gs]
     recorded = recorded_names(groups)
