@@ -146,7 +146,10 @@ def run_calibrate_prometheus(args) -> int:
     for family in sorted({subjects[o.model].family for o in new}):
         mine_new = [o for o in new if subjects[o.model].family == family]
         mine_stored = [o for o in usable if o.model in subjects and subjects[o.model].family == family]
-        base = families.get(family) or catalog.for_family(family)
+        # From the previous run's factors, else the catalog's cell of the models' class (family-wide
+        # when the family serves both dense and MoE models): with_family then replaces the cells.
+        classes = {subjects[o.model].arch.is_moe for o in mine_new}
+        base = families.get(family) or catalog.for_family(family, moe=classes.pop() if len(classes) == 1 else None)
         fit = fit_family_from_windows(subjects, family, catalog, base, mine_stored, mine_new)
         fits.append(fit)
         families[family] = fit.after
