@@ -197,7 +197,25 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
         lines += ["", "Notes:"] + [f"  - {n}" for n in s["notes"]]
     lines += ["", f"Resources ({len(plan.resources)}):"]
     lines += render_tree(plan.resources)
+    lines += chart_lines(plan.charts)
     return "\n".join(lines)
+
+
+def chart_lines(charts: list[dict]) -> list[str]:
+    """One line per templated Helm release: its objects by kind, hooks and CRDs counted apart."""
+    lines = []
+    for entry in charts:
+        if not entry.get("templated"):
+            continue
+        counts: dict[str, int] = {}
+        for part in entry["parts"]:
+            label = part["object"]["kind"] if part["part"] == "template" else f"{part['part']} {part['object']['kind']}"
+            counts[label] = counts.get(label, 0) + 1
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        if not lines:
+            lines += ["", "Helm releases, templated offline:"]
+        lines.append(f"  {entry['release']} ({entry['chart']} {entry['version']}, {len(entry['parts'])} objects): {kinds}")
+    return lines
 
 
 def rollout_lines(m: dict) -> list[str]:
