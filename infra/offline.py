@@ -20,7 +20,7 @@ from typing import Any
 
 import pulumi
 
-from infra.charts.releases import chart_objects, template_releases
+from infra.charts.releases import chart_objects, template_releases, unknown_value_problems
 from infra.charts.template import ChartError
 from infra.config import NS, PROJECT, load_stack_file
 from infra.declare import Secrets, declare
@@ -127,8 +127,12 @@ def offline_plan(plan: StackPlan, root: Path | None = None) -> Plan:
     `pulumi up` (infra/invariant_gate.py) never show it as a success."""
     cfg = plan.config
     resources, notes = record_stack_plan(plan)
+    chart_root = _chart_root(root)
+    unknown = unknown_value_problems(resources, chart_root)
+    if unknown:
+        raise UserError([Problem(where, what) for where, what in unknown])
     try:
-        charts, chart_notes = template_releases(resources, _chart_root(root))
+        charts, chart_notes = template_releases(resources, chart_root)
     except ChartError as err:
         raise UserError([Problem("helm releases", str(err))]) from None
     notes += [n for n in chart_notes if n not in notes]

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.charts.source import CHART_DIR_ENV, find_archive
-from infra.charts.template import ChartError, file_digest, helm_available, template_archive
+from infra.charts.template import ChartError, file_digest, helm_available, load_chart, template_archive
+from infra.charts.values import committed_index, index_from_chart, unknown_paths
 
 RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 PULL_COMMAND = "infra charts pull"
@@ -58,6 +59,35 @@ def template_releases(resources: list[dict[str, Any]], root: Path | None) -> tup
         )
         notes.append(f"Helm releases shown as one line each, not templated: {', '.join(missing)} — {why}")
     return entries, notes
+
+
+def value_index(root: Path | None, chart: str, version: str) -> dict[str, Any] | None:
+    """The value index of `chart` at `version`: the committed one, else one derived from the
+    archive when it and Helm are at hand, else None (nothing to check against)."""
+    index = committed_index(chart, version)
+    if index is None and helm_available():
+        archive = find_archive(root, chart, version)
+        if archive is not None:
+            index = index_from_chart(load_chart(archive))
+    return index
+
+
+def unknown_value_problems(resources: list[dict[str, Any]], root: Path | None) -> list[tuple[str, str]]:
+    """(where, what) for every value a release passes that its chart does not know."""
+    problems = []
+    for res in release_records(resources):
+        inputs = res["inputs"]
+        chart, version = inputs.get("chart", ""), str(inputs.get("version", ""))
+        index = value_index(root, chart, version)
+        if index is None:
+            continue
+        for path in unknown_paths(inputs.get("values") or {}, index["values"], index.get("schema")):
+            problems.append((
+                f"Helm release {res['name']}: values.{path}",
+                f"{chart} {version} does not know this value (not in its default values, subcharts "
+                "included, nor its values.schema.json); Helm would ignore it",
+            ))
+    return problems
 
 
 def chart_objects(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
