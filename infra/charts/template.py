@@ -19,10 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 CACHE_ENV = "INFRA_CHART_CACHE"
 HOOK_ANNOTATION = "helm.sh/hook"
@@ -131,20 +130,24 @@ def _meta(part: dict[str, Any], key: str) -> str:
     return str(part["object"].get("metadata", {}).get(key) or "")
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml: 10x faster on big CRDs
-    """PyYAML's safe loader, reading a bare `=` as the string it is in YAML 1.2 (CRD schemas
-    list it as an enum value; PyYAML alone knows it as YAML 1.1's `value` tag and refuses it)."""
-
-
-_Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+_DOCUMENT_START = re.compile(r"^---(?:[ \t].*)?$", re.MULTILINE)
 
 
 def _documents(text: str) -> list[dict[str, Any]]:
-    """The manifests in a rendered file (empty documents and non-objects dropped)."""
-    try:
-        docs = list(yaml.load_all(text, Loader=_Loader))
-    except yaml.YAMLError as err:
-        raise ChartError(f"a template rendered YAML that does not parse: {err}") from None
+    """The manifests in a rendered file (empty documents and non-objects dropped), parsed by
+    Helm's own YAML reader (sigs.k8s.io/yaml, as Kubernetes reads them; PyYAML reads YAML 1.1,
+    where `on` is true and a bare `=` is an error) — and 3x faster than libyaml on the megabytes
+    of CRDs kube-prometheus-stack carries."""
+    import helm_python
+
+    docs = []
+    for chunk in _DOCUMENT_START.split(text):
+        if not chunk.strip():
+            continue
+        try:
+            docs.append(helm_python.values_from_yaml(chunk))
+        except helm_python.HelmError as err:
+            raise ChartError(f"a template rendered YAML that does not parse: {err}") from None
     return [d for d in docs if isinstance(d, dict) and d.get("kind") and d.get("apiVersion")]
 
 
