@@ -78,3 +78,11 @@ def test_without_the_archive_on_one_side_nothing_is_compared_object_by_object(pl
     for entry in bare["charts"]:
         entry.update(templated=False, parts=[], digest=None)
     assert diff_plans(bare, old).empty
+
+
+def test_summary_lists_the_templated_release_by_kind(plan):
+    from infra.commands.plan import render_summary
+
+    summary = render_summary(plan, terminal=False)
+    assert "Helm releases, templated offline:" in summary
+    assert "keda (keda 2.18.3, 5 objects): 1 Deployment, 1 Secret, 1 Service, 1 crd CustomResourceDefinition, 1 hook Job" in summary
