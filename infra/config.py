@@ -61,6 +61,8 @@ from infra.domain import (
     MAX_PEAK_RPS,
     MAX_TPOT_P90_MS,
     MAX_TTFT_P90_MS,
+    MAX_TURNS_PER_SESSION,
+    KvOffload,
     Layout,
     PdLayout,
     Provenance,
@@ -605,10 +607,49 @@ class WorkloadConfig(_Strict):
     peak_rps: float | None = Field(
         None, gt=0, le=MAX_PEAK_RPS, description="Peak requests per second the model must sustain (sizes the node count)."
     )
-    prefix_cache_hit_rate: float = Field(0.0, ge=0, lt=1, description="Share of prompt tokens expected from the prefix cache (multi-turn chat).")
+    prefix_cache_hit_rate: float = Field(
+        0.0, ge=0, lt=1,
+        description="Share of prompt tokens expected from the prefix cache, taken as given; with turns_per_session the session model predicts it instead (set one, not both).",
+    )
+    turns_per_session: int = Field(
+        1, ge=1, le=MAX_TURNS_PER_SESSION,
+        description="Turns per conversation (multi-turn chat): each prompt re-sends the history, which the prefix cache serves while it holds it; the plan then predicts the hit rate from the KV cache and the sessions (docs/planner.md). 1: single prompts.",
+    )
+    think_time_s: float = Field(
+        60.0, gt=0, le=86400,
+        description="Mean seconds between a conversation's turns (the user reading and typing); longer: more histories evicted before they are reused.",
+    )
+    new_tokens_per_turn: int | None = Field(
+        None, ge=1, le=MAX_INPUT_TOKENS,
+        description="New user tokens per turn; unset: derived so the mean prompt over a session is input_tokens.",
+    )
 
     def to_workload(self) -> Workload:
-        return Workload(self.input_tokens, self.output_tokens, self.peak_rps, self.prefix_cache_hit_rate)
+        return Workload(
+            self.input_tokens, self.output_tokens, self.peak_rps, self.prefix_cache_hit_rate,
+            self.turns_per_session, self.think_time_s, self.new_tokens_per_turn,
+        )
+
+
+class KvOffloadConfig(_Strict):
+    """A second KV-cache tier in host memory (vLLM `--kv-offloading-backend`/`--kv-offloading-size`).
+
+    Multi-turn chat re-sends its history every turn; the GPU prefix cache serves it only while it
+    holds it. An offload tier keeps evicted blocks in the node's RAM and reloads them over PCIe
+    instead of re-prefilling. The plan shows hit rate and goodput with and without it.
+    """
+
+    kind: Literal["none", "auto", "cpu", "lmcache"] = Field(
+        "none",
+        description="none; auto: the planner turns a CPU tier on where it raises goodput by 5 % or more (needs workload.turns_per_session); cpu: vLLM's native OffloadingConnector; lmcache: LMCache's CPU tier (needs an image with LMCache: the upstream ROCm image is built without it).",
+    )
+    size_gib: float | None = Field(
+        None, gt=0, le=65536, allow_inf_nan=False,
+        description="cpu / lmcache (required): host memory per engine (vLLM's --kv-offloading-size, shared by its TP ranks; a replica with dp ranks pins it dp times); must fit the engine pod's share of the node's RAM beside the engine itself.",
+    )
+
+    def to_offload(self) -> KvOffload | None:
+        return KvOffload(self.kind, float(self.size_gib)) if self.kind in ("cpu", "lmcache") and self.size_gib else None
 
 
 class SloConfig(_Strict):
@@ -648,6 +689,11 @@ class AutoscalingConfig(_Strict):
     )
 
 
+def _offload_kind(value: Any) -> Any:
+    """`kv_offload: auto` (or none) as a string is short for `{kind: auto}`."""
+    return {"kind": value} if isinstance(value, str) else value
+
+
 class ModelConfig(_Strict):
     """One served model: what, where, how laid out, for which traffic and SLOs."""
 
@@ -673,6 +719,10 @@ class ModelConfig(_Strict):
         default_factory=dict, description="Extra container environment variables; VLLM_* names must be read by the pinned vLLM."
     )
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig, description="Replica autoscaling on in-flight requests and the queue (KEDA).")
+    kv_offload: Annotated[KvOffloadConfig, BeforeValidator(_offload_kind)] = Field(
+        default_factory=KvOffloadConfig,
+        description="KV cache offload tier in host memory: none, auto, or {kind: cpu|lmcache, size_gib: N}.",
+    )
 
     @property
     def api_model_name(self) -> str:
@@ -1271,6 +1321,7 @@ def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
             elif flag in _OBSERVABILITY_FLAGS:
                 problems.append(Problem(f"{at}.extra_args[{j}]", f"{arg!r} is not allowed: {_OBSERVABILITY_FLAGS[flag]}"))
         problems += _plain_secret_problems(model, at)
+        problems += _check_kv_offload(model, at)
         pool_at = f"{NS}gpu_pools[{[p.name for p in raw.gpu_pools].index(model.pool)}]"
         problems += _check_model_layout(model, pool, at, base_dir, pool_at)
     for pool_name, indices in by_pool.items():
@@ -1292,6 +1343,45 @@ def _check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
                         Problem(f"{NS}models[{indices[-1]}].layout", f"models on pool {pool_name!r} use {used} GPUs per node; it has {gpus}")
                     )
     problems += _check_autoscaling(raw, pools, by_pool)
+    return problems
+
+
+def _check_kv_offload(model: ModelConfig, at: str) -> list[Problem]:
+    """A tier needs its size (cpu, lmcache) and no other connector; lmcache an image with LMCache;
+    the session model and a fixed hit rate are two answers to one question. The size is checked
+    against host memory in the plan, once the layout (auto or explicit) is known."""
+    from infra.planner.prefix_cache import session_shape
+
+    off, w, problems = model.kv_offload, model.workload, []
+    if off.kind in ("cpu", "lmcache") and off.size_gib is None:
+        problems.append(Problem(f"{at}.kv_offload.size_gib", f"required with kind {off.kind}: GiB of host memory per engine"))
+    if off.kind in ("none", "auto") and off.size_gib is not None:
+        problems.append(Problem(f"{at}.kv_offload.size_gib", f"not used with kind {off.kind} (cpu or lmcache take a size)"))
+    if off.kind != "none" and isinstance(model.layout, PdLayoutConfig):
+        problems.append(Problem(
+            f"{at}.kv_offload",
+            "not with a prefill/decode layout: its engines' --kv-transfer-config carries the P/D connector, which vLLM's "
+            "offloading switch would replace (composing both through MultiConnector is not supported here)",
+        ))
+    if off.kind == "lmcache" and model.image is None:
+        problems.append(Problem(
+            f"{at}.image",
+            "kv_offload lmcache needs an image with LMCache installed: the pinned vLLM images are built without it "
+            "(vLLM's docker/Dockerfile.rocm --build-arg INSTALL_LMCACHE=true builds one); set models[].image",
+        ))
+    if off.kind == "auto" and w.turns_per_session == 1:
+        problems.append(Problem(f"{at}.kv_offload", "auto needs workload.turns_per_session above 1: the planner decides from the sessions"))
+    if w.turns_per_session > 1 and w.prefix_cache_hit_rate > 0:
+        problems.append(Problem(
+            f"{at}.workload.prefix_cache_hit_rate",
+            "set prefix_cache_hit_rate or turns_per_session, not both: with sessions the planner predicts the hit rate",
+        ))
+    if w.turns_per_session == 1 and "new_tokens_per_turn" in w.model_fields_set:
+        problems.append(Problem(f"{at}.workload.new_tokens_per_turn", "only with turns_per_session above 1"))
+    try:
+        session_shape(w.to_workload())
+    except ValueError as err:
+        problems.append(Problem(f"{at}.workload", str(err)))
     return problems
 
 

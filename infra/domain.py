@@ -353,6 +353,36 @@ class Workload:
     output_tokens: int
     peak_rps: float | None = None
     prefix_cache_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
+    # The session model (infra/planner/prefix_cache.py): a conversation of `turns_per_session`
+    # requests whose prompts grow by each answer and `new_tokens_per_turn` (None: derived so the
+    # mean prompt is input_tokens), `think_time_s` apart on average. 1 turn: no session model,
+    # prefix_cache_hit_rate is taken as given.
+    turns_per_session: int = 1
+    think_time_s: float = 60.0
+    new_tokens_per_turn: int | None = None
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.turns_per_session > 1
+
+
+@dataclass(frozen=True)
+class KvOffload:
+    """A second KV-cache tier in host memory for every replica of a model.
+
+    kind: "cpu" (vLLM's native OffloadingConnector, `--kv-offloading-backend native`) or
+        "lmcache" (LMCache's CPU tier, `--kv-offloading-backend lmcache`).
+    size_gib: host memory per data-parallel engine of a replica (vLLM's `--kv-offloading-size`:
+        the total over the engine's TP ranks, each pinning its share).
+    """
+
+    kind: str
+    size_gib: float
+
+    @property
+    def backend(self) -> str:
+        """The value of vLLM's `--kv-offloading-backend`."""
+        return "native" if self.kind == "cpu" else self.kind
 
 
 @dataclass(frozen=True)
@@ -377,6 +407,7 @@ MAX_OUTPUT_TOKENS = 262_144
 MAX_TTFT_P90_MS = 600_000.0
 MAX_TPOT_P90_MS = 60_000.0
 MAX_PEAK_RPS = 100_000.0
+MAX_TURNS_PER_SESSION = 1000  # beyond it a session model predicts nothing a long-lived agent needs
 
 
 # --------------------------------------------------------------------------- provenance
@@ -405,6 +436,10 @@ class WorkloadRecord(_Record):
 
     input_tokens: int = Field(gt=0, description="Prompt tokens of the measurement.")
     output_tokens: int = Field(gt=0, description="Output tokens of the measurement.")
+    turns_per_session: int | None = Field(
+        None, gt=1, description="Turns per conversation of a multi-turn replay (`infra bench --dataset multi-turn`); unset: single-turn prompts.",
+    )
+    think_time_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="Mean think time between turns of the multi-turn replay, seconds.")
 
 
 class Provenance(_Record):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.catalog import versions
+from infra.render.prefix_cache_rules import prefix_cache_alert_group, prefix_cache_group
 from infra.render.slo_rules import (
     DEFAULT_THRESHOLDS,
     PD_ROLE_TARGET_LABEL,
@@ -425,14 +426,15 @@ def render_rule_groups(
     models = list(models)
     out: dict[str, list[dict]] = {}
     for m in models:
-        out[f"model-{m.name}"] = [model_recording_group(m), slo_recording_group(m)]
+        out[f"model-{m.name}"] = [model_recording_group(m), slo_recording_group(m), prefix_cache_group(m)]
         pd = pd_recording_group(m)
         if pd is not None:
             out[f"model-{m.name}"].append(pd)
     pools = pool_cost_group(models)
     if pools is not None:
         out["pools"] = [pools]
-    alerts = [slo_alert_group(runbook_url), serving_alert_group(models, thresholds, runbook_url)]
+    alerts = [slo_alert_group(runbook_url), serving_alert_group(models, thresholds, runbook_url),
+              prefix_cache_alert_group(models, runbook_url)]
     pd_alerts = pd_alert_group(models, base=thresholds, runbook_base=runbook_url)
     if pd_alerts is not None:
         alerts.append(pd_alerts)

@@ -9,6 +9,7 @@ import promql_parser
 import pytest
 
 from infra.render.model_service import deployment_name
+from infra.render.prefix_cache_rules import OFFLOAD_METRICS
 from infra.render.observability import (
     DASHBOARD_DIR,
     GpuRuntimeFacts,
@@ -52,6 +53,11 @@ MODELS = [
     ObservedModel("llama-8b", "llama-8b", "small-models", 1000, 25, 1, 2, None, deployment="llama-8b-engine"),
 ]
 AMD = GpuRuntimeFacts(vendor="amd", mode="doks-managed")
+# A multi-turn chat model with a planned hit rate and a KV offload tier (prefix_cache_rules.py).
+MULTI_TURN = ObservedModel(
+    "chat-mt", "chat-mt", "inference", 2000, 50, 4, 2, deployment="chat-mt-engine",
+    prefix_cache_planned_hit=0.6, kv_offload=True,
+)
 
 # Every metric a rule or dashboard may read that it does not record itself, with its source.
 # A name missing here fails the test: add it only after confirming it in the source named.
@@ -62,6 +68,7 @@ KSM_NODE = "kube-state-metrics docs/metrics/cluster/node-metrics.md (resource na
 KSM_DEPLOYMENT = "kube-state-metrics docs/metrics/workload/deployment-metrics.md (no label allow-list needed)"
 NIXL = "vLLM vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py (NixlConnector only)"
 VLLM_ROUTER = "vllm-project/router src/metrics.rs (vllm-router 0.1.17)"
+OFFLOADING = "vLLM vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py (OffloadingConnector: kv_offload)"
 EXTERNAL_METRICS: dict[str, str] = {
     "vllm:time_to_first_token_seconds_bucket": VLLM,
     "vllm:time_to_first_token_seconds_count": VLLM,
@@ -107,13 +114,17 @@ EXTERNAL_METRICS: dict[str, str] = {
     "vllm_router_pd_requests_total": VLLM_ROUTER,
     "vllm_router_pd_prefill_errors_total": VLLM_ROUTER,
     "vllm_router_pd_decode_errors_total": VLLM_ROUTER,
+    # prefix cache by tier and KV offload transfers (checked in the vLLM 0.32.0 CPU wheel:
+    # v1/metrics/loggers.py, distributed/kv_transfer/kv_connector/v1/offloading/metrics.py)
+    "vllm:external_prefix_cache_hits_total": VLLM,
+    **{name: OFFLOADING for name in OFFLOAD_METRICS},
 }
 
 
 def all_groups() -> list[dict]:
     from tests.render.test_pd_rules_promtool import MORIIO, NIXL
 
-    return [g for groups in render_rule_groups([*MODELS, MORIIO, NIXL], AMD).values() for g in groups]
+    return [g for groups in render_rule_groups([*MODELS, MORIIO, NIXL, MULTI_TURN], AMD).values() for g in groups]
 
 
 def metric_names(expr: str) -> set[str]:
@@ -493,7 +504,7 @@ def test_observed_models_carry_the_pool_price_and_gpu_share(monkeypatch):
     def facts(name: str, pool, tp: int, dp: int, rpn: int) -> ModelFacts:
         layout = NS(replicas_per_node=rpn, gpus_per_replica=tp * dp, gpus_per_node_used=tp * dp * rpn, multi_node=False,
                     replicas_for_nodes=lambda nodes: rpn * nodes)
-        config = NS(name=name, api_model_name=name, slo=NS(ttft_p90_ms=2500, tpot_p90_ms=50))
+        config = NS(name=name, api_model_name=name, slo=NS(ttft_p90_ms=2500, tpot_p90_ms=50), kv_offload=NS(to_offload=lambda: None))
         return ModelFacts(config=config, pool=pool, arch=None, plan=NS(chosen=NS(layout=layout)))
 
     def pool(name: str, price: float | None) -> NS:
