@@ -16,7 +16,7 @@ from infra.config import NS, SECRET_KEYS, StackInput
 
 HEADER = """# Configuration reference
 
-Generated from `infra/config.py` by `python -m infra.configdoc` — do not edit by hand.
+Generated from `infra/config/` by `python -m infra.configdoc` — do not edit by hand.
 
 Keys live under the project namespace `inference-platform:` in `stacks/Pulumi.<stack>.yaml`. Unknown
 keys are errors at every level, so a typo never silently does nothing. Structured values are YAML

@@ -33,6 +33,7 @@ from infra.config import (
 from infra.domain import KvOffload, Layout, Provenance
 from infra.errors import ConfigError, Problem
 from infra.front_door import FrontDoor, public_base_url
+from infra.layout_fit import require_layouts_fit
 from infra.planner import (
     ModelPlan,
     ReadinessPlan,
@@ -284,7 +285,10 @@ class StackPlan:
 
 def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
     """Decide the whole stack (pure). Raises one ConfigError with every planning problem, unless
-    `allow_problems`, which keeps them in `plan.problems` (for `infra bench`)."""
+    `allow_problems`, which keeps them in `plan.problems` (for `infra bench`). A layout that does not
+    fit its model or node is refused first, whatever `allow_problems` says: nothing can be planned
+    (or benchmarked) on it."""
+    require_layouts_fit(cfg, source=f"stacks/Pulumi.{cfg.stack}.yaml")
     models, notes, problems = _plan_models(cfg)
     if problems and not allow_problems:
         raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")

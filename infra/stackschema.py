@@ -4,7 +4,7 @@
 
 Editors that speak the YAML language server validate and complete a stack file as it is typed
 when its first line is `# yaml-language-server: $schema=../docs/stack.schema.json` (every shipped
-stack and `infra new-env` output carry it). The schema is what `infra/config.py` accepts: each
+stack and `infra new-env` output carry it). The schema is what `infra/config/` accepts: each
 `inference-platform:<key>` of `StackInput`, the secret keys and `digitalocean:token` as Pulumi
 `{secure: ...}` values, other providers' namespaced keys left alone. It checks shape and types
 only; `infra plan` still gives the full verdict (cross-key rules, catalog lookups, the planner).
@@ -68,7 +68,7 @@ def render_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "inference-platform stack file (stacks/Pulumi.<stack>.yaml)",
-        "description": "Generated from infra/config.py by `python -m infra.stackschema`; do not edit by hand. "
+        "description": "Generated from infra/config/ by `python -m infra.stackschema`; do not edit by hand. "
         "Key reference: docs/configuration.md.",
         "type": "object",
         "properties": {

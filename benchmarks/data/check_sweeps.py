@@ -39,12 +39,75 @@ MOE = {"DeepSeek-R1", "DeepSeek-V3", "DeepSeek-V3.2", "Qwen3-235B-A22B", "Qwen3-
        "Llama-4-Maverick-17B-128E", "Qwen3.5-35B-A3B", "Kimi-K2", "MiniMax-M2.7", "DeepSeek-V4-Flash"}
 DENSE = {"Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.3-70B", "Llama-3.1-405B", "Llama-2-70B", "Qwen3-8B",
          "Qwen3-14B", "Qwen3-32B", "Qwen3.5-9B"}
+# Active parameters per generated token, in billions (MoE: routed top-k + shared experts + attention +
+# embeddings as the model cards state them; dense: all parameters). Used for the HBM roofline below.
+ACTIVE_PARAMS_B = {
+    "DeepSeek-R1": 37, "DeepSeek-V3": 37, "DeepSeek-V3.2": 37, "Qwen3-235B-A22B": 22, "Qwen3-30B-A3B": 3.3,
+    "gpt-oss-120b": 5.1, "gpt-oss-20b": 3.6, "Mixtral-8x7B": 12.9, "Mixtral-8x22B": 39, "GLM-4.5-Air": 12,
+    "GLM-4.6": 32, "Llama-4-Scout-17B-16E": 17, "Llama-4-Maverick-17B-128E": 17, "Kimi-K2": 32,
+    "MiniMax-M2.7": 10, "Qwen3.5-35B-A3B": 3,
+    "Llama-3.1-8B": 8, "Llama-3.1-70B": 70, "Llama-3.3-70B": 70, "Llama-3.1-405B": 405, "Llama-2-70B": 69,
+    "Qwen3-8B": 8.2, "Qwen3-14B": 14.8, "Qwen3-32B": 32.8, "Qwen3.5-9B": 9,
+}
+# Fewest bytes a weight can take at each precision (4-bit formats without their scales): a lower bound,
+# so the roofline below can only be too generous, never too strict.
+MIN_BYTES_PER_PARAM = {"FP8": 1.0, "INT8": 1.0, "BF16": 2.0, "FP16": 2.0, "MXFP4": 0.5, "FP4": 0.5, "INT4": 0.5}
+# Peak HBM bandwidth per GPU, TB/s (vendor data sheets).
+HBM_TB_S = {"MI300X": 5.3, "MI325X": 6.0, "MI355X": 8.0, "H100": 3.35, "H200": 4.8, "B200": 8.0}
+# A serve command or configuration the row's layout was read from: in the notes, or the source is a
+# document that carries the commands (a README, a recipe, a benchmark config).
+SERVE_CITATION = re.compile(
+    r"vllm serve|serve:|serve command|--tensor-parallel-size|\btp[ =]\d|benchmark_(throughput|latency)\.py|"
+    r"README|recipe|config", re.I)
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 
 
 def model_class(m):
     return "MoE" if m in MOE else ("dense" if m in DENSE else "?")
+
+
+def roofline_problems(r, vals):
+    """Physical bounds every decode step obeys: it reads at least the active weights of one token from
+    the HBM of the engine that runs it. So no sequence decodes faster than engine bandwidth ÷ active
+    weight bytes (TPOT/ITL ≥ that time), and the system's output ≤ concurrency × that rate."""
+    active = ACTIVE_PARAMS_B.get(r["model"])
+    bpp = MIN_BYTES_PER_PARAM.get(r["precision"])
+    bw = HBM_TB_S.get(r["hardware"])
+    if not (active and bpp and bw) or not vals.get("gpus") or not vals.get("replicas"):
+        return []
+    engine_gpus = vals["gpus"] / vals["replicas"]
+    min_step_s = active * 1e9 * bpp / (bw * 1e12 * engine_gpus)
+    out = []
+    for c in ("tpot_mean_ms", "tpot_median_ms", "itl_mean_ms"):
+        if r[c] and float(r[c]) < min_step_s * 1e3:
+            out.append(f"{c} {r[c]} is below the HBM roofline: reading {active}B active parameters at "
+                       f"{r['precision']} from {engine_gpus:g}x{r['hardware']} takes at least {min_step_s * 1e3:.2f} ms")
+    if r["output_tok_s"] and "concurrency" in vals and r["concurrency_semantics"] != "request_rate_open_loop":
+        ceiling = vals["concurrency"] / min_step_s
+        if float(r["output_tok_s"]) > ceiling:
+            out.append(f"output_tok_s {r['output_tok_s']} exceeds the HBM roofline for {vals['concurrency']} sequences "
+                       f"({ceiling:.0f} tok/s: each decodes at most one token per {min_step_s * 1e3:.2f} ms)")
+    return out
+
+
+def vllm_rocm_moe_problems(r, vals):
+    """What a vLLM-on-ROCm MoE row must carry to calibrate the target stack: the engine build, where its
+    layout was read (a serve command or config), and a layout that accounts for every GPU (vLLM's
+    `-dp N` adds N × tp GPUs, so tp × dp × replicas = gpus)."""
+    if not (r["engine"] == "vllm" and r["hardware"] in ROCM and model_class(r["model"]) == "MoE"):
+        return []
+    out = []
+    if not r["engine_version"].strip():
+        out.append("vLLM-on-ROCm MoE rows need engine_version")
+    if not SERVE_CITATION.search(r["notes"] + " " + r["source"]):
+        out.append("vLLM-on-ROCm MoE rows need the serve command or config citation in notes (or a README/recipe source)")
+    if r["dp"] == "":
+        out.append("vLLM-on-ROCm MoE rows need dp (1 when no data parallelism)")
+    elif all(k in vals for k in ("tp", "dp", "replicas", "gpus")) and vals["tp"] * vals["dp"] * vals["replicas"] != vals["gpus"]:
+        out.append(f"tp x dp x replicas = {vals['tp'] * vals['dp'] * vals['replicas']} but gpus = {vals['gpus']} "
+                   "(vLLM data parallelism adds tp GPUs per rank)")
+    return out
 
 
 def check(path):
@@ -128,6 +191,8 @@ def check(path):
             err("gpus is not a multiple of tp x replicas")
         if r["output_tok_s"] and r["total_tok_s"] and float(r["output_tok_s"]) > float(r["total_tok_s"]) * 1.0001:
             err("output_tok_s > total_tok_s")
+        for problem in roofline_problems(r, vals) + vllm_rocm_moe_problems(r, vals):
+            err(problem)
         if "read from chart" in r["notes"] and "5%" not in r["notes"]:
             err("chart-read rows must state the reading error")
         key = tuple(r[c] for c in COLUMNS if c != "notes")

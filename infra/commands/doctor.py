@@ -45,9 +45,9 @@ def target_from_config(cfg: Any) -> DoctorTarget:
 
 def load_stack_file(stack: str, root: Path) -> Any:
     """The lead's validated loader; a seam so tests can hand in a small config object."""
-    from infra.config import load_stack_file as load
+    from infra.layout_fit import load_plannable_stack_file
 
-    return load(stack, root)
+    return load_plannable_stack_file(stack, root)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

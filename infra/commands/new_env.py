@@ -28,6 +28,7 @@ from infra.config import (
     stack_name_problem,
 )
 from infra.errors import Problem, UserError, yaml_error_line
+from infra.layout_fit import require_layouts_fit
 from infra.project import project_root
 from infra.stackschema import MODELINE
 from infra.tuning.stackfile import guess_indent
@@ -270,7 +271,8 @@ def run(args) -> int:
     text = retarget_comments(buf.getvalue(), args.source, args.name, old_environment, str(environment))
 
     values, secret_keys = parse_stack_text(text, target.name)
-    load_config(values, stack=args.name, secret_keys=secret_keys, base_dir=root, source=str(target.name))
+    cfg = load_config(values, stack=args.name, secret_keys=secret_keys, base_dir=root, source=str(target.name))
+    require_layouts_fit(cfg, source=str(target.name))  # the copy must plan, not only validate
     target.write_text(text, encoding="utf-8")
     print(f"wrote {target.relative_to(root)} (environment {environment}, VPC {vpc}); next: `pulumi stack init {args.name}`")
     return 0

@@ -18,13 +18,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from infra.catalog import host_memory
 from infra.catalog.gpus import GpuSize
 from infra.catalog.host_links import host_link_gb_s
 from infra.catalog.models import ModelArch
-from infra.domain import KvOffload, Layout, Workload
-from infra.planner import host_memory
+from infra.domain import KvOffload, Layout, SessionShape, Workload, session_shape
 from infra.planner.performance import compute_tflops
-from infra.planner.prefix_cache import PrefixHit, SessionShape, prefix_hit, session_shape, tokens_for_survival
+from infra.planner.prefix_cache import PrefixHit, prefix_hit, tokens_for_survival
 from infra.planner.search import Candidate, ModelPlan
 
 GIB = 1 << 30

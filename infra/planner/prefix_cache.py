@@ -34,53 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra.domain import Workload
-
-
-@dataclass(frozen=True)
-class SessionShape:
-    """A workload's conversations: turns, new tokens per turn, and the prompt share they re-send."""
-
-    turns: int
-    new_tokens_per_turn: float
-    think_time_s: float
-    reusable_share: float  # of all prompt tokens, the share that repeats an earlier turn's history
-
-
-def derived_new_tokens_per_turn(input_tokens: int, output_tokens: int, turns: int) -> float:
-    """New user tokens per turn that make the mean prompt over a session `input_tokens`.
-
-    Turn k's prompt is n + (k − 1)(n + output); its mean over k = 1..T is
-    n + (T − 1)/2 · (n + output). Solved for n; ≤ 0 means the answers alone outgrow the prompt.
-    """
-    half = (turns - 1) / 2.0
-    return (input_tokens - half * output_tokens) / (1.0 + half)
-
-
-def session_shape(workload: Workload) -> SessionShape | None:
-    """The session model of a workload, or None for single-turn traffic.
-
-    Raises ValueError (a message for the stack's `workload`) when the fields contradict each
-    other: the answers of T turns outgrow the mean prompt, or the new tokens exceed it.
-    """
-    if not workload.multi_turn:
-        return None
-    turns, prompt = workload.turns_per_session, workload.input_tokens
-    if workload.new_tokens_per_turn is None:
-        new = derived_new_tokens_per_turn(prompt, workload.output_tokens, turns)
-        if new < 1:
-            raise ValueError(
-                f"{turns} turns of {workload.output_tokens}-token answers make a mean prompt above input_tokens "
-                f"{prompt}: raise input_tokens, or lower turns_per_session or output_tokens"
-            )
-    else:
-        new = float(workload.new_tokens_per_turn)
-        if new >= prompt:
-            raise ValueError(
-                f"new_tokens_per_turn {workload.new_tokens_per_turn} must be below input_tokens {prompt} "
-                "(the mean prompt includes the history the new tokens are added to)"
-            )
-    return SessionShape(turns, new, workload.think_time_s, 1.0 - new / prompt)
+from infra.domain import SessionShape
 
 
 def survival(capacity_tokens: float, touch_tokens_per_s: float, think_time_s: float) -> float:

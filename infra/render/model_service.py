@@ -21,12 +21,11 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from infra.catalog import versions
+from infra.catalog import host_memory, versions
 from infra.catalog.gpus import GpuSize
 from infra.catalog.vllm_flags import VLLM_PORT, clashes_with_service_env, unknown_env_vars
 from infra.domain import KvOffload, Layout
 from infra.errors import Problem, UserError
-from infra.planner import host_memory
 from infra.render.vllm_args import ServeOptions, vllm_serve_args
 from infra.render.warm_start import (
     PREFETCH_SCRATCH_GIB,
@@ -238,7 +237,7 @@ def _meta(name: str, namespace: str, labels: dict, annotations: dict | None = No
 def validate_spec(spec: ModelServiceSpec, path: str | None = None) -> None:
     """Raise UserError listing every problem a user can fix in the stack config.
 
-    Stack config rejects every one of these a stack file can cause (infra/config.py); they are
+    Stack config rejects every one of these a stack file can cause (infra/config/); they are
     checked again because the bench renders specs that never went through it (candidate layouts).
     """
     path = path or f"models[{spec.name}]"

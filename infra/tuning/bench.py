@@ -45,9 +45,8 @@ from dataclasses import dataclass, replace
 
 from infra.catalog import versions
 from infra.catalog.vllm_flags import VLLM_PORT
-from infra.domain import LAYOUT_LIMIT_KEYS, Layout, Slo, Workload
+from infra.domain import LAYOUT_LIMIT_KEYS, Layout, Slo, Workload, session_shape
 from infra.errors import Problem, UserError
-from infra.planner.prefix_cache import session_shape
 from infra.render import model_service as ms
 from infra.tuning import multi_turn_trace, readiness
 from infra.tuning.bench_flags import known_bench_flags

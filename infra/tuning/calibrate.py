@@ -103,7 +103,7 @@ def load_stack_model(stack: str | None, model: str | None, *, stacks_dir: Path |
     if not (stack and model):
         raise PlannerUnavailable("needs --stack and --model")
     try:
-        from infra.config import load_stack_file
+        from infra.layout_fit import load_plannable_stack_file as load_stack_file
     except ImportError as err:  # pragma: no cover - only while the toolkit is half-built
         raise PlannerUnavailable(f"the planner is not available: {err}") from None
     from infra.project import project_root

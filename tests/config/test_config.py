@@ -7,11 +7,13 @@ import yaml
 
 from infra.config import NS, load_config, load_stack_file
 from infra.errors import ConfigError
+from infra.layout_fit import require_layouts_fit
 from tests.conftest import ROOT, STACKS, make_project, run_cli, stack_values
 
 
 def _load(values, secrets=frozenset(), stack="prod"):
-    return load_config(values, stack=stack, secret_keys=set(secrets), base_dir=ROOT)
+    """The config's checks and then the plan's layout-fit check: what `infra plan` refuses before planning."""
+    return require_layouts_fit(load_config(values, stack=stack, secret_keys=set(secrets), base_dir=ROOT))
 
 
 @pytest.mark.parametrize("stack", STACKS)

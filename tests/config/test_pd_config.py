@@ -7,6 +7,7 @@ import pytest
 
 from infra.config import NS, load_config
 from infra.errors import ConfigError
+from infra.layout_fit import require_layouts_fit
 from tests.conftest import ROOT, stack_values
 
 FABRIC_SLUG = "gpu-mi325x8-2048gb-fabric-contracted"
@@ -20,7 +21,8 @@ def _staging(layout, **pool):
 
 
 def _load(values, secrets):
-    return load_config(values, stack="staging", secret_keys=set(secrets), base_dir=ROOT)
+    """The config's checks and then the plan's layout-fit check: what `infra plan` refuses before planning."""
+    return require_layouts_fit(load_config(values, stack="staging", secret_keys=set(secrets), base_dir=ROOT))
 
 
 def _error(values, secrets) -> str:

@@ -8,15 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.domain import Workload
-from infra.planner.prefix_cache import (
-    SessionShape,
-    derived_new_tokens_per_turn,
-    prefix_hit,
-    session_shape,
-    survival,
-    tokens_for_survival,
-)
+from infra.domain import SessionShape, Workload, derived_new_tokens_per_turn, session_shape
+from infra.planner.prefix_cache import prefix_hit, survival, tokens_for_survival
 
 
 def test_single_turn_traffic_has_no_session_model():

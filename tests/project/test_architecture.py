@@ -38,7 +38,7 @@ def test_no_hidden_channels_between_the_plan_and_the_program():
 
 # Diagram node → the modules it stands for (docs/architecture.md, "Data path").
 _DIAGRAM_NODES = {
-    "config": ["infra.config"], "plan": ["infra.stack_plan"], "declare": ["infra.declare"],
+    "config": ["infra.config"], "plan": ["infra.stack_plan", "infra.layout_fit"], "declare": ["infra.declare"],
     "components": ["components"], "render": ["infra.render", "infra.specs"], "planner": ["infra.planner"],
     "catalog": ["infra.catalog"], "domain": ["infra.domain"], "main": ["infra.__main__"],
     "offline": ["infra.offline"], "mock": ["infra.mock_runtime"], "cli": ["infra.cli", "infra.commands"],

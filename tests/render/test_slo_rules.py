@@ -9,7 +9,6 @@ import promql_parser
 import pytest
 
 from infra.render.model_service import deployment_name
-from infra.render.prefix_cache_rules import OFFLOAD_METRICS
 from infra.render.observability import (
     DASHBOARD_DIR,
     GpuRuntimeFacts,
@@ -17,6 +16,7 @@ from infra.render.observability import (
     render_prometheus_rules,
     render_rule_groups,
 )
+from infra.render.prefix_cache_rules import OFFLOAD_METRICS
 from infra.render.slo_rules import (
     BURN_RATE_POLICY,
     ERROR_BUDGET,

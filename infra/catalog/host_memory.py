@@ -4,7 +4,8 @@ A node keeps back a headroom for kubelet, system-reserved and DaemonSets; the re
 among the replicas in proportion to their GPUs (an engine pod's memory request and limit). Inside
 that share live the engine's processes, its /dev/shm (memory-backed) and, with `kv_offload`, the
 offload tier's pinned host buffers. The renderer (render/model_service.py) sizes pods with these
-same functions, so what the planner offers as offload room is what the pod gets.
+same functions, so what the planner offers as offload room is what the pod gets (here, beside
+the GPU sizes, because both the planner and the renderers read it).
 """
 
 from __future__ import annotations

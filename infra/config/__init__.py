@@ -1,0 +1,62 @@
+"""The typed, validated stack configuration: the toolkit's user interface.
+
+Everything a stack file can say is declared here, one module per section of the file (network,
+cluster, gpu_pools, gpu_runtime, model_cache, models and their layout, router, observability,
+secrets), with a type, a default and a description; the configuration reference
+(docs/configuration.md) is generated from these declarations so the two cannot drift. Validation
+happens in two passes before a single resource is declared (stack.py `load_config`):
+
+1. structure (pydantic, strict): unknown keys, wrong types, bad enum values, out-of-range numbers,
+   unknown regions / GPU slugs, malformed CIDRs, Droplet slugs and model ids, `vllm serve` flags
+   and VLLM_* variables the pinned vLLM does not know — all collected in one pass (errors.py turns
+   them into Problems);
+2. cross-references (only once the structure is sound), each in the section that owns the key it
+   reports: pools that models name, duplicates, node-count ranges, CIDR overlaps, secrets.
+
+Whether a layout fits its model and node is a planning question (infra/layout_fit.py, asked by
+plan_stack): the config imports no planner. Reading the YAML (duplicate keys, `secure:` values,
+unknown namespaces) is load.py.
+
+Every problem is reported together, as `inference-platform:<key path>: <what is wrong>; <what is
+allowed>`, via `ConfigError`. Secrets are never read here as values: only whether each is set and
+whether it was set as a secret.
+"""
+
+from infra.config.base import (
+    ENVIRONMENTS,
+    NS,
+    PROJECT,
+    STACK_NAME_RULE,
+    Name,
+    StrictModel,
+    stack_name_problem,
+)
+from infra.config.cluster import ClusterConfig, MaintenanceConfig, SystemPoolConfig, pins_in_use
+from infra.config.layout import LayoutConfig, PdLayoutConfig
+from infra.config.load import OTHER_NAMESPACES, parse_stack_text, read_stack_file, stack_file
+from infra.config.model_cache import ModelCacheConfig
+from infra.config.models import (
+    AutoscalingConfig,
+    ModelConfig,
+    SloConfig,
+    WorkloadConfig,
+    hf_config_path,
+)
+from infra.config.network import NetworkConfig
+from infra.config.observability import AlertReceiverConfig, ObservabilityConfig
+from infra.config.pools import RESERVED_LABEL_PREFIXES, GpuPoolConfig
+from infra.config.router import GatewayConfig, GatewayObjectiveConfig, RouterConfig, install_gateway_api_crds
+from infra.config.runtime import GpuRuntimeConfig
+from infra.config.secrets import PROVIDER_SECRET_KEYS, SECRET_KEYS, SPACES_PROVIDER_KEYS, gated_models
+from infra.config.stack import StackConfig, StackInput, load_config, load_stack_file, zero_replica_notes
+
+__all__ = [
+    "ENVIRONMENTS", "NS", "OTHER_NAMESPACES", "PROJECT", "PROVIDER_SECRET_KEYS", "RESERVED_LABEL_PREFIXES",
+    "SECRET_KEYS", "SPACES_PROVIDER_KEYS", "STACK_NAME_RULE", "AlertReceiverConfig", "AutoscalingConfig",
+    "ClusterConfig", "GatewayConfig", "GatewayObjectiveConfig", "GpuPoolConfig", "GpuRuntimeConfig",
+    "LayoutConfig", "MaintenanceConfig", "ModelCacheConfig", "ModelConfig", "Name", "NetworkConfig",
+    "ObservabilityConfig", "PdLayoutConfig", "RouterConfig", "SloConfig", "StackConfig", "StackInput",
+    "StrictModel", "SystemPoolConfig", "WorkloadConfig", "gated_models", "hf_config_path", "install_gateway_api_crds",
+    "load_config", "load_stack_file", "parse_stack_text", "pins_in_use", "read_stack_file", "stack_file",
+    "stack_name_problem", "zero_replica_notes",
+]

@@ -1,0 +1,164 @@
+"""`cluster:` — the DOKS cluster: version, HA, protection, system pool, maintenance window, API
+allow-list; and which pinned charts and images the stack deploys (their Kubernetes support)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import AfterValidator, Field
+
+from infra.catalog import doks
+from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH
+from infra.compat import unsupported_pins
+from infra.config.base import NS, StrictModel
+from infra.config.models import resolve_autoscaling
+from infra.config.network import Cidr
+from infra.config.observability import observability_on
+from infra.config.router import install_gateway_api_crds
+from infra.errors import Problem
+
+if TYPE_CHECKING:
+    from infra.config.stack import StackInput
+
+_HHMM = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+# DigitalOcean's CPU Droplet slugs: `c-<vcpus>` (CPU-optimized), else `<family>-<n>vcpu-<ram>`
+# with an optional disk size (`s-2vcpu-8gb-160gb-intel`), then an optional CPU-vendor suffix.
+_CPU_SLUG = re.compile(
+    r"^(c-[0-9]+|(s|g|gd|m|m3|m6|so|so1_5|c2)-[0-9]+vcpu-[0-9]+(mb|gb)(-[0-9]+gb)?)(-amd|-intel)?$"
+)
+
+
+def _cpu_slug(value: str) -> str:
+    if not _CPU_SLUG.match(value):
+        close = difflib.get_close_matches(value, sorted(CPU_USD_PER_MONTH), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(
+            f"{value!r} is not a CPU Droplet size slug{hint}; use e.g. s-4vcpu-8gb, g-4vcpu-16gb, c-8, "
+            "m-2vcpu-16gb, optionally with -amd or -intel"
+        )
+    return value
+
+
+def _hhmm(value: str) -> str:
+    if not _HHMM.match(value):
+        raise ValueError(f"{value!r} is not a time of day; use HH:MM in UTC, e.g. 04:00")
+    return value
+
+
+def _k8s_prefix(value: str) -> str:
+    if not (doks.VERSION_PREFIX.match(value) or doks.VERSION_SLUG.match(value)):
+        raise ValueError(
+            f"{value!r} is neither a Kubernetes version prefix (e.g. \"1.33\") nor an exact DOKS version "
+            "slug (e.g. \"1.33.1-do.5\", as `doctl kubernetes options versions` lists)"
+        )
+    return value
+
+
+CpuSlug = Annotated[str, AfterValidator(_cpu_slug)]
+TimeOfDay = Annotated[str, AfterValidator(_hhmm)]
+K8sPrefix = Annotated[str, AfterValidator(_k8s_prefix)]
+
+
+class SystemPoolConfig(StrictModel):
+    """The cluster's default node pool: CPU nodes for system workloads (router, Prometheus, operators)."""
+
+    size: CpuSlug = Field(
+        "s-4vcpu-8gb",
+        description="CPU Droplet size slug, e.g. s-4vcpu-8gb, g-4vcpu-16gb, c-8. Changing it REPLACES THE CLUSTER (DOKS default pool); pick once.",
+    )
+    nodes: int = Field(2, ge=1, le=100, description="Node count of the system pool.")
+
+
+class MaintenanceConfig(StrictModel):
+    """When DOKS may apply patch upgrades."""
+
+    day: Literal["any", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"] = Field(
+        "sunday", description="Day of the week for the maintenance window."
+    )
+    start_time: TimeOfDay = Field("04:00", description="Start of the window, HH:MM UTC.")
+
+
+class ClusterConfig(StrictModel):
+    """The DOKS cluster. Unset booleans take the environment's defaults (prod: HA and protected)."""
+
+    version: K8sPrefix = Field(
+        "1.33",
+        description=(
+            "Kubernetes version: a prefix (1.33) picks the latest DOKS release at creation and is then ignored "
+            "(auto_upgrade moves patches; otherwise the cluster stays on its version), or an exact DOKS slug "
+            "(1.33.1-do.5) managed verbatim, so editing it upgrades the cluster (requires auto_upgrade: false; "
+            "lowering it replaces the cluster)."
+        ),
+    )
+    ha: bool | None = Field(None, description="Highly available control plane. Default: true in prod, false elsewhere.")
+    protect: bool | None = Field(None, description="Pulumi `protect` on the cluster, node pools and weight cache. Default: true in prod.")
+    auto_upgrade: bool = Field(
+        True, description="Let DOKS apply patch upgrades in the maintenance window. Must be false with an exact version slug."
+    )
+    surge_upgrade: bool = Field(True, description="Upgrade by adding new nodes before draining old ones.")
+    system_pool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, description="The default (system) node pool.")
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig, description="Maintenance window.")
+    control_plane_allowed_cidrs: list[Cidr] = Field(
+        default_factory=list,
+        description=(
+            "Allow-list for the Kubernetes API (control-plane firewall); must include the machine running Pulumi "
+            "(CI runner too). Empty: firewall explicitly off (API open to the internet, token-protected)."
+        ),
+    )
+    kubeconfig_expire_seconds: int = Field(
+        7 * 24 * 3600, ge=3600, le=7 * 24 * 3600, description="Lifetime of the kubeconfig token DOKS issues (1 h to 7 days)."
+    )
+
+
+def pins_in_use(raw: StackInput) -> list[str]:
+    """The pinned charts and images this stack deploys (infra/catalog/support_matrix.yaml names)."""
+    pins = []
+    if any(p.gpu.vendor == "amd" for p in raw.gpu_pools):
+        pins.append("vllm-rocm")
+        if raw.gpu_runtime.mode == "device-plugin":
+            pins += ["rocm-device-plugin", "rocm-node-labeller"]
+        elif raw.gpu_runtime.mode == "gpu-operator":
+            pins += ["amd-gpu-operator", "cert-manager"]
+    if any(p.gpu.vendor == "nvidia" for p in raw.gpu_pools):
+        pins.append("vllm-cuda")
+    if observability_on(raw):
+        pins.append("kube-prometheus-stack")
+        names = [p.name for p in raw.gpu_pools]
+        if len(set(names)) == len(names) and all(m.pool in names for m in raw.models):
+            if any(m.autoscaling.enabled for m in resolve_autoscaling(raw)):
+                pins.append("keda")
+    if raw.router.kind == "gateway":
+        pins += ["agentgateway", "gateway-api-inference-extension", "llm-d-router-epp"]
+        if install_gateway_api_crds(raw.router.gateway, raw.network):
+            pins.append("gateway-api")
+    elif raw.router.kind != "service":
+        pins.append("router")
+    return pins
+
+
+def check_cluster(raw: StackInput) -> list[Problem]:
+    """A Kubernetes minor outside what a pin the stack deploys supports; and an exact version with
+    auto-upgrade: DOKS moves the patch past the slug, and the next `pulumi up` would plan the slug
+    again, a downgrade, which replaces the cluster."""
+    version = raw.cluster.version
+    problems = [
+        Problem(
+            f"{NS}cluster.version",
+            f"{version!r}: the pinned {pin} supports Kubernetes {supported} only ({source.split(' @')[0].strip()}); "
+            f"use a supported minor or move the {pin} pin in infra/catalog/versions.py",
+        )
+        for pin, supported, source in unsupported_pins(doks.kubernetes_minor(version), pins=pins_in_use(raw))
+    ]
+    if doks.VERSION_SLUG.match(version) and raw.cluster.auto_upgrade:
+        problems.append(
+            Problem(
+                f"{NS}cluster.version",
+                f"{version!r} is an exact DOKS version, which requires cluster.auto_upgrade: false (DOKS would "
+                "upgrade past it and the next `pulumi up` would plan a downgrade, i.e. a cluster replacement); "
+                "set auto_upgrade: false, or give a prefix such as \"1.33\"",
+            )
+        )
+    return problems
+

@@ -1,0 +1,188 @@
+"""`router:` — the one front door of the environment: per-model Services, a vllm-router, or a
+Gateway API gateway with an endpoint picker per model (`router.gateway`)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import AfterValidator, Field
+
+from infra.catalog import versions
+from infra.config.base import NS, Name, StrictModel
+from infra.config.network import Cidr, NetworkConfig
+from infra.errors import Problem
+
+if TYPE_CHECKING:
+    from infra.config.stack import StackInput
+
+_HEADER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+
+
+def _header_name(value: str) -> str:
+    if not _HEADER.match(value):
+        shown = value if len(value) <= 70 else value[:67] + "..."
+        raise ValueError(
+            f"{shown!r} is not an HTTP header name the router can key on; use letters, digits and '-' "
+            "(1 to 64 characters), e.g. x-session-id"
+        )
+    return value
+
+
+HeaderName = Annotated[str, AfterValidator(_header_name)]
+
+
+class GatewayObjectiveConfig(StrictModel):
+    """An InferenceObjective: a priority the endpoint picker gives the requests that name it."""
+
+    name: Name = Field(description="Objective name; clients send it in the `x-llm-d-inference-objective` header.")
+    model: Name = Field(description="The model (models[].name) whose pool the objective belongs to.")
+    priority: int = Field(
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="Higher is served first; below 0 the request is sheddable (dropped while the pool is saturated). Unset objective: 0.",
+    )
+
+
+class GatewayConfig(StrictModel):
+    """`router.kind: gateway`: one Agentgateway gateway (Gateway API + Inference Extension) for every
+    model, with an llm-d endpoint picker per model choosing the engine (docs/serving.md)."""
+
+    routing: Literal["prefix", "session"] = Field(
+        "prefix",
+        description="Scorer preset of the endpoint pickers: prefix = prefix-cache 3, queue 2, kv-cache-utilization 2 (llm-d's defaults); session = those plus session-affinity 2 on router.session_header (an alpha plugin).",
+    )
+    scorers: dict[str, float] | None = Field(
+        None,
+        description="Explicit scorer weights instead of the preset, e.g. {prefix-cache-scorer: 3, queue-scorer: 2}; names from infra/catalog/epp.py, weights > 0 and ≤ 100.",
+    )
+    failure_mode: Literal["open", "close"] = Field(
+        "open",
+        description="When a model's endpoint picker is unavailable: open = the gateway still forwards to one of the model's engines (no scoring); close = requests fail.",
+    )
+    authentication: Literal["api-key", "none"] = Field(
+        "api-key",
+        description="api-key: the gateway checks `Authorization: Bearer <api_key secret>` before routing (required when router.public); none: it checks nothing (internal gateways only).",
+    )
+    objectives: list[GatewayObjectiveConfig] = Field(
+        default_factory=list, description="Optional InferenceObjectives (priorities), each for one model, e.g. interactive vs batch."
+    )
+    install_gateway_api_crds: bool | None = Field(
+        None,
+        description="Install the Gateway API CRDs (standard channel, pinned). Default: false on VPC-native clusters (network.cluster_subnet set), where DOKS manages them, true elsewhere.",
+    )
+
+
+class RouterConfig(StrictModel):
+    """The one request router in front of every model of the environment."""
+
+    kind: Literal["service", "session", "prefix", "round-robin", "gateway"] = Field(
+        "session",
+        description=(
+            "service: clients use each model's ClusterIP Service (kube-proxy balancing); session/prefix/round-robin: "
+            "one vLLM router (vllm-router 0.1.17) for all models, routing by the request's `model` with policy "
+            "consistent_hash on x-session-id / cache_aware / round_robin; gateway: one Gateway API gateway with an "
+            "endpoint picker per model (router.gateway)."
+        ),
+    )
+    session_header: HeaderName = Field(
+        "x-session-id",
+        description=(
+            "HTTP header that pins a conversation to a replica (kind: session). vllm-router hashes x-session-id "
+            "and has no flag to rename it: only x-session-id is accepted."
+        ),
+    )
+    replicas: int = Field(2, ge=1, le=20, description="Router replicas (kind gateway: gateway proxy replicas); a PodDisruptionBudget keeps one up.")
+    public: bool = Field(False, description="Expose through one DigitalOcean LoadBalancer (requires the api_key secret).")
+    tls_certificate_id: str | None = Field(None, description="DO certificate id for TLS termination on the LoadBalancer.")
+    allowed_source_cidrs: list[Cidr] = Field(default_factory=list, description="LoadBalancer source allow-list; empty: open.")
+    image: str | None = Field(
+        None,
+        description=(
+            "An image with vllm-router 0.1.17 on PATH (build images/vllm-router/Dockerfile; explicit tag, not latest). "
+            "Default: the pinned Python image installs the hash-locked wheels in an initContainer."
+        ),
+    )
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig, description="The gateway of router.kind gateway.")
+
+
+# Object names the gateway renders per model (infra/render/epp.py): `<model>-epp` must not be
+# another model's name, whose Service, Deployment and labels it would collide with
+# (infra/config/models.py `endpoint_picker_name_problems`).
+EPP_SUFFIX = "-epp"
+
+
+def install_gateway_api_crds(gateway: GatewayConfig, network: NetworkConfig) -> bool:
+    """Whether the platform installs the Gateway API CRDs: DOKS manages them itself on VPC-native
+    clusters (docs.digitalocean.com/products/kubernetes/how-to/use-gateway-api: enabled by default
+    on VPC-native clusters from 1.33), so by default only elsewhere."""
+    if gateway.install_gateway_api_crds is not None:
+        return gateway.install_gateway_api_crds
+    return network.cluster_subnet is None
+
+
+def check_gateway(raw: StackInput) -> list[Problem]:
+    """`router.gateway` is read only by kind gateway; scorer names are the EPP's; a public gateway
+    checks API keys; objectives name a model (a model named like another's endpoint picker:
+    infra/config/models.py `endpoint_picker_name_problems`)."""
+    from infra.catalog.epp import MAX_WEIGHT, SCORERS  # local import: keeps the catalog out of config's top
+
+    at = f"{NS}router.gateway"
+    gw = raw.router.gateway
+    if raw.router.kind != "gateway":
+        return [Problem(f"{at}.{key}", f"applies only with router.kind gateway (kind is {raw.router.kind!r})") for key in sorted(gw.model_fields_set)]
+    problems = []
+    for name, weight in (gw.scorers or {}).items():
+        if name not in SCORERS:
+            close = difflib.get_close_matches(name, list(SCORERS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(
+                Problem(
+                    f"{at}.scorers.{name}",
+                    f"{name!r} is not a scorer of the pinned endpoint picker (llm-d-router {versions.LLM_D_ROUTER_VERSION}){hint}; "
+                    f"allowed: {', '.join(SCORERS)} (infra/catalog/epp.py)",
+                )
+            )
+        elif not 0 < weight <= MAX_WEIGHT:
+            problems.append(Problem(f"{at}.scorers.{name}", f"{weight!r} is out of range; a weight must be greater than 0 and at most {MAX_WEIGHT:g}"))
+    if gw.scorers is not None and not gw.scorers:
+        problems.append(Problem(f"{at}.scorers", "is empty; name at least one scorer, or leave it unset for the routing preset"))
+    if gw.scorers is not None and "routing" in gw.model_fields_set:
+        problems.append(Problem(f"{at}.routing", "is ignored when router.gateway.scorers is given; set one of them"))
+    if raw.router.public and gw.authentication == "none":
+        problems.append(
+            Problem(
+                f"{at}.authentication",
+                "'none' on a public endpoint (router.public: true) would let anyone on the internet use the GPUs; "
+                "use api-key (with the api_key secret), or make the gateway internal",
+            )
+        )
+    names = {m.name: i for i, m in enumerate(raw.models)}
+    seen: dict[str, int] = {}
+    for j, objective in enumerate(gw.objectives):
+        where = f"{at}.objectives[{j}]"
+        if objective.model not in names:
+            close = difflib.get_close_matches(objective.model, list(names), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(Problem(f"{where}.model", f"{objective.model!r} is not a model{hint}; models: {', '.join(names) or 'none'}"))
+        if objective.name in seen:
+            problems.append(Problem(f"{where}.name", f"{objective.name!r} duplicates objectives[{seen[objective.name]}]; objective names must be unique"))
+        seen.setdefault(objective.name, j)
+    return problems
+
+
+def check_router(raw: StackInput) -> list[Problem]:
+    """The router settings against the router kind: public needs a router that checks keys, the
+    session header vllm-router reads, a pinned router image, TLS only on the public endpoint."""
+    problems = []
+    if raw.router.public and raw.router.kind == "service":
+        problems.append(Problem(NS + "router.public", "true needs a router (kind session, prefix, round-robin or gateway) to check the API key; kind 'service' exposes vLLM directly"))
+    if raw.router.kind == "session" and raw.router.session_header.lower() != "x-session-id":
+        problems.append(Problem(NS + "router.session_header", f"{raw.router.session_header!r}: vllm-router 0.1.17 keys sessions on x-session-id and has no flag to rename the header; use x-session-id (clients send that header)"))
+    image = raw.router.image
+    if image is not None and (":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest") or not image.strip() or any(c.isspace() for c in image)):
+        problems.append(Problem(NS + "router.image", f"{image!r} is not a pinned image reference; give an image built from images/vllm-router/Dockerfile with an explicit tag other than latest"))
+    if raw.router.tls_certificate_id and not raw.router.public:
+        problems.append(Problem(NS + "router.tls_certificate_id", "applies only with router.public: true (TLS terminates on the public load balancer)"))
+    return problems
