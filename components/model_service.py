@@ -54,12 +54,15 @@ class ModelServiceArgs:
         the router of this model reads too. None: no key, or the Secret exists already.
     protect: protect the children (they are stateless; usually False).
     depends_on: e.g. the namespace and the weight-cache claim.
+    candidate: a rollout's candidate engines (models[].rollout): one more Deployment, reached
+        through the model's Service like the model's own engines.
     engine_depends_on: what only the engines wait for (a multi-node layout or a P/D unit over
         nodes: the fabric component, whose LWS release brings the LeaderWorkerSet CRD and whose
         NIC attachments the pods name).
     """
 
     spec: ModelServiceSpec
+    candidate: ModelServiceSpec | None = None
     provider: k8s.Provider | None = None
     hf_token: pulumi.Input[str] | None = None
     api_key: pulumi.Input[str] | None = None
@@ -76,6 +79,7 @@ class ModelService(pulumi.ComponentResource):
     api_key_secret: k8s.core.v1.Secret | None
     prefetch_job: k8s.batch.v1.Job | None
     deployment: k8s.apps.v1.Deployment | k8s.apiextensions.CustomResource  # a LeaderWorkerSet for multi-node
+    candidate_deployment: k8s.apps.v1.Deployment | None  # a rollout's candidate engines
     service: k8s.core.v1.Service
     pdb: k8s.policy.v1.PodDisruptionBudget
     endpoint: str  # in-cluster base URL of the OpenAI API
@@ -104,6 +108,7 @@ class ModelService(pulumi.ComponentResource):
             f"{name}-api-key", spec.api_key_secret, API_KEY_KEY, args.api_key, child_opts
         )
         secrets = [s for s in (self.hf_token_secret, self.api_key_secret) if s is not None]
+        self.candidate_deployment = None
         if getattr(spec.layout, "disaggregated", False):
             self._declare_pd(name, spec, secrets, child_opts, args.engine_depends_on)
             return
@@ -139,6 +144,21 @@ class ModelService(pulumi.ComponentResource):
             deployment = render_deployment(spec)
             self.deployment = k8s.apps.v1.Deployment(
                 f"{name}-engine", metadata=deployment["metadata"], spec=deployment["spec"], opts=engine_opts
+            )
+
+        if args.candidate is not None:
+            # Same secrets, weights and timeouts as the model's engines; waits for them so that a
+            # first `pulumi up` with a rollout never loads both variants' weights at once.
+            cand = render_deployment(args.candidate)
+            self.candidate_deployment = k8s.apps.v1.Deployment(
+                f"{name}-engine-candidate", metadata=cand["metadata"], spec=cand["spec"],
+                opts=child_opts(
+                    depends_on=[*secrets, *([self.prefetch_job] if self.prefetch_job else []), self.deployment],
+                    custom_timeouts=pulumi.CustomTimeouts(
+                        create=f"{startup_budget_seconds(args.candidate) + IMAGE_PULL_ALLOWANCE_SECONDS}s",
+                        update=f"{deployment_timeout_seconds(args.candidate)}s",
+                    ),
+                ),
             )
 
         service = render_service(spec)

@@ -114,7 +114,7 @@ class Observability(pulumi.ComponentResource):
         ]
         self.rules = [
             self._custom_resource(name, obj, after_release)
-            for obj in render_prometheus_rules(list(spec.models), spec.gpu, settings, spec.thresholds)
+            for obj in render_prometheus_rules(list(spec.models), spec.gpu, settings, spec.thresholds, spec.rollouts)
         ]
         self.dashboards = [
             k8s.core.v1.ConfigMap(

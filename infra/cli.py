@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "infra.commands.catalog",
     "infra.commands.bench",
     "infra.commands.tune",
+    "infra.commands.rollout",
 ]
 
 

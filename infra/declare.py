@@ -99,6 +99,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             f"{plan.stack}-model-{service_spec.name}",
             ModelServiceArgs(
                 spec=service_spec,
+                candidate=plan.candidate(service_spec.name),
                 provider=cluster.provider,
                 hf_token=secrets.huggingface_token,
                 api_key=secrets.api_key,

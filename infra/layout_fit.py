@@ -50,6 +50,7 @@ def layout_fit_problems(cfg: StackConfig) -> list[Problem]:
     for i, model in enumerate(cfg.models):
         pool_at = f"{NS}gpu_pools[{names.index(model.pool)}]"
         problems += model_layout_problems(model, cfg.pool(model.pool), f"{NS}models[{i}]", cfg.base_dir, pool_at)
+        problems += candidate_layout_problems(model, cfg.pool(model.pool), f"{NS}models[{i}]", cfg.base_dir)
     return problems
 
 
@@ -68,6 +69,16 @@ def model_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str, base
         if multi:
             return problems + multi
     return problems + [Problem(f"{at}.layout", msg) for msg in check_layout(arch, pool.gpu, model.layout.to_layout())]
+
+
+def candidate_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str, base_dir: Path | None) -> list[Problem]:
+    """A rollout's candidate layout against the model and node, like an explicit layout."""
+    if model.rollout is None or model.rollout.candidate.layout.nodes_per_replica > 1:
+        return []  # no rollout, or one the config refuses
+    hf_path = hf_config_path(model, base_dir)
+    arch = resolve_model(model.source, str(hf_path) if hf_path else None)
+    layout = model.rollout.candidate.layout.to_layout()
+    return [Problem(f"{at}.rollout.candidate.layout", msg) for msg in check_layout(arch, pool.gpu, layout)]
 
 
 def _whole_groups_problems(pool: GpuPoolConfig, pool_at: str, nodes: int, what) -> list[Problem]:

@@ -85,13 +85,14 @@ class PlanDiff:
     model_changes: list[tuple[str, Any, Any]]
     cost_change: tuple[Any, Any] | None
     endpoint_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
+    rollout_changes: list[tuple[str, str | None, str | None]] = field(default_factory=list)  # model, before, after
     old_index: dict = field(default_factory=dict, repr=False)
     new_index: dict = field(default_factory=dict, repr=False)
 
     @property
     def empty(self) -> bool:
         return not (self.added or self.removed or self.changed or self.model_changes or self.cost_change
-                    or self.endpoint_changes)
+                    or self.endpoint_changes or self.rollout_changes)
 
     def dangerous(self) -> list[str]:
         """One line per replacement or deletion of a stateful or protected resource."""
@@ -237,6 +238,7 @@ def diff_plans(old: dict, new: dict) -> PlanDiff:
         changed.append(ResourceChange(key, changes, option_changes, replace))
     changed = follow_replacements(changed, old_index, new_index)
     model_changes = []
+    rollout_changes: list[tuple[str, str | None, str | None]] = []
     om = {m["name"]: m for m in old.get("models", [])}
     nm = {m["name"]: m for m in new.get("models", [])}
     for name in sorted(om.keys() | nm.keys()):
@@ -245,6 +247,9 @@ def diff_plans(old: dict, new: dict) -> PlanDiff:
         lb = b["layout"]["name"] if b else None
         if a is None or b is None or flatten(a["layout"]) != flatten(b["layout"]):
             model_changes.append((name, la, lb))
+        ra, rb = rollout_words(a), rollout_words(b)
+        if ra != rb:
+            rollout_changes.append((name, ra, rb))
     oc, nc = old.get("cost", {}), new.get("cost", {})
     cost_key = ("usd_per_month_min", "usd_per_month_max")
     cost_change = None
@@ -252,7 +257,22 @@ def diff_plans(old: dict, new: dict) -> PlanDiff:
         cost_change = (tuple(oc.get(k) for k in cost_key), tuple(nc.get(k) for k in cost_key))
     stack = new.get("stack") or old.get("stack", "?")
     endpoint = endpoint_changes(old.get("front_door") or None, new.get("front_door") or None)
-    return PlanDiff(stack, added, removed, changed, model_changes, cost_change, endpoint, old_index, new_index)
+    return PlanDiff(stack, added, removed, changed, model_changes, cost_change, endpoint, rollout_changes, old_index, new_index)
+
+
+def rollout_words(model: dict | None) -> str | None:
+    """A model's rollout in one line for the diff: both variants, the split, the cost of both and
+    what `promote` would remove (None: no rollout)."""
+    r = (model or {}).get("rollout")
+    if not r:
+        return None
+    cand = r["candidate"]
+    cost = "" if r.get("usd_per_hour_extra") is None else f", +{money(r['usd_per_hour_extra'])}/h"
+    removes = "; promote removes " + ", ".join(r["promote_removes"]) if r.get("promote_removes") else f"; promote → {r['next_step']} %"
+    return (
+        f"{model['layout']['name']} ×{r['current_replicas']} + candidate {cand['layout']['name']} ×{cand['replicas']} at "
+        f"{r['weight_percent']} % (realised {r['realised_percent']:g} %), +{r['extra_nodes']} node(s){cost}{removes}"
+    )
 
 
 def _fmt(value: Any, limit: int = 80) -> str:
@@ -289,6 +309,10 @@ def render_markdown(diff: PlanDiff, *, max_paths: int = 25) -> str:
     if diff.model_changes:
         lines += ["#### Model layouts", "", "| model | before | after |", "|---|---|---|"]
         lines += [f"| {n} | {_fmt(a)} | {_fmt(b)} |" for n, a, b in diff.model_changes]
+        lines.append("")
+    if diff.rollout_changes:
+        lines += ["#### Layout rollouts", "", "| model | before | after |", "|---|---|---|"]
+        lines += [f"| {n} | {_fmt(a, 240)} | {_fmt(b, 240)} |" for n, a, b in diff.rollout_changes]
         lines.append("")
     if diff.cost_change:
         before, after = diff.cost_change

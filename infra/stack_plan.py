@@ -67,6 +67,7 @@ from infra.render.model_service import (
     render_namespace,
 )
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec, prometheus_url
+from infra.render.rollout_rules import RolloutObserved
 from infra.render.router import POLICY_WHY, RoutedModel, RouterSpec, router_timeout_seconds
 from infra.render.slo_rules import ObservedModel, PdObserved, slo_bucket_warnings
 from infra.render.warm_start import (
@@ -76,6 +77,7 @@ from infra.render.warm_start import (
     SpacesWeights,
     render_prepull_daemonset,
 )
+from infra.rollout_plan import RolloutFacts, candidate_service_spec, plan_rollout
 from infra.session_plan import offload_fit_problems, session_decision
 from infra.specs import (
     ClusterSpec,
@@ -114,6 +116,7 @@ class ModelFacts:
         if self.sessions is not None:
             return self.sessions.offload
         return self.config.kv_offload.to_offload()
+    rollout: RolloutFacts | None = None  # models[].rollout: the candidate beside this layout
 
     @property
     def layout(self) -> Layout:
@@ -179,6 +182,7 @@ class StackPlan:
     prepull: ImagePrepullSpec | None = None  # image pre-pull DaemonSets on the GPU pools
     gateway: GatewaySpec | None = None  # router.kind gateway (issue 17): replaces the router
     fabric: FabricSpec | None = None  # a fabric pool: LWS, Multus and the fabric NIC attachments
+    candidates: tuple[ModelServiceSpec, ...] = ()  # rollout candidates' engines (models[].rollout)
 
     @property
     def stack(self) -> str:
@@ -189,6 +193,13 @@ class StackPlan:
 
     def service(self, name: str) -> ModelServiceSpec:
         return next(s for s in self.services if s.name == name)
+
+    def candidate(self, name: str) -> ModelServiceSpec | None:
+        return next((s for s in self.candidates if s.name == name), None)
+
+    def rollout_nodes(self, pool: str) -> int:
+        """Nodes the pool gets on top of its configured count for rollout candidates."""
+        return sum(m.rollout.extra_nodes for m in self.models if m.rollout is not None and m.pool.name == pool)
 
     # --- the plan file's views ----------------------------------------------------------------
 
@@ -220,6 +231,8 @@ class StackPlan:
                 entry["prefix_cache"] = _rounded(m.sessions.to_json())
             if m.kv_offload is not None:
                 entry["kv_offload"] = {"kind": m.kv_offload.kind, "size_gib": m.kv_offload.size_gib}
+            if m.rollout is not None:
+                entry["rollout"] = m.rollout.to_json(m.config.name)
             out.append(entry)
         return out
 
@@ -236,6 +249,7 @@ class StackPlan:
                 "usd_per_node_hour": p.node_usd_per_hour,
                 "price_source": "config" if p.usd_per_hour is not None else ("catalog" if p.gpu.usd_per_hour else "unknown"),
                 "price_as_of": None if p.usd_per_hour is not None else p.gpu.price_as_of,
+                **({"rollout_nodes": self.rollout_nodes(p.name)} if self.rollout_nodes(p.name) else {}),
             }
             for p in self.config.gpu_pools
         ]
@@ -251,6 +265,10 @@ class StackPlan:
                 unknown.append(f"gpu pool {p.name} ({p.size}: contract price; set gpu_pools[].usd_per_hour)")
                 continue
             lines.append(("gpu:" + p.name, price * p.min_node_count, price * p.max_node_count, _gpu_price_basis(p)))
+        for m in self.models:
+            if m.rollout is not None and m.rollout.extra_nodes and m.rollout.usd_per_hour_extra is not None:
+                extra = m.rollout.usd_per_hour_extra
+                lines.append((f"rollout:{m.config.name}", extra, extra, f"{m.rollout.extra_nodes} extra {m.pool.name} node(s) for the candidate"))
         sys_month = CPU_USD_PER_MONTH.get(cfg.cluster.system_pool.size)
         cpu_basis = f"CPU list price of {CPU_PRICES_AS_OF}" if CPU_PRICES_AS_OF else "CPU list price, date not recorded"
         if sys_month is None:
@@ -318,14 +336,15 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         protect=protect,
         tags=tags,
     )
+    extra_nodes = {p.name: sum(m.rollout.extra_nodes for m in models if m.rollout and m.pool.name == p.name) for p in cfg.gpu_pools}
     pools = tuple(
         GpuPoolSpec(
             name=f"{prefix}-pool-{pool.name}",
             pool_name=pool.name,
             gpu=pool.gpu,
-            node_count=pool.nodes,
-            min_nodes=pool.min_nodes,
-            max_nodes=pool.max_nodes,
+            node_count=_plus(pool.nodes, extra_nodes[pool.name]),
+            min_nodes=_plus(pool.min_nodes, extra_nodes[pool.name]),
+            max_nodes=_plus(pool.max_nodes, extra_nodes[pool.name]),
             partition_mode=pool.partition_mode,
             labels=dict(pool.labels),
             tags=tags,
@@ -352,6 +371,9 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         model_service_spec(m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node")
         for m in models
     )
+    candidates = tuple(
+        candidate_service_spec(service, m.config, m.rollout) for m, service in zip(models, services, strict=True) if m.rollout
+    )
     router = router_spec(cfg, models, services, cluster.system_node_selector)
     if router.uses_router and router.public and not router.allowed_source_cidrs:
         notes = [*notes, (
@@ -374,6 +396,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
             ),
             models=tuple(observed_models(models)),
             gpu=gpu_runtime_facts(cfg),
+            rollouts=rollouts_observed(models),
         )
     gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
     scaled = tuple(
@@ -408,10 +431,15 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=env),
         problems=tuple(problems),
         weight_bucket=bucket,
-        prepull=image_prepull_spec(prefix, services),
+        prepull=image_prepull_spec(prefix, services + candidates),  # a candidate image is pre-pulled too
         gateway=gateway,
         fabric=fabric_spec(prefix, cfg),
+        candidates=candidates,
     )
+
+
+def _plus(count: int | None, extra: int) -> int | None:
+    return None if count is None else count + extra
 
 
 def fabric_spec(prefix: str, cfg: StackConfig) -> FabricSpec | None:
@@ -490,6 +518,11 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         notes += thin_kv_notes(facts, cfg.stack)
         if explicit is None:
             notes += pd_notes(facts)
+    models = with_rollouts(models, cfg)
+    for index, m in enumerate(models):
+        if m.rollout is not None and m.kv_offload is not None:  # the candidate's engines pin the same tier
+            problems += offload_fit_problems(f"{NS}models[{index}]", m.pool.gpu, m.rollout.candidate_layout,
+                                             m.kv_offload.kind, m.kv_offload.size_gib)
     notes += zero_replica_notes(cfg)
     notes += cold_start_notes(cfg)
     if cfg.observability.enabled and models:
@@ -499,6 +532,32 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
     return models, notes, problems
+
+
+def with_rollouts(models: list[ModelFacts], cfg: StackConfig) -> list[ModelFacts]:
+    """Each model with a rollout gets its candidate planned (after every model: the candidate
+    takes the GPUs the pool's models leave free before extra nodes are added)."""
+    out = []
+    for m in models:
+        if m.config.rollout is None or not m.plan.chosen.fits:
+            out.append(m)
+            continue
+        used = sum(o.layout.gpus_per_node_used for o in models if o.pool.name == m.pool.name)
+        facts = plan_rollout(
+            m.config, m.arch, m.pool.gpu, m.layout, pool_nodes=m.pool.min_node_count, used_per_node=used,
+            usd_per_node_hour=m.pool.node_usd_per_hour, fabric=m.pool.fabric, pool_max_nodes=m.pool.max_node_count,
+        )
+        out.append(replace(m, rollout=facts))
+    return out
+
+
+def rollouts_observed(models: list[ModelFacts]) -> tuple[RolloutObserved, ...]:
+    observed = {o.name: o for o in observed_models(models)}
+    return tuple(
+        RolloutObserved(observed[m.config.name], m.layout.gpus_per_replica, m.rollout.candidate_layout.gpus_per_replica)
+        for m in models
+        if m.rollout is not None
+    )
 
 
 def _auto_multi_node_problems(m: ModelFacts, index: int) -> list[Problem]:

@@ -133,6 +133,8 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
     pools = []
     for p in s["pools"]:
         count = f"{p['min_nodes']}–{p['max_nodes']} (autoscaled)" if p["autoscale"] else f"{p['min_nodes']}"
+        if p.get("rollout_nodes"):
+            count += f" + {p['rollout_nodes']} for rollouts"
         price = money(p["usd_per_node_hour"]) + "/node-h" + (" (from config)" if p["price_source"] == "config" else "")
         if p["price_source"] == "unknown":
             price = "contract price not set"
@@ -172,6 +174,8 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
             lines.append("    why: " + m["reason"])
         if m.get("alternatives"):
             lines.append("    runners-up: " + ", ".join(m["alternatives"]))
+        if m.get("rollout"):
+            lines += rollout_lines(m)
     c = plan.cost
     lines += [
         "",
@@ -192,6 +196,29 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
     lines += ["", f"Resources ({len(plan.resources)}):"]
     lines += render_tree(plan.resources)
     return "\n".join(lines)
+
+
+def rollout_lines(m: dict) -> list[str]:
+    """A model's rollout in the summary: both variants, the split, the cost and what promote removes."""
+    r = m["rollout"]
+    cand = r["candidate"]
+    pred = cand["predicted"]
+    after = (
+        f"`infra rollout promote` → {r['next_step']} %"
+        if r["next_step"] is not None
+        else f"`infra rollout promote` → {cand['layout']['name']} becomes the layout; removes {', '.join(r['promote_removes'])}"
+    )
+    cost = "" if r["usd_per_hour_extra"] is None else f" ({money(r['usd_per_hour_extra'])}/h)"
+    figures = [f"{pred['goodput_rps_per_node']:.2f} req/s per node"]
+    if pred.get("ttft_p90_ms") is not None:
+        figures.append(f"p90 TTFT {pred['ttft_p90_ms']:.0f} ms, TPOT {pred['tpot_p90_ms']:.1f} ms")
+    return [
+        f"    rollout: current {m['layout']['name']} ×{r['current_replicas']} | candidate {cand['layout']['name']} "
+        f"×{cand['replicas']} at {r['weight_percent']} % of requests (realised {r['realised_percent']:g} %: "
+        f"{r['split_by']}), steps {r['steps']}",
+        f"    running both: +{r['extra_nodes']} node(s){cost}; candidate predicted " + ", ".join(figures),
+        f"    next: {after}; `infra rollout abort` removes {', '.join(r['abort_removes'])}",
+    ]
 
 
 def _goodput_words(pred: dict, stack: str, model: str, *, measured: bool) -> str:

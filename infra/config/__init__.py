@@ -38,6 +38,8 @@ from infra.config.model_cache import ModelCacheConfig
 from infra.config.models import (
     AutoscalingConfig,
     ModelConfig,
+    RolloutCandidateConfig,
+    RolloutConfig,
     SloConfig,
     WorkloadConfig,
     hf_config_path,
@@ -55,7 +57,7 @@ __all__ = [
     "SECRET_KEYS", "SPACES_PROVIDER_KEYS", "STACK_NAME_RULE", "AlertReceiverConfig", "AutoscalingConfig",
     "ClusterConfig", "GatewayConfig", "GatewayObjectiveConfig", "GpuPoolConfig", "GpuRuntimeConfig",
     "LayoutConfig", "MaintenanceConfig", "ModelCacheConfig", "ModelConfig", "Name", "NetworkConfig",
-    "ObservabilityConfig", "PdLayoutConfig", "RouterConfig", "SloConfig", "StackConfig", "StackInput",
+    "ObservabilityConfig", "PdLayoutConfig", "RolloutCandidateConfig", "RolloutConfig", "RouterConfig", "SloConfig", "StackConfig", "StackInput",
     "StrictModel", "SystemPoolConfig", "WorkloadConfig", "gated_models", "hf_config_path", "install_gateway_api_crds",
     "load_config", "load_stack_file", "parse_stack_text", "pins_in_use", "read_stack_file", "stack_file",
     "stack_name_problem", "zero_replica_notes",

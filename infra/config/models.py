@@ -22,7 +22,7 @@ from infra.catalog.vllm_flags import (
 )
 from infra.config.base import NS, Name, StrictModel, dns_label, duplicates
 from infra.config.kv_offload import KvOffloadConfig, kv_offload_problems
-from infra.config.layout import AnyLayout, PdLayoutConfig, auto_or_layout
+from infra.config.layout import AnyLayout, LayoutConfig, PdLayoutConfig, auto_or_layout
 from infra.config.observability import observability_on
 from infra.config.pools import GpuPoolConfig
 from infra.config.router import EPP_SUFFIX
@@ -184,6 +184,38 @@ class AutoscalingConfig(StrictModel):
     )
 
 
+class RolloutCandidateConfig(StrictModel):
+    """The layout (and optionally image and vLLM arguments) a rollout tries beside the current one."""
+
+    layout: LayoutConfig = Field(
+        description="The candidate's colocated layout (a mapping like the model's own explicit layout; one node per replica at most)."
+    )
+    image: str | None = Field(None, description="The candidate's vLLM image (explicit tag); unset: the model's image.")
+    extra_args: VllmServeArgs | None = Field(
+        None, description="The candidate's extra `vllm serve` arguments, replacing the model's; unset: the model's extra_args."
+    )
+
+
+class RolloutConfig(StrictModel):
+    """A candidate layout running beside the model's current one, taking a weighted share of its requests.
+
+    The front door splits the model's requests by `weight`; `infra rollout status` compares the two
+    variants' SLO series and says promote / hold / roll back; `infra rollout promote` moves `weight`
+    to the next step (from the last one the candidate becomes the model's layout) and `infra rollout
+    abort` removes this block. Needs an explicit colocated current layout, a router kind that
+    splits (session, prefix or round-robin: vllm-router splits by engine count, so the plan sizes
+    the candidate to the weight) and no replica autoscaling (docs/serving.md#layout-rollouts).
+    Checks: infra/config/rollout.py.
+    """
+
+    candidate: RolloutCandidateConfig = Field(description="What is rolled out: layout, and optionally image and extra_args.")
+    steps: list[int] = Field(
+        min_length=1, max_length=10,
+        description="Candidate weights in percent of the model's requests, increasing, each 1-99 (e.g. [10, 25, 50]); after the last one `promote` makes the candidate the layout.",
+    )
+    weight: int = Field(description="The candidate's share now, in percent: one of `steps` (`infra rollout promote` advances it).")
+
+
 class ModelConfig(StrictModel):
     """One served model: what, where, how laid out, for which traffic and SLOs."""
 
@@ -212,6 +244,9 @@ class ModelConfig(StrictModel):
     kv_offload: KvOffloadConfig = Field(
         default_factory=KvOffloadConfig,
         description="KV cache offload tier in host memory, e.g. {kind: auto} or {kind: cpu, size_gib: 256}; default none.",
+    )
+    rollout: RolloutConfig | None = Field(
+        None, description="A candidate layout beside the current one, with its traffic steps (`infra rollout status|promote|abort`)."
     )
 
     @property
@@ -243,16 +278,9 @@ def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
             problems.append(Problem(f"{at}.pool", f"{model.pool!r} is not a pool{hint}; defined pools: {', '.join(pools)}"))
             continue
         by_pool.setdefault(model.pool, []).append(i)
-        if model.image is not None and (":" not in model.image.rsplit("/", 1)[-1] or model.image.endswith(":latest")):
+        if unpinned_image(model.image):
             problems.append(Problem(f"{at}.image", f"{model.image!r} is not pinned; give an explicit tag other than latest"))
-        for j, arg in enumerate(model.extra_args):
-            flag = canonical_flag(arg)  # as vLLM reads it: `--tensor_parallel_size=2` and `-tp 2` included
-            if flag in _LAYOUT_FLAGS:
-                problems.append(
-                    Problem(f"{at}.extra_args[{j}]", f"{arg!r} is set by the layout; change models[{i}].layout instead")
-                )
-            elif flag in _OBSERVABILITY_FLAGS:
-                problems.append(Problem(f"{at}.extra_args[{j}]", f"{arg!r} is not allowed: {_OBSERVABILITY_FLAGS[flag]}"))
+        problems += extra_args_problems(model.extra_args, f"{at}.extra_args", f"models[{i}].layout")
         problems += plain_secret_problems(model, at)
         problems += kv_offload_problems(model, at)
         problems += model_source_problems(model, at, base_dir)
@@ -275,6 +303,22 @@ def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
                         Problem(f"{NS}models[{indices[-1]}].layout", f"models on pool {pool_name!r} use {used} GPUs per node; it has {gpus}")
                     )
     problems += _check_autoscaling(raw, pools, by_pool)
+    return problems
+
+
+def unpinned_image(image: str | None) -> bool:
+    return image is not None and (":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest"))
+
+
+def extra_args_problems(args: list[str], at: str, layout_key: str) -> list[Problem]:
+    """`extra_args` flags the layout owns or that would blind the SLO rules (`at`: the list's key)."""
+    problems = []
+    for j, arg in enumerate(args):
+        flag = canonical_flag(arg)  # as vLLM reads it: `--tensor_parallel_size=2` and `-tp 2` included
+        if flag in _LAYOUT_FLAGS:
+            problems.append(Problem(f"{at}[{j}]", f"{arg!r} is set by the layout; change {layout_key} instead"))
+        elif flag in _OBSERVABILITY_FLAGS:
+            problems.append(Problem(f"{at}[{j}]", f"{arg!r} is not allowed: {_OBSERVABILITY_FLAGS[flag]}"))
     return problems
 
 
@@ -312,6 +356,8 @@ def _check_autoscaling(raw: StackInput, pools: dict[str, GpuPoolConfig], by_pool
         if model.autoscaling.enabled is not True or pool is None:
             continue
         at = f"{NS}models[{i}].autoscaling.enabled"
+        if model.rollout is not None:
+            problems.append(Problem(at, "true cannot run with a rollout: KEDA scales the current engines only, which moves the traffic split; set it to false until the rollout is promoted or aborted"))
         if pool.min_node_count >= pool.max_node_count:
             problems.append(Problem(at, f"true needs pool {pool.name!r} to autoscale; give it min_nodes < max_nodes instead of a fixed count"))
         elif pool.min_node_count == 0:
@@ -347,6 +393,8 @@ def resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
         enabled = model.autoscaling.enabled
         if enabled is None and isinstance(model.layout, PdLayoutConfig) and pd_spans_nodes(model.layout, pools.get(model.pool)):
             enabled = False  # a unit over nodes grows in whole units only: its sides are not autoscaled
+        if enabled is None and model.rollout is not None:
+            enabled = False  # KEDA would scale the current engines only and move the split
         if enabled is None:
             pool = pools[model.pool]
             enabled = 1 <= pool.min_node_count < pool.max_node_count and sharing[model.pool] == 1 and observability_on(raw)

@@ -29,6 +29,7 @@ from infra.config.models import (
 from infra.config.network import NetworkConfig, check_network
 from infra.config.observability import ObservabilityConfig, observability_on
 from infra.config.pools import GpuPoolConfig, check_pools
+from infra.config.rollout import rollout_problems
 from infra.config.router import RouterConfig, check_gateway, check_router
 from infra.config.runtime import GpuRuntimeConfig, check_runtime
 from infra.config.secrets import PROVIDER_SECRET_KEYS, SECRET_KEYS, SPACES_PROVIDER_KEYS, check_secrets
@@ -153,6 +154,7 @@ def load_config(
         raise ConfigError(early + problems, source=source) from None
 
     problems = early + check_network(raw) + check_pools(raw) + check_runtime(raw) + check_models(raw, base_dir)
+    problems += rollout_problems(raw)
     problems += check_cluster(raw)
     problems += check_model_cache(raw) + streamer_problems(raw)
     problems += check_gateway(raw) + endpoint_picker_name_problems(raw)

@@ -11,6 +11,11 @@ Contract with the router and the monitors (other modules select on these):
                 inference-platform/model=<model name>
   port          `http` 8000 (OpenAI API, /health, /metrics)
   annotations   inference-platform/gpus-per-replica, inference-platform/layout
+  rollout       a candidate layout's engines (models[].rollout) run in a second Deployment
+                `<model>-engine-candidate` whose pods also carry inference-platform/variant=candidate;
+                they keep the common labels, so the model's Service (and the router through it)
+                and every selector above include them. The current engines carry no variant
+                label (adding one would restart them); the monitoring names them `current`.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ PART_OF = "inference-platform"
 LABEL_MODEL = "inference-platform/model"
 ANNOTATION_GPUS = "inference-platform/gpus-per-replica"
 ANNOTATION_LAYOUT = "inference-platform/layout"
+LABEL_VARIANT = "inference-platform/variant"
+CANDIDATE = "candidate"
 ANNOTATION_API_KEY_REQUIRED = "inference-platform/api-key-required"
 PULUMI_TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 PULUMI_PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
@@ -123,6 +130,8 @@ class ModelServiceSpec:
         then leaves its replica count to the autoscaler.
     weights: the checkpoint's Spaces bucket (model_cache.kind spaces): the prefetch Job fills it
         and the engine streams from it; `cache` is then None.
+    variant: None for the model's engines; "candidate" for a rollout's candidate layout, rendered
+        as a Deployment of its own beside the model's (no Service, PDB or prefetch of its own).
     compile_cache: where vLLM/Triton/AITER compile caches live, keyed by image + model + layout:
         "shared" (a subPath of the NFS claim), "node" (a hostPath on the node) or None (in the
         container, lost with it).
@@ -153,6 +162,8 @@ class ModelServiceSpec:
     weights: SpacesWeights | None = None
     compile_cache: str | None = None
     kv_offload: KvOffload | None = None
+    variant: str | None = None  # "candidate": a rollout's candidate layout (second Deployment)
+    fixed_replicas: int | None = None  # a candidate's count, sized to its traffic share (not the pool's nodes)
 
     @property
     def vendor(self) -> str:
@@ -173,10 +184,14 @@ class ModelServiceSpec:
         """Replicas per node × nodes (or nodes / nodes_per_replica): the Deployment's count (the
         LeaderWorkerSet's groups; a P/D layout's units: units per node × nodes, or nodes /
         nodes_per_unit), or the autoscaler's floor."""
+        if self.fixed_replicas is not None:
+            return self.fixed_replicas
         return self.layout.replicas_for_nodes(self.nodes_min)
 
     @property
     def max_replicas(self) -> int:
+        if self.fixed_replicas is not None:
+            return self.fixed_replicas
         return self.layout.replicas_for_nodes(self.nodes_max)
 
     @property
@@ -190,7 +205,8 @@ class ModelServiceSpec:
 
 
 def deployment_name(spec: ModelServiceSpec) -> str:
-    return f"{spec.name}-engine"
+    variant = getattr(spec, "variant", None)
+    return f"{spec.name}-engine" if variant is None else f"{spec.name}-engine-{variant}"
 
 
 def service_name(spec: ModelServiceSpec) -> str:
@@ -217,11 +233,25 @@ def common_labels(model: str, component: str) -> dict[str, str]:
 
 
 def pod_labels(spec: ModelServiceSpec) -> dict[str, str]:
-    return {
+    labels = {
         **common_labels(spec.name, "engine"),
         **selector_labels(spec.name),
         "inference-platform/layout": spec.layout.name,
     }
+    if spec.variant is not None:
+        labels[LABEL_VARIANT] = spec.variant
+    return labels
+
+
+def engine_selector(spec: ModelServiceSpec) -> dict[str, str]:
+    """The engines' Deployment selector: the model's, narrowed to the variant for a candidate.
+
+    The model's own Deployment keeps its selector (a Deployment's selector is immutable); its
+    ReplicaSets own their pods by ownerReference, so the candidate pods it also matches are not
+    adopted."""
+    if spec.variant is None:
+        return selector_labels(spec.name)
+    return {**selector_labels(spec.name), LABEL_VARIANT: spec.variant}
 
 
 def _meta(name: str, namespace: str, labels: dict, annotations: dict | None = None) -> dict:
@@ -662,7 +692,7 @@ def render_deployment(spec: ModelServiceSpec, node_role: str | None = None) -> d
             "revisionHistoryLimit": 3,
             # A new pod becoming available counts as progress; one model load must fit inside.
             "progressDeadlineSeconds": startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS,
-            "selector": {"matchLabels": selector_labels(spec.name)},
+            "selector": {"matchLabels": engine_selector(spec)},
             "strategy": {
                 "type": "RollingUpdate",
                 # No spare GPUs to surge into: replace one replica (or a quarter) at a time.

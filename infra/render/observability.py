@@ -30,6 +30,7 @@ from pathlib import Path
 
 from infra.catalog import versions
 from infra.render.prefix_cache_rules import prefix_cache_alert_group, prefix_cache_group
+from infra.render.rollout_rules import VARIANT_LABEL, RolloutObserved, render_rollout_rule_groups
 from infra.render.slo_rules import (
     DEFAULT_THRESHOLDS,
     PD_ROLE_TARGET_LABEL,
@@ -148,6 +149,7 @@ class ObservabilitySpec:
     gpu: GpuRuntimeFacts
     thresholds: AlertThresholds = DEFAULT_THRESHOLDS
     chart_version: str = versions.KUBE_PROMETHEUS_STACK_CHART_VERSION
+    rollouts: tuple[RolloutObserved, ...] = ()  # models with a candidate layout (models[].rollout)
 
 
 def _meta(name: str, namespace: str | None = None, labels: dict | None = None) -> dict:
@@ -320,6 +322,21 @@ def _pod_label_relabelings() -> list[dict]:
             "sourceLabels": ["__meta_kubernetes_pod_label_inference_platform_pd_role"],
             "targetLabel": PD_ROLE_TARGET_LABEL,
         },
+        # A rollout's candidate engines carry inference-platform/variant: candidate; every other
+        # engine is the current variant (labelling the current pods would restart them).
+        {
+            "action": "replace",
+            "sourceLabels": ["__meta_kubernetes_pod_label_inference_platform_variant"],
+            "regex": "(.+)",
+            "targetLabel": VARIANT_LABEL,
+        },
+        {
+            "action": "replace",
+            "sourceLabels": ["__meta_kubernetes_pod_label_inference_platform_variant"],
+            "regex": "",
+            "replacement": "current",
+            "targetLabel": VARIANT_LABEL,
+        },
     ]
 
 
@@ -421,6 +438,7 @@ def render_rule_groups(
     gpu: GpuRuntimeFacts,
     thresholds: AlertThresholds = DEFAULT_THRESHOLDS,
     runbook_url: str = RUNBOOK_DEFAULT,
+    rollouts: tuple[RolloutObserved, ...] = (),
 ) -> dict[str, list[dict]]:
     """Every rule group, keyed by the PrometheusRule object that carries it."""
     models = list(models)
@@ -441,6 +459,7 @@ def render_rule_groups(
     if gpu.scrape_amd_exporter:
         alerts.append(gpu_alert_group(thresholds, runbook_url))
     out["alerts"] = alerts
+    out.update(render_rollout_rule_groups(rollouts, runbook_url))
     return out
 
 
@@ -449,6 +468,7 @@ def render_prometheus_rules(
     gpu: GpuRuntimeFacts,
     settings: MonitoringSettings,
     thresholds: AlertThresholds = DEFAULT_THRESHOLDS,
+    rollouts: tuple[RolloutObserved, ...] = (),
 ) -> list[dict]:
     """PrometheusRule objects: one per model (its recording rules), one with the GPU pools' cost
     (when a model's pool is priced) and one with all alerts."""
@@ -459,7 +479,7 @@ def render_prometheus_rules(
             "metadata": _meta(f"inference-{name}", settings.namespace),
             "spec": {"groups": groups},
         }
-        for name, groups in render_rule_groups(models, gpu, thresholds, settings.runbook_url).items()
+        for name, groups in render_rule_groups(models, gpu, thresholds, settings.runbook_url, rollouts).items()
     ]
 
 

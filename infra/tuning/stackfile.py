@@ -127,22 +127,37 @@ def _splice_layout(original: str, yaml: YAML, entry: CommentedMap, mapping: Comm
     the line numbers ruamel reports keeps those comments byte for byte.
     """
     lines = original.splitlines(keepends=True)
-    key_line, key_col = entry.lc.key("layout")
-    end = key_line + 1
-    while end < len(lines):
-        stripped = lines[end].strip()
-        if stripped and not stripped.startswith("#") and _indent(lines[end]) <= key_col:
-            break
-        end += 1
-    # Blank and comment lines at the end of the old value introduce what follows: keep them.
-    while end > key_line + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
-        end -= 1
+    key_line, end, key_col = value_span(lines, entry, "layout")
     block = CommentedMap()
     block["layout"] = mapping
     block.yaml_add_eol_comment("measured winner, written by `infra tune ingest --write`", "layout")
     rendered = _dump(yaml, block)
     new = "".join(" " * key_col + line if line.strip() else line for line in rendered.splitlines(keepends=True))
     return "".join(lines[:key_line]) + new + "".join(lines[end:])
+
+
+def value_span(lines: list[str], entry: CommentedMap, key: str) -> tuple[int, int, int]:
+    """(first line, line after the last, column) of `key` and its value in a block-style entry.
+
+    Blank and comment lines at the end of the value introduce what follows, so they are not part
+    of it (replacing or removing the span keeps them)."""
+    key_line, key_col = entry.lc.key(key)
+    end = key_line + 1
+    while end < len(lines):
+        stripped = lines[end].strip()
+        if stripped and not stripped.startswith("#") and _indent(lines[end]) <= key_col:
+            break
+        end += 1
+    while end > key_line + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    return key_line, end, key_col
+
+
+def render_key(yaml: YAML, key: str, value, col: int) -> str:
+    """`key: value` as the file's YAML settings write it, indented to column `col`."""
+    block = CommentedMap()
+    block[key] = value
+    return "".join(" " * col + line if line.strip() else line for line in _dump(yaml, block).splitlines(keepends=True))
 
 
 def _check_only_layout_changed(yaml: YAML, before: str, after: str, model: str, mapping: CommentedMap) -> None:
@@ -184,6 +199,11 @@ def _load_model_list(path: Path):
     if not isinstance(models, list):
         raise UserError([Problem(f"{path}: config.{MODELS_KEY}", "no models list in this stack file")])
     return yaml, data, models
+
+
+def load_model_entry(path: Path, model: str):
+    """(round-trip YAML, document, the model's entry) of a stack file, for in-place edits."""
+    return _load_model(path, model)
 
 
 def _load_model(path: Path, model: str):

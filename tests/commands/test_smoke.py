@@ -115,3 +115,15 @@ def test_catalog(httpserver, tmp_path):
     shutil.copy(ROOT / "infra" / "catalog" / "gpu_sizes.json", catalog)
     proc = infra("catalog", "sync", "--catalog", str(catalog), "--check", env=env)
     assert proc.returncode in (0, 1), proc.stderr  # 1: the answer differs from the catalog, which it says
+
+
+def test_rollout(tmp_path):
+    from tests.rollout.conftest import staging_with_rollout_text
+
+    root = make_project(tmp_path / "project")
+    (root / "stacks" / "Pulumi.staging.yaml").write_text(staging_with_rollout_text())
+    proc = infra("rollout", "promote", "staging", "qwen3-235b", "--root", str(root))
+    assert proc.returncode == 0, proc.stderr
+    assert "20 % → 50 %" in proc.stdout
+    proc = infra("rollout", "status", "staging", "qwen3-235b", "--root", str(root), "--prometheus", "http://127.0.0.1:9")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --prometheus")
