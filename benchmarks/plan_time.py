@@ -1,22 +1,27 @@
-"""How long `infra plan` takes, and how it scales with the number of models.
+"""How long `infra plan` takes next to a bare Pulumi mock program declaring the same resources.
 
-Each measurement runs `python -m infra.cli plan STACK --json FILE --quiet --root DIR` in a fresh
-process (so imports and the mock runtime are included, as a user sees them), REPEATS times, and
-reports the median wall time and the median peak RSS (from the child's rusage). Generated stacks
-take the prod stack and serve N models, one GPU pool per model. The scaling ratio compares the
-per-model increment between the 10- and 50-model stacks with the 1-to-10 increment: ~1.0 means
-linear.
+    python benchmarks/plan_time.py [--repeats 7] [--stack prod] [--scaling]
 
-    python benchmarks/plan_time.py [--repeats 5]
+The ratio comes first: `infra plan STACK --json FILE --quiet` against a bare program that imports
+the Pulumi SDKs the real program declares resources with (pulumi, pulumi_kubernetes,
+pulumi_digitalocean) and registers the very resources the plan recorded (type, name, parent,
+inputs) under the same mock runtime (`infra.mock_runtime.run_program`) — what any Pulumi program
+of this size costs with nothing of ours (stack-file validation, planner, renderers, plan JSON).
+Both run in fresh processes, interleaved (plan, bare, plan, bare, …), so a busy minute on a shared
+machine hits both; medians are reported with the spread, and the load average before and after.
+
+`--scaling` adds the older table: dev/staging/prod and generated stacks of 1, 10 and 50 models (one
+8×MI300X pool each), with the per-model increment (≈ linear when the 10→50 ÷ 1→10 ratio is ~1).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import importlib
+import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -33,6 +38,107 @@ CATALOG_SOURCES = [
     ("meta-llama/Llama-3.1-8B-Instruct", {"input_tokens": 1000, "output_tokens": 200}),
     ("Qwen/Qwen3-32B", {"input_tokens": 2000, "output_tokens": 300}),
 ]
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def bare_program(resources_path: str) -> None:
+    """The bare program (run in a child process): the SDK imports and one registration per recorded
+    resource, parents first, under the mock runtime. No config, no planner, no rendering."""
+    import pulumi
+
+    from infra.mock_runtime import run_program
+
+    records = json.loads(Path(resources_path).read_text())
+    for module in sorted({sdk_module(r["type"]) for r in records} - {None}):
+        importlib.import_module(module)  # what declaring these types with the SDK classes imports
+    by_key = {f"{r['type']}::{r['name']}": r for r in records}
+
+    def program() -> None:
+        made: dict[str, pulumi.Resource] = {}
+
+        def declare(key: str) -> pulumi.Resource | None:
+            if key in made:
+                return made[key]
+            r = by_key.get(key)
+            if r is None:
+                return None  # the stack itself
+            parent = declare(r["parent"]) if r.get("parent") else None
+            opts = pulumi.ResourceOptions(parent=parent)
+            if r["type"].startswith("pulumi:providers:"):
+                res = pulumi.ProviderResource(r["type"].split(":")[-1], r["name"], r["inputs"], opts)
+            elif r["custom"]:
+                res = pulumi.CustomResource(r["type"], r["name"], r["inputs"], opts)
+            else:
+                res = pulumi.ComponentResource(r["type"], r["name"], None, opts)
+            made[key] = res
+            return res
+
+        for key in by_key:
+            declare(key)
+
+    recording = run_program(program)
+    assert len(recording.registrations) == len(records), (len(recording.registrations), len(records))
+
+
+def sdk_module(type_token: str) -> str | None:
+    """The SDK module whose classes declare a resource type: `kubernetes:apps/v1:Deployment` →
+    pulumi_kubernetes.apps.v1, a custom resource (`monitoring.coreos.com/v1`) → the apiextensions
+    module, `digitalocean:index/vpc:Vpc` → pulumi_digitalocean; None for our components."""
+    package, _, rest = type_token.partition(":")
+    if package == "pulumi":
+        return f"pulumi_{rest.split(':')[-1]}"
+    if package == "digitalocean":
+        return "pulumi_digitalocean"
+    if package != "kubernetes":
+        return None
+    group_version = rest.split(":")[0]
+    group, _, version = group_version.rpartition("/")
+    sdk_group = {"core": "core", "apps": "apps", "batch": "batch", "policy": "policy", "helm.sh": "helm",
+                 "rbac.authorization.k8s.io": "rbac", "networking.k8s.io": "networking",
+                 "storage.k8s.io": "storage"}.get(group)
+    return f"pulumi_kubernetes.{sdk_group}.{version}" if sdk_group else "pulumi_kubernetes.apiextensions"
+
+
+def _run(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one child process. CPU time
+    is what contention on a shared machine disturbs least."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if status != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({status})")
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def plan_command(stack: str, out: Path, root: Path = ROOT) -> list[str]:
+    return [sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out), "--quiet", "--root", str(root)]
+
+
+def ratio(stack: str, repeats: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        out, resources = Path(tmp) / "plan.json", Path(tmp) / "resources.json"
+        _run(plan_command(stack, out))  # warm the file cache; also yields the resources to declare
+        records = json.loads(out.read_text())["resources"]
+        resources.write_text(json.dumps(records))
+        bare_cmd = [sys.executable, str(Path(__file__).resolve()), "--bare-program", str(resources)]
+        load_before = os.getloadavg()
+        plan_runs, bare_runs = [], []
+        for _ in range(repeats):
+            plan_runs.append(_run(plan_command(stack, out)))
+            bare_runs.append(_run(bare_cmd))
+        load_after = os.getloadavg()
+    med = [[statistics.median(r[i] for r in runs) for i in range(3)] for runs in (plan_runs, bare_runs)]
+    (plan_wall, plan_cpu, plan_rss), (bare_wall, bare_cpu, bare_rss) = med
+    pairs = sorted(p[0] / b[0] for p, b in zip(plan_runs, bare_runs, strict=True))
+    print(f"ratio infra plan {stack} ÷ bare mock program: {plan_wall / bare_wall:.2f} wall, {plan_cpu / bare_cpu:.2f} CPU "
+          f"(medians; interleaved pairs {pairs[0]:.2f}–{pairs[-1]:.2f}, median {statistics.median(pairs):.2f})")
+    print(f"  infra plan {stack}: median {plan_wall:.2f} s wall, {plan_cpu:.2f} s CPU, peak RSS {plan_rss:.0f} MiB")
+    print(f"  bare program, {len(records)} resources: median {bare_wall:.2f} s wall, {bare_cpu:.2f} s CPU, "
+          f"peak RSS {bare_rss:.0f} MiB")
+    noisy = max(load_before[0], load_after[0]) > 1.0
+    print(f"  {repeats} runs each, interleaved; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after "
+          f"({os.cpu_count()} cores){' — noisy: trust the CPU ratio more than the wall one' if noisy else ''}")
 
 
 def generated_stack(n_models: int) -> dict:
@@ -56,25 +162,18 @@ def measure(stack: str, root: Path, repeats: int) -> tuple[float, float]:
     times, rss = [], []
     for _ in range(repeats):
         out = Path(tempfile.mkstemp(suffix=".json")[1])
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out), "--quiet", "--root", str(root)],
-                       check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        times.append(time.perf_counter() - start)
-        rss.append(max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) / 1024)
+        t, _cpu, m = _run(plan_command(stack, out, root))
+        times.append(t)
+        rss.append(m)
         out.unlink()
     return statistics.median(times), statistics.median(rss)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}")
+def scaling(repeats: int) -> None:
     print(f"{'stack':<14}{'models':>7}{'median s':>10}{'peak RSS MiB':>14}")
     results = {}
     for stack in ("dev", "staging", "prod"):
-        t, m = measure(stack, ROOT, args.repeats)
+        t, m = measure(stack, ROOT, repeats)
         print(f"{stack:<14}{'':>7}{t:>10.2f}{m:>14.0f}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -83,13 +182,29 @@ def main() -> None:
         (root / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
         for n in (1, 10, 50):
             (root / "stacks" / f"Pulumi.gen{n}.yaml").write_text(yaml.safe_dump(generated_stack(n)))
-            t, m = measure(f"gen{n}", root, args.repeats)
+            t, m = measure(f"gen{n}", root, repeats)
             results[n] = t
             print(f"{'gen' + str(n):<14}{n:>7}{t:>10.2f}{m:>14.0f}")
     per_model_small = (results[10] - results[1]) / 9
     per_model_large = (results[50] - results[10]) / 40
     print(f"per-model increment: 1→10 {per_model_small * 1000:.0f} ms, 10→50 {per_model_large * 1000:.0f} ms, "
           f"ratio {per_model_large / per_model_small:.2f} (≈1 is linear)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--stack", default="prod")
+    parser.add_argument("--scaling", action="store_true", help="also time every shipped and generated stack")
+    parser.add_argument("--bare-program", metavar="RESOURCES_JSON", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare_program:
+        bare_program(args.bare_program)
+        return
+    ratio(args.stack, args.repeats)
+    print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}")
+    if args.scaling:
+        scaling(args.repeats)
 
 
 if __name__ == "__main__":

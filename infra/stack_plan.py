@@ -42,6 +42,7 @@ from infra.planner import (
     plan_readiness,
     slo_shortfall,
 )
+from infra.planner.choice import MIN_KV_SHARE
 from infra.planner.kv_offload import OffloadDecision
 from infra.planner.search import NEAR_TIE, nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
 from infra.render import pd_service
@@ -223,6 +224,8 @@ class StackPlan:
                 "reason": m.plan.reason,
                 "alternatives": [c.layout.name for c in m.plan.candidates[1:4] if c.fits],
             }
+            if m.plan.choice_rules:
+                entry["choice_rules"] = m.plan.choice_rules
             if m.measured is not None:
                 entry["measured"] = _rounded(m.measured_json())
             if m.readiness is not None:
@@ -484,7 +487,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         )
         plan = sessions.chosen.plan if sessions is not None else plan_model(
             arch, pool.gpu, model.workload.to_workload(), slo, explicit, usd_per_hour=pool.node_usd_per_hour,
-            fabric=pool.fabric, pool_nodes=pool.max_node_count,
+            fabric=pool.fabric, pool_nodes=pool.max_node_count, bench_prefix=f"infra bench {cfg.stack} {model.name}",
         )
         provenance = model.layout.provenance if model.layout is not None else None
         facts = ModelFacts(
@@ -665,11 +668,9 @@ def multi_node_fit(arch, workload) -> tuple[str, int] | None:
 
 
 # Below this share of the memory budget left for KV cache, a layout's fit rests on the memory
-# model's estimate of everything else (activations, runtime and communicator buffers, the image's
-# kernels): a misestimate of a few GB, which the model has no measurement to rule out, leaves no
-# room for a single sequence. Such a layout can still win on paper (Qwen3-235B FP8 as tp1-r8 on
-# MI325X: 236 GB of weights on each 256 GB GPU, 7 GB of KV).
-THIN_KV_SHARE = 0.05
+# model's estimate of everything else: `layout: auto` does not choose such a layout unmeasured
+# (planner/choice.py, the same margin); an explicit one gets this note.
+THIN_KV_SHARE = MIN_KV_SHARE
 
 
 def thin_kv_notes(m: ModelFacts, stack: str) -> list[str]:

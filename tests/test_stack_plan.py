@@ -82,20 +82,31 @@ def test_project_names_follow_the_stack():
 
 def _seed_workload_on_mi325x(values):
     # The reference chat workload (5600 → 140 tokens, p90 TTFT 2 s / TPOT 50 ms) on staging's model:
-    # the planner's best layout is tp1-r8, which keeps 236 GB of weights on every 256 GB GPU.
+    # the planner predicts tp1-r8 fastest, which keeps 236 GB of weights on every 256 GB GPU.
     values[NS + "gpu_pools"][0]["size"] = "gpu-mi325x8-2048gb"
     model = values[NS + "models"][0]
     model["workload"] = {"input_tokens": 5600, "output_tokens": 140, "peak_rps": 4}
     model["slo"] = {"ttft_p90_ms": 2000, "tpot_p90_ms": 50}
 
 
-def test_a_chosen_layout_with_a_sliver_of_kv_cache_gets_a_note_naming_a_roomier_one():
+def test_auto_holds_back_a_layout_with_a_sliver_of_kv_cache_and_names_the_bench_that_would_justify_it():
     plan = _plan("staging", _seed_workload_on_mi325x)
+    model = plan.models[0]
+    assert model.layout.name == "tp4-ep-r2"
+    assert "it gives up tp1-r8" in model.plan.reason
+    assert "`infra bench staging qwen3-235b --layouts tp1-r8,tp4-ep-r2` would justify it" in model.plan.reason
+    assert not [n for n in plan.notes if "for KV cache" in n]
+
+
+def test_an_explicit_layout_with_a_sliver_of_kv_cache_gets_a_note_naming_a_roomier_one():
+    def explicit_tp1(values):
+        _seed_workload_on_mi325x(values)
+        values[NS + "models"][0]["layout"] = {"tp": 1, "replicas_per_node": 8}
+
+    plan = _plan("staging", explicit_tp1)
     assert plan.models[0].layout.name == "tp1-r8"
     (note,) = [n for n in plan.notes if "for KV cache" in n]
     assert note.startswith("model qwen3-235b: tp1-r8 leaves 7.1 GB of the ")
-    assert "the best layout with room, tp4-ep-r2" in note
-    assert "`infra bench staging qwen3-235b --layouts tp1-r8,tp4-ep-r2`" in note
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -37,6 +37,7 @@ import numpy as np
 from infra.catalog.gpus import RDMA_GB_S, GpuSize
 from infra.catalog.models import ModelArch
 from infra.domain import Layout, PdLayout, Slo, Workload
+from infra.planner.candidates import PdCandidate, nodes_for_peak, usd_per_million_output_tokens
 from infra.planner.checks import shape_problems
 from infra.planner.efficiency import Band, EfficiencyFactors
 from infra.planner.memory import MemoryBreakdown, default_max_model_len, memory_per_gpu
@@ -315,8 +316,6 @@ def pd_candidates(
     Without `layouts`, every balanced shape of `balanced_units` at each prefill token budget, the
     best budget kept per shape. Nothing when the GPU's vendor has no KV connector.
     """
-    from infra.planner.search import Candidate  # search imports this module lazily: no cycle at import
-
     if layouts is None:
         if connector_for(gpu) is None:
             return []
@@ -331,13 +330,11 @@ def pd_candidates(
             best[key] = p
     out = []
     for p in best.values():
-        out.append(_candidate(Candidate, p, gpu, workload, slo, band, price))
+        out.append(_candidate(p, gpu, workload, slo, band, price))
     return out
 
 
-def _candidate(cls, p: PdPrediction, gpu: GpuSize, workload: Workload, slo: Slo, band: Band, price: float | None):
-    from infra.planner.search import PdCandidate, nodes_for_peak, usd_per_million_output_tokens
-
+def _candidate(p: PdPrediction, gpu: GpuSize, workload: Workload, slo: Slo, band: Band, price: float | None) -> PdCandidate:
     pd = p.pd
     reason = pd_reason(p, slo)
     if not p.fits:
@@ -386,14 +383,16 @@ def pd_verdict(candidates) -> str:
         return " No P/D layout meets the SLO here."
     if not cos:
         return f" Only P/D layouts meet the SLO; the best is {pds[0].name}."
-    pd, co = pds[0], cos[0]
+    # the best P/D layout on paper, held back or not (the choice rules say what held it back)
+    pd, co = max(pds, key=lambda c: c.goodput_rps_per_node), cos[0]
     ratio = pd.goodput_rps_per_node / co.goodput_rps_per_node
     p = pd.prediction
     if ratio > 1:
         return (
-            f" P/D wins: {pd.name} carries {ratio:.2f}× {co.name} because its decode steps carry no prompt chunks "
-            f"(p90 TPOT {pd.tpot_p90_ms:.1f} ms vs {co.tpot_p90_ms:.1f} ms) while the KV move costs "
-            f"{p.transfer.seconds * 1e3:.0f} ms of the TTFT budget; its {p.binding} side binds."
+            f" P/D wins{' on paper' if pd.held_back else ''}: {pd.name} carries {ratio:.2f}× {co.name} because its decode "
+            f"steps carry no prompt chunks (p90 TPOT {pd.tpot_p90_ms:.1f} ms vs {co.tpot_p90_ms:.1f} ms) while the KV move "
+            f"costs {p.transfer.seconds * 1e3:.0f} ms of the TTFT budget; its {p.binding} side binds"
+            + (f"; held back unmeasured: {pd.held_back}." if pd.held_back else ".")
         )
     return (
         f" P/D does not pay here: the best P/D layout {pd.name} carries {ratio:.2f}× {co.name} "

@@ -46,9 +46,9 @@ def test_json_is_a_list_best_first(capsys):
     items = json.loads(capsys.readouterr().out)
     assert isinstance(items, list) and len(items) > 5
     fitting = [i for i in items if i["fits"]]
-    assert [i["goodput_rps_per_node"] for i in fitting] == sorted(
-        (i["goodput_rps_per_node"] for i in fitting), reverse=True
-    )
+    # layouts held back unmeasured (too little KV room) rank after the others, each group by goodput
+    order = [("held_back" in i, -i["goodput_rps_per_node"]) for i in fitting]
+    assert order == sorted(order)
     first = items[0]
     assert JSON_KEYS <= set(first)
     assert first["nodes_needed"] >= 1 and first["usd_per_million_output_tokens"] > 0

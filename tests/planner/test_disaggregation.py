@@ -147,7 +147,11 @@ def test_pd_candidates_rank_next_to_colocated_ones_and_the_reason_says_why():
 def test_prompt_heavy_short_answers_favour_pd_answer_heavy_do_not():
     slo = Slo(2000, 50)
     heavy = plan_model(QWEN_FP8, MI325X_8, Workload(2000, 300, prefix_cache_hit_rate=0.3), slo, disaggregation=True)
-    assert isinstance(heavy.chosen, PdCandidate), heavy.reason
+    best = max((c for c in heavy.candidates if c.fits), key=lambda c: c.goodput_rps_per_node)
+    assert isinstance(best, PdCandidate) and best.name == "p4tp1-d1tp4", heavy.reason
+    assert "P/D wins on paper: p4tp1-d1tp4" in heavy.reason
+    # its TP1 prefill engines keep 236 GB of weights on each GPU: held back until benched
+    assert "its prefill engines leave" in best.held_back and not isinstance(heavy.chosen, PdCandidate)
     light = plan_model(QWEN_FP8, MI300X_8, Workload(2000, 1000), Slo(1000, 50), disaggregation=True)
     assert not isinstance(light.chosen, PdCandidate)
 

@@ -42,7 +42,9 @@ def reference_plan():
 
 def test_candidates_are_ranked_by_goodput_per_node(reference_plan):
     """Checked against figures computed apart from the ranking: each layout evaluated on its own
-    (`evaluate_layout`) and its cost per million output tokens from the node price."""
+    (`evaluate_layout`) and its cost per million output tokens from the node price. Layouts held
+    back by the choice rules (too little KV room unmeasured) rank after those that may be chosen,
+    each group by goodput."""
     workload, slo = REFERENCE
     fitting = [c for c in reference_plan.candidates if c.fits]
     goodput = [
@@ -51,13 +53,17 @@ def test_candidates_are_ranked_by_goodput_per_node(reference_plan):
     ]
     cost = [24.0 / (g * workload.output_tokens * 3600) * 1e6 for g in goodput]
     assert all(g > 0 for g in goodput)
+    held = [bool(c.held_back) for c in fitting]
+    assert held == sorted(held), "a held-back layout ranks after every layout that may be chosen"
     for i in range(len(fitting) - 1):
+        if held[i] != held[i + 1]:
+            continue
         assert goodput[i] >= goodput[i + 1] * (1 - GOODPUT_TIE), (fitting[i].name, fitting[i + 1].name)
         if abs(goodput[i] - goodput[i + 1]) <= GOODPUT_TIE * goodput[i]:
             # a tie: the cheaper per token, or else the one with fewer GPUs per replica, goes first
             assert cost[i] <= cost[i + 1] * (1 + GOODPUT_TIE)
-    # nothing beyond the tolerance beats the chosen layout
-    assert max(goodput) <= goodput[0] * (1 + GOODPUT_TIE)
+    # nothing that may be chosen beats the chosen layout beyond the tolerance
+    assert max(g for g, h in zip(goodput, held, strict=True) if not h) <= goodput[0] * (1 + GOODPUT_TIE)
     assert reference_plan.chosen is reference_plan.candidates[0]
     # (evaluated alone, a layout keeps the max_num_seqs the search picked: goodput may move by ~1e-4)
     assert [c.usd_per_million_output_tokens for c in fitting] == pytest.approx(cost, rel=1e-3)
@@ -323,7 +329,7 @@ def test_reference_workload_prefers_two_tp4_ep_replicas_over_tp8(reference_plan)
 def test_goodputs_within_the_tie_go_to_fewer_gpus_per_replica():
     from dataclasses import replace as dc_replace
 
-    from infra.planner.search import _break_ties
+    from infra.planner.choice import break_ties as _break_ties
 
     fitting = [c for c in plan_model(QWEN_FP8, MI325X_8, *REFERENCE, usd_per_hour=24.0).candidates if c.fits]
     big = next(c for c in fitting if c.layout.gpus_per_replica == 8)
