@@ -1,6 +1,7 @@
 """Pulumi entry point: load config → plan_stack → declare → export outputs.
 
-A configuration or planning error stops the program before any resource is declared, with one
+A configuration or planning error, or a broken whole-plan invariant (checked in a fresh
+interpreter, infra/invariant_gate.py), stops the program before any resource is declared, with one
 clear message (pulumi.RunError prints it without a traceback), so a bad config never
 half-applies a stack. `infra plan` does not run this file: it calls `plan_stack` and `declare`
 itself under the mock runtime.
@@ -28,6 +29,7 @@ from pulumi.runtime import config as runtime_config  # noqa: E402
 from infra.config import NS, SECRET_KEYS, load_config  # noqa: E402
 from infra.declare import Secrets, declare  # noqa: E402
 from infra.errors import ConfigError  # noqa: E402
+from infra.invariant_gate import problems_before_up  # noqa: E402
 from infra.stack_plan import plan_stack  # noqa: E402
 
 
@@ -61,6 +63,10 @@ def main() -> None:
                 + "; ".join(f"{NS}{k} ({SECRET_KEYS[k]}): pulumi config set --secret {k} ..." for k in cfg.missing_secrets)
             )
         plan = plan_stack(cfg)
+        # The whole-plan invariants, as `infra plan` runs them, before anything is declared.
+        problems = problems_before_up(values, stack, secret_keys, PROJECT_ROOT)
+        if problems:
+            raise ConfigError(problems, source=f"stack {stack}")
         config = pulumi.Config("inference-platform")
         secrets = Secrets(**{key: config.get_secret(key) for key in SECRET_KEYS})
         outputs = declare(plan, secrets)

@@ -113,6 +113,9 @@ def render() -> str:
     out += ["", "## Sections", ""]
     for model, path in sections:
         _section(model, path, out)
+    from infra.invariants.doc import INVARIANTS_DOC  # the whole-plan checks, stated where the keys are
+
+    out += ["", INVARIANTS_DOC.rstrip()]
     return "\n".join(out).rstrip() + "\n"
 
 

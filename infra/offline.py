@@ -22,6 +22,7 @@ import pulumi
 
 from infra.config import NS, PROJECT, load_stack_file
 from infra.declare import Secrets, declare
+from infra.invariants import check_plan, enforce
 from infra.mock_runtime import SECRET_MARKER, mock_id, normalise, run_program
 from infra.project import project_root
 from infra.stack_plan import StackPlan, plan_stack
@@ -99,10 +100,17 @@ def record_stack_plan(plan: StackPlan) -> tuple[list[dict[str, Any]], list[str]]
 def build_plan(stack: str, root: Path | None = None) -> Plan:
     """The offline plan of one stack of the project at `root` (default: found from the cwd)."""
     cfg = load_stack_file(stack, project_root(root))
-    plan = plan_stack(cfg)
+    return offline_plan(plan_stack(cfg))
+
+
+def offline_plan(plan: StackPlan) -> Plan:
+    """`plan` declared under the mock runtime and checked as a whole (the invariants): a plan that
+    cannot work is refused here (ConfigError), so `infra plan`, `infra diff` and the check before
+    `pulumi up` (infra/invariant_gate.py) never show it as a success."""
+    cfg = plan.config
     resources, notes = record_stack_plan(plan)
-    return Plan(
-        stack=stack,
+    offline = Plan(
+        stack=plan.stack,
         project=PROJECT,
         resources=resources,
         models=plan.models_json(),
@@ -119,6 +127,10 @@ def build_plan(stack: str, root: Path | None = None) -> Plan:
             "notes": notes,
         },
     )
+    findings = check_plan(plan, kubernetes_objects(offline), offline.resources, offline.to_dict())
+    enforce(findings, plan.stack)
+    offline.summary["notes"] = notes + [n for n in findings.notes if n not in notes]
+    return offline
 
 
 def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
@@ -153,4 +165,4 @@ def _redacted_secret(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-__all__ = ["Plan", "build_plan", "kubernetes_objects", "mock_id", "money", "normalise", "SECRET_MARKER", "NS"]
+__all__ = ["Plan", "build_plan", "offline_plan", "kubernetes_objects", "mock_id", "money", "normalise", "SECRET_MARKER", "NS"]

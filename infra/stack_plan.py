@@ -132,6 +132,10 @@ class ModelFacts:
 
     @property
     def nodes_needed(self) -> int | None:
+        """The one figure every view shows: from the measurement, else the planner's (sized on the
+        band's low end in whole replicas, as the model line says)."""
+        if self.measured is None:
+            return self.plan.chosen.nodes_needed
         return nodes_for_peak(self.config.workload.peak_rps, self.goodput_rps_per_node)
 
     def measured_json(self) -> dict[str, Any] | None:
@@ -371,7 +375,10 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
     # The offline plan and `pulumi up` store a secret that is set, or required (offline: a placeholder).
     secrets = cfg.secrets_set | set(cfg.secrets_required)
     services = tuple(
-        model_service_spec(m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node")
+        model_service_spec(
+            m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node",
+            key_path=f"{NS}models[{[c.name for c in cfg.models].index(m.config.name)}]",
+        )
         for m in models
     )
     candidates = tuple(
@@ -711,8 +718,9 @@ def _sizing_notes(m: ModelFacts, stack: str) -> list[str]:
     if peak and needed and needed > pool.max_node_count:
         notes.append(
             f"model {name}: peak {peak:g} req/s needs {needed} nodes of {pool.name} at the "
-            f"{'measured' if m.measured else 'predicted'} goodput ({m.goodput_rps_per_node:.2f} req/s/node); "
-            f"the pool allows at most {pool.max_node_count}"
+            + (f"measured goodput ({m.goodput_rps_per_node:.2f} req/s/node); " if m.measured else
+               f"predicted goodput's low end ({m.plan.chosen.goodput_low_rps_per_node:.2f} req/s/node); ")
+            + f"the pool allows at most {pool.max_node_count}"
         )
     if m.measured is None:
         return notes
@@ -811,10 +819,11 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 ttft_p90_ms=m.config.slo.ttft_p90_ms,
                 tpot_p90_ms=m.config.slo.tpot_p90_ms,
                 gpus_per_replica=m.layout.gpus_per_replica,
+                # A rollout's candidate engines are the model's too (its Service, its ready pods).
                 replicas=(
                     pd.prefill_engines + pd.decode_engines
                     if pd is not None
-                    else m.layout.replicas_for_nodes(m.pool.min_node_count)
+                    else m.layout.replicas_for_nodes(m.pool.min_node_count) + (m.rollout.split.candidate_replicas if m.rollout else 0)
                 ),
                 usd_per_gpu_hour=(price / m.pool.gpu.gpus) if price is not None else None,
                 pool=m.pool.name,
@@ -826,6 +835,7 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 pd=pd,
                 prefix_cache_planned_hit=m.sessions.chosen.hit.total if m.sessions is not None else None,
                 kv_offload=m.kv_offload is not None,
+                candidate_gpus_per_replica=m.rollout.candidate_layout.gpus_per_replica if m.rollout else None,
             )
         )
     return out
@@ -954,6 +964,7 @@ def model_service_spec(
     secrets: frozenset[str] | set[str] = frozenset(),
     weights: SpacesWeights | None = None,
     compile_cache: str | None = None,
+    key_path: str = "",
 ) -> ModelServiceSpec:
     """Config + planned layout → the model-service renderer's input.
 
@@ -988,6 +999,7 @@ def model_service_spec(
         weights=weights,
         compile_cache=compile_cache,
         kv_offload=model.kv_offload,
+        key_path=key_path,
     )
 
 

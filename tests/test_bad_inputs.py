@@ -149,3 +149,27 @@ def test_bad_input_is_refused_with_one_clear_line(case_file, tmp_path, monkeypat
         assert lines[0].startswith(f"infra {argv[0]}"), f"{case_file.name}: the subcommand's usage, not the top level:\n{err}"
     for words in case["expect"]:
         assert str(words) in lines[0], f"{case_file.name}: {words!r} not in:\n{lines[0]}"
+    if "argv" not in case:  # issue 29: the key an error names is in the stack file as written
+        assert_key_path_is_written(case_file.name, lines[0], (root / "stacks" / "Pulumi.case.yaml").read_text())
+
+
+# A key that must be added is named by where it goes: its parent is in the file, the key is not.
+_MISSING = ("missing", "required", "is needed", "needs a ", "set it", "not set", "Field required")
+
+
+def assert_key_path_is_written(name: str, line: str, stack_text: str) -> None:
+    from tests.invariants.keys import error_key_paths, key_exists, parent_path
+
+    try:
+        doc = yaml.safe_load(stack_text)
+    except yaml.YAMLError:
+        return  # not YAML at all: the error names the line and column instead
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        return
+    for path in error_key_paths(line):
+        if key_exists(doc, path):
+            continue
+        parent = parent_path(path)
+        assert parent is not None and (parent == "" or key_exists(doc, parent)) and any(w in line for w in _MISSING), (
+            f"{name}: the error names {path}, which is not in the stack file as written:\n{line}"
+        )

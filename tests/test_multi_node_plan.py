@@ -26,6 +26,8 @@ def _fabric(config, layout=WIDE):
     for pool in config["inference-platform:gpu_pools"]:
         pool["size"], pool["fabric"] = FABRIC_SIZE, True
     config["inference-platform:gpu_pools"][0].update({"min_nodes": 2, "max_nodes": 4})
+    # DeepSeek-R1 BF16 is 1.3 TB: the shared cache must hold it (issue 29's storage invariant).
+    config["inference-platform:model_cache"]["size_gib"] = 2048
     config["inference-platform:models"][0].update(
         {
             "name": "deepseek-r1",

@@ -120,7 +120,7 @@ def test_diff_detects_changed_layout(tmp_path):
         ("cluster region", lambda c: c.__setitem__("inference-platform:region", "nyc2"), CLUSTER, "region"),
         ("default pool size", lambda c: c["inference-platform:cluster"]["system_pool"].__setitem__("size", "g-4vcpu-16gb"), CLUSTER, "nodePool.size"),
         ("GPU pool size", lambda c: c["inference-platform:gpu_pools"][1].__setitem__("size", "gpu-mi300x8-1536gb"), POOL, "size"),
-        ("partition mode", lambda c: c["inference-platform:gpu_pools"][1].__setitem__("partition_mode", "AMD_PARTITION_MODE_DPX_NPS2"), POOL, "gpuPartitionMode"),
+        ("partition mode", lambda c: c["inference-platform:gpu_pools"][1].__setitem__("partition_mode", "AMD_PARTITION_MODE_SPX_NPS1"), POOL, "gpuPartitionMode"),
         ("VPC CIDR", lambda c: c["inference-platform:network"].__setitem__("vpc_cidr", "10.60.0.0/20"), VPC, "ipRange"),
     ],
 )

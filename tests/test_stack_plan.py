@@ -84,6 +84,7 @@ def _seed_workload_on_mi325x(values):
     # The reference chat workload (5600 → 140 tokens, p90 TTFT 2 s / TPOT 50 ms) on staging's model:
     # the planner predicts tp1-r8 fastest, which keeps 236 GB of weights on every 256 GB GPU.
     values[NS + "gpu_pools"][0]["size"] = "gpu-mi325x8-2048gb"
+    values[NS + "region"] = "tor1"  # where the catalog lists the self-serve MI325X size (issue 29)
     model = values[NS + "models"][0]
     model["workload"] = {"input_tokens": 5600, "output_tokens": 140, "peak_rps": 4}
     model["slo"] = {"ttft_p90_ms": 2000, "tpot_p90_ms": 50}

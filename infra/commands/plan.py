@@ -98,6 +98,10 @@ def write_manifests(plan: Plan, out: Path) -> int:
     previous = previous_manifests(out)
     objects = kubernetes_objects(plan)
     files = {manifest_filename(obj): obj for obj in objects}
+    if len(files) != len(objects):  # never drop an object: the identity invariant should have refused the plan
+        names = [manifest_filename(obj) for obj in objects]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise RuntimeError(f"--out would write several objects to one file: {twice}")
     clobbered = sorted(name for name in files if name not in previous and (out / name).exists())
     if clobbered:
         raise UserError([Problem(

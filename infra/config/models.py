@@ -261,12 +261,29 @@ def hf_config_path(model: ModelConfig, base_dir: Path | None) -> Path | None:
     return base_dir / path if not path.is_absolute() and base_dir is not None else path
 
 
+def _duplicate_api_names(models: list[ModelConfig]) -> list[Problem]:
+    """Two models clients would name alike, reported at the key the user wrote: served_model_name,
+    or source when served_model_name is unset (it defaults to the source)."""
+    seen: dict[str, int] = {}
+    problems = []
+    for i, model in enumerate(models):
+        value = model.api_model_name
+        if value in seen:
+            key = "served_model_name" if model.served_model_name else "source"
+            problems.append(Problem(f"{NS}models[{i}].{key}", (
+                f"{value!r} is already the API model name of models[{seen[value]}] (served_model_name, else the source); "
+                "clients could not tell them apart: give each a distinct served_model_name")))
+        else:
+            seen[value] = i
+    return problems
+
+
 def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
     # Under router.kind gateway a duplicate name is worse than a clash: the InferencePool selects
     # engine pods by their model label, so one model's pool would take in the other's engines.
     pool_hint = " (with router.kind gateway, one model's InferencePool would select the other's engine pods)"
     problems = duplicates(raw.models, "name", "models", pool_hint if raw.router.kind == "gateway" else "")
-    problems += duplicates(raw.models, "api_model_name", "models")
+    problems += _duplicate_api_names(raw.models)
     pools = {p.name: p for p in raw.gpu_pools}
     by_pool: dict[str, list[int]] = {}
     for i, model in enumerate(raw.models):

@@ -44,15 +44,6 @@ class NetworkConfig(StrictModel):
     service_subnet: PrivateCidr | None = Field(None, description="Service network for a VPC-native cluster; unset: DOKS default 10.245.0.0/16. Create-time only.")
 
 
-def _overlaps(named: list[tuple[str, str]]) -> list[Problem]:
-    problems = []
-    for i, (path_a, a) in enumerate(named):
-        for path_b, b in named[i + 1 :]:
-            if ipaddress.ip_network(a).overlaps(ipaddress.ip_network(b)):
-                problems.append(Problem(NS + path_b, f"{b} overlaps {NS}{path_a} ({a}); the ranges must be disjoint"))
-    return problems
-
-
 def check_network(raw: StackInput) -> list[Problem]:
     net = raw.network
     named = [("network.vpc_cidr", net.vpc_cidr)]
@@ -64,9 +55,16 @@ def check_network(raw: StackInput) -> list[Problem]:
         problems.append(Problem(NS + "network.vpc_cidr", f"{net.vpc_cidr} has prefix /{prefix}; DigitalOcean VPCs must be /16 to /28"))
     if (net.cluster_subnet is None) != (net.service_subnet is None):
         problems.append(Problem(NS + "network", "set both cluster_subnet and service_subnet (VPC-native cluster) or neither"))
-    for p in _overlaps(named):
-        if "vpc_cidr" in p.message and (net.cluster_subnet is None):
-            p = Problem(p.path, p.message + " (the DOKS default subnet; choose another vpc_cidr or set custom subnets)")
-        problems.append(p)
+    written = {"network.vpc_cidr", *(f"network.{k}" for k in ("cluster_subnet", "service_subnet") if getattr(net, k) is not None)}
+    for i, (path_a, a) in enumerate(named):
+        for path_b, b in named[i + 1 :]:
+            if not ipaddress.ip_network(a).overlaps(ipaddress.ip_network(b)):
+                continue
+            if path_b in written:
+                problems.append(Problem(NS + path_b, f"{b} overlaps {NS}{path_a} ({a}); the ranges must be disjoint"))
+            else:  # the error names a key the user wrote, not the default it collides with
+                problems.append(Problem(NS + path_a, (
+                    f"{a} overlaps {path_b} ({b}, the DOKS default subnet while it is unset); the ranges must be disjoint; "
+                    "choose another vpc_cidr or set custom subnets")))
     return problems
 

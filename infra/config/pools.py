@@ -101,6 +101,10 @@ class GpuPoolConfig(StrictModel):
         default_factory=dict,
         description="Extra Kubernetes node labels (Kubernetes label syntax; prefixes kubernetes.io/, k8s.io/, doks.digitalocean.com/ and inference-platform/ are reserved).",
     )
+    available_in_region: bool = Field(
+        False,
+        description="true: plan the size in the stack's region although the GPU catalog (infra/catalog/gpu_sizes.json, dated) lists it only in other regions — for a catalog older than DigitalOcean's offer. `infra doctor` confirms it online; `infra catalog sync` refreshes the catalog.",
+    )
 
     @property
     def autoscale(self) -> bool:
@@ -144,6 +148,7 @@ def check_pools(raw: StackInput) -> list[Problem]:
             problems.append(
                 Problem(f"{at}.fabric", f"true needs a fabric GPU size; {pool.size} has no RDMA fabric. Fabric sizes: {', '.join(fabric_sizes)}")
             )
+        problems += _region_listing(raw, pool, at)
         if pool.partition_mode and pool.gpu.vendor != "amd":
             problems.append(Problem(f"{at}.partition_mode", f"{pool.partition_mode!r} applies to AMD pools only; {pool.size} is {pool.gpu.vendor}"))
         if pool.gpu.fabric and any(p.gpu.fabric is False for p in raw.gpu_pools):
@@ -152,3 +157,17 @@ def check_pools(raw: StackInput) -> list[Problem]:
             problems.append(Problem(f"{at}.max_nodes", f"{pool.max_node_count} exceeds 64, the node limit for fabric sizes"))
     return problems
 
+
+
+def _region_listing(raw: StackInput, pool: GpuPoolConfig, at: str) -> list[Problem]:
+    """A size the offline catalog lists only in other regions is refused (issue 29): DOKS would fail
+    to create the pool mid-`pulumi up`. An empty listing says nothing (regions are per account) and
+    contract sizes are not listed at all; `available_in_region` overrides a stale catalog."""
+    listed = pool.gpu.regions
+    if not listed or raw.region in listed or pool.available_in_region:
+        return []
+    when = pool.gpu.availability_as_of or "an unrecorded date"
+    return [Problem(f"{at}.size", (
+        f"{pool.size} is not offered in {raw.region!r} according to the GPU catalog of {when} (listed in: "
+        f"{', '.join(listed)}); choose one of those regions or another size, or — if DigitalOcean offers it there "
+        f"now — set {at}.available_in_region: true (`infra doctor` checks online; `infra catalog sync` refreshes the catalog)"))]

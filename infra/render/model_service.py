@@ -164,6 +164,12 @@ class ModelServiceSpec:
     kv_offload: KvOffload | None = None
     variant: str | None = None  # "candidate": a rollout's candidate layout (second Deployment)
     fixed_replicas: int | None = None  # a candidate's count, sized to its traffic share (not the pool's nodes)
+    key_path: str = ""  # the model's key in the stack file (`inference-platform:models[0]`), for errors
+
+    @property
+    def stack_key(self) -> str:
+        """Where an error about this model points: its stack key, else (a spec the bench built) its name."""
+        return self.key_path or f"models[{self.name}]"
 
     @property
     def vendor(self) -> str:
@@ -270,7 +276,7 @@ def validate_spec(spec: ModelServiceSpec, path: str | None = None) -> None:
     Stack config rejects every one of these a stack file can cause (infra/config/); they are
     checked again because the bench renders specs that never went through it (candidate layouts).
     """
-    path = path or f"models[{spec.name}]"
+    path = path or spec.stack_key
     problems: list[Problem] = []
     if not _DNS_LABEL.match(spec.name):
         problems.append(
@@ -554,7 +560,7 @@ def serve_args(spec: ModelServiceSpec, node_role: str | None = None) -> list[str
             node_role=node_role,
             kv_offload=spec.kv_offload,
         ),
-        path=f"models[{spec.name}]",
+        path=spec.stack_key,
     )
 
 

@@ -193,7 +193,7 @@ def render_side_pdb(spec: PdServiceSpec, role: str) -> dict:
 
 def render_pd_service(spec: PdServiceSpec, *, path: str | None = None) -> list[dict]:
     """Every object of a P/D model service, in apply order."""
-    validate(spec, path or f"models[{spec.base.name}]")
+    validate(spec, path or spec.base.stack_key)
     objects = []
     job = render_prefetch_job(side_spec(spec, "decode"))
     if job:

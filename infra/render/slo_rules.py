@@ -157,6 +157,9 @@ class ObservedModel:
     # (prefix_cache_rules.py records its transfers).
     prefix_cache_planned_hit: float | None = field(default=None, kw_only=True)
     kv_offload: bool = field(default=False, kw_only=True)
+    # GPUs per engine of a rollout's candidate (models[].rollout), whose engines the model's series
+    # include (label variant="candidate"); None: no rollout.
+    candidate_gpus_per_replica: int | None = field(default=None, kw_only=True)
 
     @property
     def billed(self) -> bool:
@@ -445,8 +448,14 @@ def slow_readiness_alert(runbook_base: str) -> dict:
 
 
 def _gpus_serving_expr(model: ObservedModel) -> str:
-    """GPUs behind scraped engines: up targets × GPUs per engine (per side for P/D, whose sides
-    may differ in TP; `or vector(0)` keeps a side with no target at 0)."""
+    """GPUs behind scraped engines: up targets × GPUs per engine (per side for P/D, per variant
+    during a rollout, whose sides / variants may differ in TP; `or vector(0)` keeps a side with no
+    target at 0)."""
+    if model.pd is None and model.candidate_gpus_per_replica is not None:
+        return " + ".join(
+            f'(sum(up{{component="vllm", model={quoted(model.name)}, variant="{variant}"}}) or vector(0)) * {gpus}'
+            for variant, gpus in (("current", model.gpus_per_replica), ("candidate", model.candidate_gpus_per_replica))
+        )
     if model.pd is None:
         return f"{_by_model('model:vllm_replicas_up:sum', model)} * {model.gpus_per_replica}"
     return " + ".join(

@@ -33,7 +33,7 @@ from infra.render.observability import render_prometheus_rules
 from infra.stack_plan import plan_stack
 from tests.conftest import ROOT, make_project
 from tests.e2e import harness, inputs
-from tests.e2e.conftest import start_engine, timed, wait_engines
+from tests.e2e.conftest import TIMINGS, start_engine, timed, wait_engines
 from tests.e2e.test_prometheus import Prom
 
 KEY = harness.bearer(inputs.API_KEY)
@@ -126,6 +126,7 @@ def test_the_split_matches_the_rendered_weight(plan, variants, module_router_fac
     got = {k: after[k] - before[k] for k in after}
     assert sum(got.values()) == 200, got
     share = 100 * got["candidate"] / 200
+    TIMINGS["rollout: candidate share of 200 requests, % (rendered weight 50)"] = round(share, 1)
     assert abs(share - weight) <= 10, f"candidate share {share:.1f} %, rendered weight {weight:.1f} %"
 
 
@@ -140,6 +141,7 @@ def test_sessions_stay_on_one_variant(variants, module_router_factory):
             (variant,) = [k for k in after if after[k] - before[k] == 1]
             seen.setdefault(f"conversation-{s}", set()).add(variant)
     assert all(len(v) == 1 for v in seen.values()), seen
+    TIMINGS["rollout: sessions on the candidate (of 12, 3 turns each)"] = sum(v == {"candidate"} for v in seen.values())
     assert {next(iter(v)) for v in seen.values()} == {"current", "candidate"}  # both variants took sessions
 
 
@@ -208,6 +210,7 @@ def test_status_holds_then_promotes_then_rolls_back_from_real_series(project, va
     code, report = _status(project, prometheus, capsys)
     assert (code, report["verdict"]) == (0, "promote"), json.dumps(report, indent=1)
     assert abs(report["measured_candidate_share_percent"] - 50) <= 15, json.dumps(report, indent=1)
+    _record("promote", report)
     # Concurrent load: requests queue behind the candidate's single slot; its TTFT leaves the SLO.
     with timed("rollout: concurrent traffic"), concurrent.futures.ThreadPoolExecutor(40) as pool:
         list(pool.map(lambda i: _complete(router, prompt=f"burst {i} " * 20, max_tokens=32), range(40)))
@@ -217,3 +220,11 @@ def test_status_holds_then_promotes_then_rolls_back_from_real_series(project, va
     code, report = _status(project, prometheus, capsys)
     assert (code, report["verdict"]) == (4, "roll back"), json.dumps(report, indent=1)
     assert report["variants"]["candidate"]["ttft_p90_s"] > SLO["ttft_p90_ms"] / 1000, json.dumps(report, indent=1)
+    _record("roll back", report)
+
+
+def _record(verdict: str, report: dict) -> None:
+    for variant in ("current", "candidate"):
+        v = report["variants"][variant]
+        TIMINGS[f"rollout {verdict}: {variant} p90 TTFT s"] = round(v["ttft_p90_s"] or 0, 3)
+        TIMINGS[f"rollout {verdict}: {variant} burn 5m"] = round(v["burn_short"] or 0, 2)

@@ -17,7 +17,7 @@ from tests.conftest import need_tool
 from tests.render.test_rules_promtool import alert, cumulative, run_promtool, run_scenario, values
 
 CHAT = ObservedModel("chat", "chat-served", "inference", 2500, 50, 8, 2, 2.0, pool="mi300x", usd_per_node_hour=16.0,
-                     deployment="chat-engine")
+                     deployment="chat-engine", candidate_gpus_per_replica=4)
 ROLLOUT = RolloutObserved(CHAT, current_gpus_per_replica=8, candidate_gpus_per_replica=4)
 MINUTES = 60
 WARN = {"severity": "warning"}

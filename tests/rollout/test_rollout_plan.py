@@ -69,6 +69,13 @@ def test_monitoring_labels_variants_and_records_them(plan):
     rules = [o for o in objs if o["kind"] == "PrometheusRule"]
     groups = {g["name"] for r in rules for g in r["spec"]["groups"]}
     assert {"inference-platform.rollout.qwen3-235b", "inference-platform.alerts.rollout"} <= groups
+    # the not-ready alert expects the candidate's engines too (they are the model's ready pods)
+    (expected,) = [r for o in rules for g in o["spec"]["groups"] for r in g["rules"]
+                   if r.get("record") == "model:vllm_replicas_expected:count"]
+    assert expected["expr"] == "vector(5)"
+    # GPUs serving count each variant's engines at its own GPUs per engine (TP2 current, TP4 candidate)
+    (gpus,) = [r for o in rules for g in o["spec"]["groups"] for r in g["rules"] if r.get("record") == "model:vllm_gpus_serving:sum"]
+    assert 'variant="current"}) or vector(0)) * 2' in gpus["expr"] and 'variant="candidate"}) or vector(0)) * 4' in gpus["expr"]
 
 
 def test_objects_validate_and_the_policy_pack_passes(plan):

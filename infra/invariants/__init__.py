@@ -1,0 +1,63 @@
+"""Whole-plan invariants: the plan checks itself after rendering, over the rendered objects.
+
+One place for every check that needs the plan as a whole rather than one key: identity (no two
+objects share a name), wiring (selectors and references), capacity (pods, DaemonSets and chart
+components fit their pools; storage holds what is written to it), the GPU view (partition modes),
+no silent ignores, and one number (the plan's views agree). They run on the Kubernetes objects
+the program declares plus those its controllers, charts and DOKS create (implied.py), generic over
+kinds, so a new feature's objects are covered without new code.
+
+`check_plan` returns the problems and notes; `enforce` raises them as one ConfigError naming the
+stack-file keys. `infra plan`, `infra diff` (both through `infra.offline.build_plan`) and the
+Pulumi program (`infra/__main__.py`, before `declare`) all enforce them; docs/configuration.md
+lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from infra.errors import ConfigError, Problem
+from infra.invariants.capacity import check_capacity, check_storage
+from infra.invariants.consistency import check_consistency
+from infra.invariants.gpu_view import check_gpu_view
+from infra.invariants.identity import check_identity
+from infra.invariants.ignores import check_ignores
+from infra.invariants.implied import implied_objects
+from infra.invariants.keypaths import KeyPaths
+from infra.invariants.prerequisites import check_prerequisites
+from infra.invariants.wiring import check_references, check_selectors
+from infra.stack_plan import StackPlan
+
+
+@dataclass(frozen=True)
+class Findings:
+    problems: tuple[Problem, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+def check_plan(plan: StackPlan, objects: list[dict], resources: list[dict] = (), plan_json: dict | None = None) -> Findings:
+    """Every invariant over `plan`, its rendered `objects` and its resource records (Helm releases,
+    CRD manifests: what installs what)."""
+    paths = KeyPaths(plan.config)
+    releases = [r for r in resources if r.get("type") == "kubernetes:helm.sh/v3:Release"]
+    everything = list(objects) + implied_objects(list(objects), list(releases), dict(plan.cluster.system_node_selector))
+    problems: list[Problem] = []
+    problems += check_identity(everything, paths)
+    problems += check_selectors(everything, paths)
+    problems += check_references(everything, paths)
+    problems += check_prerequisites(plan, everything, list(resources), paths)
+    problems += check_gpu_view(plan, paths)
+    problems += check_capacity(plan, everything, paths)
+    problems += check_storage(plan, paths)
+    ignored, notes = check_ignores(plan, paths)
+    problems += ignored
+    if plan_json is not None:
+        problems += check_consistency(plan_json, paths)
+    unique = list(dict.fromkeys(problems))
+    return Findings(tuple(unique), tuple(notes))
+
+
+def enforce(findings: Findings, stack: str) -> None:
+    if findings.problems:
+        raise ConfigError(list(findings.problems), source=f"stacks/Pulumi.{stack}.yaml")

@@ -1,0 +1,32 @@
+"""The invariants as docs/configuration.md states them (appended by `python -m infra.configdoc`)."""
+
+INVARIANTS_DOC = """## Plan invariants
+
+After the keys are valid and the planner has chosen layouts, every plan is checked as a whole, over
+the Kubernetes objects it renders plus those its controllers, charts and DOKS create (the Service
+and proxy Deployment the gateway controller makes for its Gateway, each chart's pods with the
+requests its values set, DOKS' own DaemonSets and CoreDNS). The checks are generic over kinds
+(`infra/invariants/`), so a new feature's objects are covered without new code. A broken invariant
+is a configuration error naming the stack key responsible (exit 2, one line per problem);
+`infra plan`, `infra diff` and the Pulumi program itself (in a fresh interpreter before anything is
+declared, `infra/invariant_gate.py`) all run them.
+
+| invariant | what must hold |
+|---|---|
+| identity | (group, kind, namespace, name) is unique across everything the plan and its controllers create: a model named `router`, `inference-gateway` or `<other>-pd-router` is refused; `--out` never drops or overwrites an object |
+| wiring: selectors | every Service, InferencePool and PodDisruptionBudget selects at least one pod, and pods of one role only (one `app.kubernetes.io/name`, component, model and prefill/decode side); the ports they send to are ports those pods declare, as is a PodMonitor's port |
+| wiring: references | every `...Ref`/`...Refs` (scaleTargetRef, endpointPickerRef, parentRefs, backendRefs, parametersRef, roleRef, secretRef, secretKeyRef, configMapRef...), every pod volume, service account and image pull secret, and a claim's `volumeName` names an object the plan or its controllers create |
+| prerequisites | every custom resource's CRD is installed by the plan (a chart, a pinned CRD manifest, a CRD object) or by DOKS (Gateway API on VPC-native clusters only) |
+| capacity: pools | each pool's pods fit its nodes (vCPU, memory, GPUs, boot disk) at the declared counts and with each autoscaled workload at its maximum, after the DaemonSets that run on every node; the system pool holds everything pinned there, chart components included |
+| capacity: storage | the NFS cache holds every checkpoint plus ~20 GiB of compile cache per model; a model's download into an unbounded emptyDir (no cache) counts its weights against the node's disk |
+| GPU view | a GPU partition mode that splits GPUs (`AMD_PARTITION_MODE_DPX_NPS2`) is refused: the planner sizes layouts on whole GPUs |
+| no silent ignores | a key that cannot take effect is refused, with why: `models[].autoscaling` settings on a model that does not autoscale, `router.session_header` without `router.kind: session`, router settings under `router.kind: service` (no router runs), `router.image` under `gateway`, `observability` settings while it is off, `gpu_runtime.disable_numa_balancing` without AMD pools; an autoscaling pool whose pods nothing scales is noted |
+| one number | notes, model lines, the cost table and the JSON agree (nodes for peak, cost at the pools' bounds) |
+
+Assumed figures (DOKS publishes none): the kubelet's reservation (memory: 25 % of the first 4 GiB,
+20 % of the next 4, 10 % of the next 8, 6 % up to 128 GiB, 2 % above, plus 100 MiB; CPU: 6 % of the
+first core, 1 % of the next, 0.5 % of the next two, 0.25 % above), 250 m CPU and 600 MiB per node
+for DOKS' DaemonSets, 60 GiB of each node's boot disk for the system and images, and the idle
+footprint of chart pods whose values set no requests (Prometheus 500 m / 2 GiB, Grafana 150 m /
+384 MiB, the rest 50–100 m / 64–256 MiB; `infra/invariants/implied.py`).
+"""

@@ -1,0 +1,51 @@
+"""Which stack-file key an object or a number comes from, as the user wrote it.
+
+A broken invariant is reported against the key that made the object (`inference-platform:models[1].name`,
+`inference-platform:gpu_pools[0].size`), never against the object: the user fixes the stack file,
+not the rendered YAML. Objects are traced back by what every renderer puts on them — the model
+label on everything a model owns, the pool in a pod's node selector — so the mapping is as generic
+as the invariants themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.config import NS, StackConfig
+from infra.invariants.objects import labels
+
+MODEL_LABEL = "inference-platform/model"
+POOL_LABEL = "doks.digitalocean.com/node-pool"
+
+
+@dataclass(frozen=True)
+class KeyPaths:
+    cfg: StackConfig
+
+    def model_index(self, name: str | None) -> int | None:
+        for i, model in enumerate(self.cfg.models):
+            if model.name == name:
+                return i
+        return None
+
+    def model(self, name: str | None, key: str = "") -> str | None:
+        i = self.model_index(name)
+        if i is None:
+            return None
+        return f"{NS}models[{i}]" + (f".{key}" if key else "")
+
+    def pool(self, pool_name: str | None, key: str = "") -> str | None:
+        for i, pool in enumerate(self.cfg.gpu_pools):
+            if pool.name == pool_name:
+                return f"{NS}gpu_pools[{i}]" + (f".{key}" if key else "")
+        return None
+
+    def system_pool(self, key: str = "") -> str:
+        return f"{NS}cluster.system_pool" + (f".{key}" if key else "")
+
+    def section(self, key: str) -> str:
+        return f"{NS}{key}"
+
+    def of_object(self, obj: dict, key: str = "name") -> str:
+        """The key responsible for `obj`: its model's, else the front door's (`router`)."""
+        return self.model(labels(obj).get(MODEL_LABEL), key) or self.section("router")
