@@ -26,11 +26,11 @@ class KvOffloadConfig(StrictModel):
 
     kind: Literal["none", "auto", "cpu", "lmcache"] = Field(
         "none",
-        description="none; auto: the planner turns a CPU tier on where it raises goodput by 5 % or more (needs workload.turns_per_session); cpu: vLLM's native OffloadingConnector; lmcache: LMCache's CPU tier (needs an image with LMCache: the pinned vLLM images are built without it).",
+        description="none; auto: the planner turns a CPU tier on where it raises goodput by 5 % or more (needs workload.turns_per_session); cpu: vLLM's native OffloadingConnector; lmcache: LMCache's multi-process server in the engine container, reached by vLLM's LMCacheMPConnector (needs an image with LMCache: the pinned vLLM images are built without it).",
     )
     size_gib: float | None = Field(
         None, gt=0, le=65536, allow_inf_nan=False,
-        description="cpu / lmcache (required): host memory per engine (vLLM's --kv-offloading-size, shared by its TP ranks; a replica with dp ranks pins it dp times); must fit the engine pod's share of the node's RAM beside the engine itself.",
+        description="cpu / lmcache (required): host memory per engine (cpu: vLLM's --kv-offloading-size, shared by its TP ranks; lmcache: the L1 buffer of the LMCache server in the engine container; a replica with dp ranks pins it dp times); must fit the engine pod's share of the node's RAM beside the engine itself.",
     )
 
     def to_offload(self) -> KvOffload | None:
@@ -53,9 +53,14 @@ def kv_offload_problems(model: ModelConfig, at: str) -> list[Problem]:
         ))
     if off.kind == "lmcache" and model.image is None:
         problems.append(Problem(
-            f"{at}.image",
-            "kv_offload lmcache needs an image with LMCache installed: the pinned vLLM images are built without it "
-            "(vLLM's docker/Dockerfile.rocm --build-arg INSTALL_LMCACHE=true builds one); set models[].image",
+            f"{at}.kv_offload.kind",
+            "lmcache needs models[].image set to an image with LMCache installed: the pinned vLLM images are built "
+            "without it (vLLM's docker/Dockerfile.rocm --build-arg INSTALL_LMCACHE=true builds one)",
+        ))
+    if off.kind == "lmcache" and getattr(model.layout, "nodes_per_replica", 1) > 1:
+        problems.append(Problem(
+            f"{at}.kv_offload",
+            "lmcache runs its server in the engine container of a single-node replica; a replica over nodes can use kind cpu",
         ))
     if off.kind == "auto" and w.turns_per_session == 1:
         problems.append(Problem(f"{at}.kv_offload", "auto needs workload.turns_per_session above 1: the planner decides from the sessions"))

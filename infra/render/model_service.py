@@ -31,6 +31,7 @@ from infra.catalog.gpus import GpuSize
 from infra.catalog.vllm_flags import VLLM_PORT, clashes_with_service_env, unknown_env_vars
 from infra.domain import KvOffload, Layout
 from infra.errors import Problem, UserError
+from infra.render.lmcache_server import engine_command_with_lmcache, uses_lmcache_server
 from infra.render.vllm_args import ServeOptions, vllm_serve_args
 from infra.render.warm_start import (
     PREFETCH_SCRATCH_GIB,
@@ -638,7 +639,7 @@ def render_deployment(spec: ModelServiceSpec, node_role: str | None = None) -> d
     container = {
         "name": "vllm",
         "image": spec.resolved_image,
-        "command": list(VLLM_COMMAND),
+        "command": engine_command_with_lmcache(spec.kv_offload) if uses_lmcache_server(spec.kv_offload) else list(VLLM_COMMAND),
         "args": serve_args(spec, node_role),
         "ports": [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
         "env": engine_env(spec),

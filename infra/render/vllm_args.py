@@ -105,10 +105,12 @@ def all2all_backend(layout: Layout, vendor: str) -> str:
 
 def kv_offload_args(offload: KvOffload | None) -> list[str]:
     """vLLM's own offloading switch: `--kv-offloading-backend native|lmcache` with
-    `--kv-offloading-size` GiB per engine (vllm/config/kv_offload.py: the size is summed over the
-    engine's TP × PP ranks, each pinning its share; the backend configures `--kv-transfer-config`
-    as OffloadingConnector or LMCacheConnectorV1 with `kv_role: kv_both` itself, which is why it
-    cannot be combined with a P/D layout's connector)."""
+    `--kv-offloading-size` GiB per engine, which turns offloading on (vLLM 0.32.0 wheel,
+    vllm/config/vllm.py `_post_init_kv_transfer_config`: native → OffloadingConnector with
+    `cpu_bytes_to_use` = the size, summed over the engine's TP ranks; lmcache → LMCacheMPConnector,
+    whose capacity is the LMCache server's, render/lmcache_server.py). vLLM writes the connector into
+    `--kv-transfer-config` itself, `kv_role: kv_both`: which is why it cannot be combined with a P/D
+    layout's connector."""
     if offload is None:
         return []
     return ["--kv-offloading-backend", offload.backend, "--kv-offloading-size", f"{offload.size_gib:g}"]
