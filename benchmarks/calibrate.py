@@ -10,7 +10,7 @@ family × model class × engine. `--write` stores the fitted factors with their 
 in infra/catalog/efficiency.json and the per-row, per-fold results in
 benchmarks/results/calibration.json, which tests/planner/test_calibration.py reads back.
 
-About 3 minutes on 2 cores (12 folds).
+About 4–5 minutes on 2 busy cores (one fold per source, warm-started at half the evaluations).
 """
 
 from __future__ import annotations
@@ -27,8 +27,14 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from infra.planner.calibration import calibrate, headline, is_current  # noqa: E402
-from infra.planner.efficiency import DEFAULT_PATH, EfficiencyFactors, EfficiencyTable, save_efficiency  # noqa: E402
+from infra.planner.calibration import calibrate, coverage, headline, is_current  # noqa: E402
+from infra.planner.efficiency import (  # noqa: E402
+    DEFAULT_PATH,
+    EfficiencyFactors,
+    EfficiencyTable,
+    cell_key,
+    save_efficiency,
+)
 from infra.planner.evidence import load_observations  # noqa: E402
 from infra.planner.fit import FitSpec  # noqa: E402
 
@@ -66,21 +72,28 @@ def main(argv: list[str] | None = None) -> int:
         observations,
         EfficiencyTable({"default": EfficiencyFactors()}),
         FitSpec(max_nfev=args.max_nfev),
+        FitSpec(max_nfev=max(1, args.max_nfev // 2)),  # folds warm-start from the full fit: half the evaluations
         fitted_by="benchmarks/calibrate.py on serving_sweeps.csv + published_serving_benchmarks.csv (current engine builds)",
         fitted_at=today,
         progress=lambda s: print(f"  fold without {s}: {time.perf_counter() - started:.0f} s", flush=True),
     )
     held, fitted = headline(cal), headline(cal, held_out=False)
-    names = ["all", "rocm-moe", "vllm"] + sorted(k for k in held if k.startswith("source:")) + sorted(
+    names = ["vllm-rocm-moe", "all", "rocm-moe", "vllm"] + sorted(k for k in held if k.startswith("source:")) + sorted(
         k for k in held if k.startswith("group:")
     )
     print("\nLeave-one-source-out (each source predicted by a fit that never saw it):")
     print(_table(held, names))
     print("\nFitted (every current row in the fit; flattering):")
-    print(_table(fitted, ["all", "rocm-moe", "vllm", "early-software", "tensorrt-llm"]))
+    print(_table(fitted, ["vllm-rocm-moe", "all", "rocm-moe", "vllm", "early-software", "tensorrt-llm"]))
     print("\nUncertainty bands (measured ÷ predicted, 10th–90th percentile of held-out rows):")
     for key, band in sorted(cal.table.uncertainty.items()):
-        print(f"  {key:14} {band.low:.2f}–{band.high:.2f}  ({band.rows} rows, {band.sources} sources)")
+        print(f"  {key:22} {band.low:.2f}–{band.high:.2f}  ({band.rows} rows, {band.sources} sources)")
+    cover = coverage(cal)
+    print("\nBand coverage per family × class × engine cell (held-out rows inside the band the planner uses):")
+    print("| cell | rows | band | covered |\n|---|---:|---:|---:|")
+    for key, c in cover.items():
+        print(f"| {key} | {c['rows']} | {c['low']:.2f}–{c['high']:.2f} | {c['covered']:.0%} |")
+    print(f"cells with factors of their own: {', '.join(sorted(cal.table.cells)) or 'none'}")
     print(f"\n{time.perf_counter() - started:.0f} s")
     if args.write:
         save_efficiency(DEFAULT_PATH, cal.table)
@@ -89,12 +102,15 @@ def main(argv: list[str] | None = None) -> int:
         doc = {
             "fitted_at": today,
             "headline": {k: v.to_json() for k, v in held.items()},
-            "fitted": {k: v.to_json() for k, v in fitted.items() if k in ("all", "rocm-moe", "vllm", "early-software", "tensorrt-llm")},
+            "fitted": {k: v.to_json() for k, v in fitted.items()
+                       if k in ("vllm-rocm-moe", "all", "rocm-moe", "vllm", "early-software", "tensorrt-llm")},
+            "coverage": cover,
             "folds": {source: t.to_json() for source, t in cal.folds.items()},
             "rows": [
                 {
                     "label": o.label,
                     "source": o.source,
+                    "cell": cell_key(o.family, o.moe, o.engine_key),
                     "measured_output_tok_s": None if not np.isfinite(m) else round(float(m), 2),
                     "held_out": None if not np.isfinite(h) else round(float(h), 2),
                     "fitted": None if not np.isfinite(f) else round(float(f), 2),

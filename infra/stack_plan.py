@@ -42,7 +42,7 @@ from infra.planner import (
     plan_readiness,
     slo_shortfall,
 )
-from infra.planner.choice import MIN_KV_SHARE
+from infra.planner.choice import MIN_KV_SHARE, held_back_reason
 from infra.planner.kv_offload import OffloadDecision
 from infra.planner.search import NEAR_TIE, nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
 from infra.render import pd_service
@@ -602,7 +602,7 @@ def pd_notes(m: ModelFacts) -> list[str]:
     table = load_efficiency()
     gpu = m.pool.gpu
     pds = pd_candidates(
-        m.arch, gpu, m.config.workload.to_workload(), m.config.slo.to_slo(), table.for_family(gpu.accelerator.family),
+        m.arch, gpu, m.config.workload.to_workload(), m.config.slo.to_slo(), table.for_family(gpu.accelerator.family, moe=m.arch.is_moe),
         table.band(gpu.accelerator.family, m.arch.is_moe), m.pool.node_usd_per_hour, fabric=m.pool.fabric,
         pool_nodes=m.pool.max_node_count,
     )
@@ -610,10 +610,16 @@ def pd_notes(m: ModelFacts) -> list[str]:
     if best is None or best.goodput_rps_per_node <= chosen.goodput_rps_per_node * (1 + NEAR_TIE):
         return []
     ratio = best.goodput_rps_per_node / chosen.goodput_rps_per_node
+    workload, slo = m.config.workload.to_workload(), m.config.slo.to_slo()
+    thin = held_back_reason(best, workload, slo)
+    advice = (
+        f"but {thin}, so it is not advised unmeasured (planner/choice.py): bench it first"
+        if thin
+        else f"set layout: {best.name} to serve it disaggregated (docs/serving.md, P/D), and measure both"
+    )
     return [
         f"model {m.config.name}: prefill/decode layout {best.name} would carry {best.goodput_rps_per_node:.2f} req/s per node, "
-        f"{ratio:.2f}× {chosen.name} ({best.short_reason}); set layout: {best.name} to serve it disaggregated "
-        "(docs/serving.md, P/D), and measure both with `infra bench`"
+        f"{ratio:.2f}× {chosen.name} ({best.short_reason}); {advice} with `infra bench`"
     ]
 
 

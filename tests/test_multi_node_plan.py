@@ -256,7 +256,8 @@ def test_the_in_flight_target_counts_the_whole_group(scaled):
     (model,) = [m for m in scaled.to_dict()["models"] if m["name"] == "deepseek-r1"]
     running = model["predicted"]["running_per_replica"]
     target = model["replicas"]["autoscaling"]["target_running_per_replica"]
-    assert target == max(1, int(0.8 * running))
+    # the JSON rounds running to 0.1: the target comes from the unrounded figure
+    assert max(1, int(0.8 * (running - 0.05))) <= target <= max(1, int(0.8 * (running + 0.05)))
     in_flight, _queue = _scaled_object(scaled)["spec"]["triggers"]
     assert in_flight["metadata"]["threshold"] == f"{target:g}"
 

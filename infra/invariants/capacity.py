@@ -249,7 +249,8 @@ def _pack(group: NodeGroup, pods: list[tuple[PodTemplate, dict[str, float], int]
         return [Problem(group.key, (
             f"{group.size} cannot hold the DaemonSets on every {group.name} node ({', '.join(sorted(set(group.daemonsets)))}): "
             f"they request {_amount(r, group.per_node[r])}, a node has {_amount(r, group.allocatable[r])} allocatable; "
-            "choose a larger size"))]
+            "choose a larger size" + ("" if group.key.endswith(".size") or group.key.endswith("].size") else
+                                      " (set cluster.system_pool.size)")))]
     nodes = [dict(free) for _ in range(group.nodes)]
     expanded = [(t, need) for t, need, count in pods for _ in range(count)]
     order = (*sorted(k for k in free if k not in RESOURCES), *RESOURCES)
@@ -268,7 +269,8 @@ def _pack(group: NodeGroup, pods: list[tuple[PodTemplate, dict[str, float], int]
                 f"{_amount(r, total)} in total (largest: {', '.join(f'{describe(t.owner)} {_amount(r, v)}' for v, t in largest)}), "
                 f"its nodes have {_amount(r, has)} allocatable after DaemonSets, and {describe(template.owner)} "
                 f"({_amount(r, need[r])} per pod) fits on no node"
-                + (f"; change {group.key} or its node count, or this layout" if owner else "; choose a larger size or more nodes")))]
+                + (f"; change {group.key} or its node count, or this layout" if owner else "; choose a larger size or more nodes")
+                + ("" if group.key.endswith("size") else " (set cluster.system_pool.size and nodes)")))]
         for r, v in need.items():
             if r in target:
                 target[r] -= v
@@ -285,7 +287,9 @@ def check_storage(plan: StackPlan, paths: KeyPaths) -> list[Problem]:
     need = sum(sources.values()) + COMPILE_CACHE_GIB_PER_MODEL * len(plan.models)
     if need <= plan.model_cache.size_gib:
         return []
-    return [Problem(paths.section("model_cache.size_gib"), (
+    written = "size_gib" in plan.config.model_cache.model_fields_set
+    return [Problem(paths.section("model_cache.size_gib" if written else "model_cache"), (
+        ("" if written else f"size_gib unset (default {plan.model_cache.size_gib}); set it: ") +
         f"{plan.model_cache.size_gib} GiB cannot hold the weights written to it: {len(sources)} checkpoint(s) of "
         f"{sum(sources.values()):.0f} GiB and ~{COMPILE_CACHE_GIB_PER_MODEL:.0f} GiB of compile cache per model need "
         f"{math.ceil(need)} GiB; allowed: at least {math.ceil(need)}"))]

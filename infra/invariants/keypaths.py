@@ -41,6 +41,13 @@ class KeyPaths:
         return None
 
     def system_pool(self, key: str = "") -> str:
+        """`cluster.system_pool.<key>` as written; where the user left it to its default, the
+        deepest key they did write (the message then says to set it)."""
+        cluster = self.cfg.cluster
+        if "system_pool" not in cluster.model_fields_set:
+            return f"{NS}cluster"
+        if key and key not in cluster.system_pool.model_fields_set:
+            return f"{NS}cluster.system_pool"
         return f"{NS}cluster.system_pool" + (f".{key}" if key else "")
 
     def section(self, key: str) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from infra.planner.efficiency import Band, EfficiencyTable, table_from_json
+from infra.planner.efficiency import Band, EfficiencyTable, cell_key, table_from_json
 from infra.planner.evidence import Observation, Prepared, predict_prepared, prepare
 from infra.planner.fit import FitSpec, factors_for, fit_table, subset
 
@@ -29,7 +29,7 @@ CURRENT_SINCE = "2025-06"  # engine builds measured before this month are report
 # leaving it out made the vLLM rows' held-out error worse, 21% → 27%: it pins the Hopper factors).
 FITTED_ENGINES = ("vllm", "sglang", "atom", "trtllm")
 BAND_QUANTILES = (0.10, 0.90)
-MIN_BAND_ROWS = 8  # a family × class with fewer held-out rows takes its class's band across families
+MIN_BAND_ROWS = 10  # a group with fewer held-out rows takes the widest band of its neighbours
 
 
 def is_current(o: Observation) -> bool:
@@ -94,21 +94,63 @@ def held_out_predictions(prep: Prepared, folds: dict[str, EfficiencyTable]) -> n
 
 
 def bands(cal: Calibration) -> dict[str, Band]:
-    """Measured ÷ predicted (held out) per GPU family × model class, and per class overall."""
+    """Measured ÷ predicted (held out): per family × class × engine cell, per family × class, and
+    per class overall.
+
+    A group with at least MIN_BAND_ROWS rows gets the 10th–90th percentile of its own rows, taken
+    outward (the lower and higher order statistic, not an interpolation), so the band holds at least
+    80 % of them. A cell with fewer rows takes the widest band of its neighbours — the same family
+    and class under any engine, the same class and engine on any family, its family × class and the
+    class across families — and never a narrower one than its own few rows span.
+    """
     ratio = cal.measured / cal.held_out
     groups: dict[str, list[tuple[float, str]]] = {}
     for o, r in zip(cal.observations, ratio, strict=True):
         if not (np.isfinite(r) and is_current(o)):
             continue
-        groups.setdefault(f"{o.family}/{o.model_class}", []).append((float(r), o.source))
-        groups.setdefault(f"all/{o.model_class}", []).append((float(r), o.source))
-    out = {}
+        for key in (cell_key(o.family, o.moe, o.engine_key), f"{o.family}/{o.model_class}", f"all/{o.model_class}"):
+            groups.setdefault(key, []).append((float(r), o.source))
+    out: dict[str, Band] = {}
     for key, values in sorted(groups.items()):
-        if len(values) < MIN_BAND_ROWS and not key.startswith("all/"):
+        if len(values) >= MIN_BAND_ROWS or key.startswith("all/"):
+            out[key] = _band(values)
+    for key, values in sorted(groups.items()):
+        if key in out or key.count("/") != 2:
             continue
-        rs = np.asarray([v for v, _ in values])
-        lo, hi = np.quantile(rs, BAND_QUANTILES)
-        out[key] = Band(float(lo), float(hi), len(rs), len({s for _, s in values}))
+        family, cls, engine = key.split("/")
+        neighbours = [
+            band for k, band in out.items()
+            if k.count("/") == 2 and k != key and (k.startswith(f"{family}/{cls}/") or k.endswith(f"/{cls}/{engine}"))
+        ] + [out[k] for k in (f"{family}/{cls}", f"all/{cls}") if k in out]
+        own = [v for v, _ in values]
+        low = min([b.low for b in neighbours] + own)
+        high = max([b.high for b in neighbours] + own)
+        out[key] = Band(low, high, len(values), len({src for _, src in values}))
+    return out
+
+
+def _band(values: list[tuple[float, str]]) -> Band:
+    rs = np.asarray([v for v, _ in values])
+    lo = float(np.quantile(rs, BAND_QUANTILES[0], method="lower"))
+    hi = float(np.quantile(rs, BAND_QUANTILES[1], method="higher"))
+    return Band(lo, hi, len(rs), len({s for _, s in values}))
+
+
+def coverage(cal: Calibration, table: EfficiencyTable | None = None) -> dict[str, dict]:
+    """Per family × class × engine cell: held-out rows, the band the table gives that cell, and the
+    share of the cell's rows inside it (the acceptance bar: ≥ 80 % where a cell has ≥ 10 rows)."""
+    table = table or cal.table
+    ratio = cal.measured / cal.held_out
+    cells: dict[str, list[float]] = {}
+    for o, r in zip(cal.observations, ratio, strict=True):
+        if np.isfinite(r) and is_current(o):
+            cells.setdefault(cell_key(o.family, o.moe, o.engine_key), []).append(float(r))
+    out = {}
+    for key, rs in sorted(cells.items()):
+        family, cls, engine = key.split("/")
+        band = table.band(family, cls == "moe", engine)
+        inside = sum(band.low <= r <= band.high for r in rs)
+        out[key] = {"rows": len(rs), "low": round(band.low, 3), "high": round(band.high, 3), "covered": round(inside / len(rs), 4)}
     return out
 
 
@@ -162,6 +204,7 @@ def headline(cal: Calibration, *, held_out: bool = True) -> dict[str, ErrorSumma
     current = np.asarray([is_current(o) for o in obs])
     groups: dict[str, np.ndarray] = {
         "all": current,
+        "vllm-rocm-moe": current & np.asarray([o.rocm_moe and o.engine == "vllm" for o in obs]),
         "rocm-moe": current & np.asarray([o.rocm_moe for o in obs]),
         "vllm": current & np.asarray([o.engine == "vllm" for o in obs]),
     }

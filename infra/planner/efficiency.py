@@ -17,7 +17,12 @@ Every prediction carries that band; pools are sized on its low end until the lay
     {"format": 2, "fitted_by": "...", "fitted_at": "...",
      "families": {"default": {<every factor>}, "cdna3": {<overrides>}, ...},
      "engines": {"vllm": {"overhead_scale": 1, "kernel_scale": 1}, "sglang": {...}, ...},
-     "uncertainty": {"cdna3/moe": {"low": 0.78, "high": 1.12, "rows": 120, "sources": 4}, ...}}
+     "cells": {"cdna3/moe/vllm": {<overrides of the family's factors>}, ...},
+     "uncertainty": {"cdna3/moe/vllm": {...}, "cdna3/moe": {"low": 0.78, "high": 1.12, "rows": 120, "sources": 4}, ...}}
+
+A family × model class × engine cell with enough measurements (`fit.MIN_CELL_ROWS`) gets factors of
+its own (`cells`), so vLLM on ROCm with MoE models stops borrowing from SGLang/ATOM rows through
+the engine scales; a cell without them borrows as before.
 """
 
 from __future__ import annotations
@@ -98,6 +103,11 @@ class Band:
         return {"low": round(self.low, 3), "high": round(self.high, 3), "rows": self.rows, "sources": self.sources}
 
 
+def cell_key(family: str, moe: bool, engine: str = REFERENCE_ENGINE) -> str:
+    """`cdna3/moe/vllm`: the family × model class × engine cell a measurement or a plan belongs to."""
+    return f"{family}/{'moe' if moe else 'dense'}/{engine}"
+
+
 # Without a measured band (no evaluation for this family and class): wide on purpose.
 UNMEASURED_BAND = Band(0.5, 1.3)
 
@@ -111,9 +121,17 @@ class EfficiencyTable:
     uncertainty: dict[str, Band] = field(default_factory=dict)
     fitted_by: str = ""
     fitted_at: str = ""
+    # family × model class × engine cells with enough measurements for factors of their own
+    # ("cdna3/moe/vllm"); a cell without an entry borrows through the engine scales
+    cells: dict[str, EfficiencyFactors] = field(default_factory=dict)
 
-    def for_family(self, family: str, engine: str = REFERENCE_ENGINE) -> EfficiencyFactors:
-        """The factors of a GPU family as `engine` runs it (default: vLLM, what the platform deploys)."""
+    def for_family(self, family: str, engine: str = REFERENCE_ENGINE, moe: bool | None = None) -> EfficiencyFactors:
+        """The factors of a GPU family as `engine` runs it (default: vLLM, what the platform deploys);
+        with the model class (`moe`), the cell's own factors where the calibration fitted them."""
+        if moe is not None:
+            cell = self.cells.get(cell_key(family, moe, engine))
+            if cell is not None:
+                return cell
         base = self.families.get(family) or self.families.get("default") or EfficiencyFactors()
         scales = self.engines.get(engine)
         if scales is None or engine == REFERENCE_ENGINE:
@@ -123,15 +141,24 @@ class EfficiencyTable:
         changes["seq_overhead_us"] = base.seq_overhead_us * scales.overhead_scale
         return replace(base, **changes).clamped()
 
-    def band(self, family: str, moe: bool) -> Band:
-        """The planner's measured error for this GPU family and model class (measured ÷ predicted)."""
-        key = f"{family}/{'moe' if moe else 'dense'}"
-        return self.uncertainty.get(key) or self.uncertainty.get(f"all/{'moe' if moe else 'dense'}") or UNMEASURED_BAND
+    def band(self, family: str, moe: bool, engine: str = REFERENCE_ENGINE) -> Band:
+        """The planner's measured error for this GPU family, model class and engine (measured ÷
+        predicted): the cell's band, else the family × class band, else the class's across families."""
+        cls = "moe" if moe else "dense"
+        return (
+            self.uncertainty.get(cell_key(family, moe, engine))
+            or self.uncertainty.get(f"{family}/{cls}")
+            or self.uncertainty.get(f"all/{cls}")
+            or UNMEASURED_BAND
+        )
 
     def with_family(self, family: str, factors: EfficiencyFactors) -> EfficiencyTable:
+        """The table with a family's factors replaced (`infra tune calibrate`: measured in-cluster).
+        The family's cells go with it: what the platform measured supersedes published rows."""
         families = dict(self.families)
         families[family] = factors.clamped()
-        return replace(self, families=families)
+        cells = {key: value for key, value in self.cells.items() if not key.startswith(f"{family}/")}
+        return replace(self, families=families, cells=cells)
 
     def to_json(self) -> dict:
         default = self.families.get("default", EfficiencyFactors())
@@ -144,6 +171,13 @@ class EfficiencyTable:
             fams[name] = {k: v for k, v in values.items() if v != fams["default"][k]}
         out["families"] = fams
         out["engines"] = {name: _round(asdict(self.engines[name])) for name in sorted(self.engines)}
+        if self.cells:
+            cells = {}
+            for key in sorted(self.cells):
+                family = fams.get(key.split("/")[0], {})
+                base = {**fams["default"], **family}
+                cells[key] = {k: v for k, v in _round(asdict(self.cells[key])).items() if v != base[k]}
+            out["cells"] = cells
         out["uncertainty"] = {key: self.uncertainty[key].to_json() for key in sorted(self.uncertainty)}
         return out
 
@@ -177,13 +211,19 @@ def table_from_json(doc: dict, where: str = "efficiency.json") -> EfficiencyTabl
         name: _from(EngineFactors, data, EngineFactors(), f"{where} engines.{name}")
         for name, data in sorted((doc.get("engines") or {}).items())
     }
+    cells = {
+        key: _from(EfficiencyFactors, data, families.get(key.split("/")[0], default), f"{where} cells.{key}")
+        for key, data in sorted((doc.get("cells") or {}).items())
+    }
     uncertainty = {}
     for key, data in sorted((doc.get("uncertainty") or {}).items()):
         try:
             uncertainty[key] = Band(float(data["low"]), float(data["high"]), int(data.get("rows", 0)), int(data.get("sources", 0)))
         except (KeyError, TypeError, ValueError) as err:
             raise UserError(f"{where} uncertainty.{key}: needs numbers low and high ({err})") from None
-    return EfficiencyTable(families, engines, uncertainty, str(doc.get("fitted_by", "")), str(doc.get("fitted_at", "")))
+    return EfficiencyTable(
+        families, engines, uncertainty, str(doc.get("fitted_by", "")), str(doc.get("fitted_at", "")), cells
+    )
 
 
 @lru_cache(maxsize=8)

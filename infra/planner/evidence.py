@@ -416,7 +416,7 @@ def scenarios_for(observations: Sequence[Observation], table: EfficiencyTable) -
         cap = min(mem.max_concurrency_per_replica, layout.max_num_seqs * layout.dp) if mem.kv_cache_gb > 0 else 0
         n_max.append(float(cap))
         workload = Workload(o.input_tokens, o.output_tokens)
-        items.append(Scenario(o.arch, o.accelerator, _node_gpus(o), layout, workload, table.for_family(o.family, o.engine_key)))
+        items.append(Scenario(o.arch, o.accelerator, _node_gpus(o), layout, workload, table.for_family(o.family, o.engine_key, o.moe)))
     return Scenarios(items), np.asarray(n_max)
 
 

@@ -33,6 +33,7 @@ from infra.planner.efficiency import (
     EfficiencyFactors,
     EfficiencyTable,
     EngineFactors,
+    cell_key,
 )
 from infra.planner.evidence import Prepared, predict_prepared
 
@@ -52,6 +53,30 @@ FAMILY_FACTORS = (
 )
 GLOBAL_FACTORS = ("moe_tokens_half", "layer_overhead_us", "collective_latency_us")
 ENGINE_FACTORS = ("overhead_scale", "kernel_scale")
+# What vLLM on one vendor's GPUs for one model class (`amd/moe/vllm`) sets for itself where enough
+# rows allow, shrunk towards each family's value and stored per family × class × engine cell
+# (`cdna3/moe/vllm`, `cdna4/moe/vllm`): what the engine's software does differently on that stack —
+# kernel efficiencies (vLLM's ROCm MoE kernels are not SGLang's AITER path or ATOM's), per-step and
+# per-sequence scheduler work, and what grows with TP and depth (collective latency, per-layer
+# launches and syncs). Without a cell, vLLM rows use the family factors, other engines their scales.
+CELL_FACTORS = (
+    "hbm_efficiency",
+    "moe_hbm_efficiency",
+    "kv_hbm_efficiency",
+    "compute_efficiency",
+    "moe_compute_efficiency",
+    "step_overhead_ms",
+    "rank_overhead_us",
+    "seq_overhead_us",
+    "collective_latency_per_peer_us",
+    "collective_latency_us",
+    "layer_overhead_us",
+)
+# Training rows and independent sources a cell needs for factors of its own (fewer borrow through
+# the family): with two sources or more, leaving one out can still fit the cell, so its factors are
+# tested on a source they were not fitted to.
+MIN_CELL_ROWS = 20
+MIN_CELL_SOURCES = 2
 WEIGHTS = {"output": 1.0, "tpot": 0.5, "ttft": 0.1}
 
 MISSING_PENALTY = 3.0  # residual for a prediction that cannot be made (does not fit, unstable)
@@ -66,6 +91,10 @@ class FitSpec:
     sigma_global: float = 1.0  # global values around the priors (EfficiencyFactors defaults)
     sigma_family: float = 0.2  # a family's deviation from the global value
     sigma_engine: float = 0.3  # an engine's scales around 1
+    sigma_cell: float = 0.35  # a cell's deviation from its family
+    cell_factors: tuple[str, ...] = CELL_FACTORS
+    min_cell_rows: int = MIN_CELL_ROWS
+    min_cell_sources: int = MIN_CELL_SOURCES
     max_nfev: int = 40
 
 
@@ -94,6 +123,22 @@ class _Problem:
         self.engines = sorted({o.engine_key for o in obs if o.engine_key != REFERENCE_ENGINE})
         self.fam_idx = np.asarray([self.families.index(o.family) for o in obs])
         self.eng_idx = np.asarray([self.engines.index(o.engine_key) if o.engine_key in self.engines else -1 for o in obs])
+        # A deviation is fitted per vendor × class × engine (`amd/moe/vllm`): what an engine does
+        # differently is its software on that vendor's stack (ROCm kernels, scheduler), shared by the
+        # vendor's GPU families, whose own factors already carry the hardware.
+        self.vendor_of = {o.family: o.accelerator.vendor for o in obs}
+        # Only the engine the platform deploys gets cells: other engines are evidence through their
+        # scales, and a cell of theirs would only drain their rows from the family factors.
+        keys = [f"{o.accelerator.vendor}/{o.model_class}/{o.engine_key}" if o.engine_key == REFERENCE_ENGINE else "" for o in obs]
+        moving = set(spec.family_factors) | set(spec.global_factors)
+        self.cell_factors = tuple(k for k in spec.cell_factors if k in moving)
+        sources: dict[str, set[str]] = {}
+        for k, o in zip(keys, obs, strict=True):
+            sources.setdefault(k, set()).add(o.source)
+        self.cells = sorted(
+            k for k in sources if k and keys.count(k) >= spec.min_cell_rows and len(sources[k]) >= spec.min_cell_sources
+        ) if self.cell_factors else []
+        self.cell_idx = np.asarray([self.cells.index(k) if k in self.cells else -1 for k in keys])
         self.default = start.families.get("default", EfficiencyFactors())
         self.start = start
         names = list(spec.family_factors) + list(spec.global_factors)
@@ -106,6 +151,12 @@ class _Problem:
         for e in self.engines:
             eng = start.engines.get(e, EngineFactors())
             x0 += [math.log(max(getattr(eng, k), 1e-6)) for k in ENGINE_FACTORS]
+        for c in self.cells:  # a group starts at the table's cell of one of its families, as a deviation
+            vendor, cls, engine = c.split("/")
+            mine = [f for f in self.families if self.vendor_of[f] == vendor and f"{f}/{cls}/{engine}" in start.cells]
+            fam = start.families.get(mine[0], self.default) if mine else self.default
+            cell = start.cells[f"{mine[0]}/{cls}/{engine}"] if mine else fam
+            x0 += [_fwd(k, getattr(cell, k)) - _fwd(k, getattr(fam, k)) for k in self.cell_factors]
         self.x0 = np.asarray(x0)
         self.prior = np.asarray([_fwd(k, getattr(EfficiencyFactors(), k)) for k in names])
         self.n_global = len(names)
@@ -119,11 +170,14 @@ class _Problem:
         off = self.n_global
         fam = x[off : off + len(self.families) * self.n_family].reshape(len(self.families), self.n_family)
         off += len(self.families) * self.n_family
-        eng = x[off:].reshape(len(self.engines), len(ENGINE_FACTORS)) if self.engines else np.zeros((0, 2))
-        return g, fam, eng
+        n_eng = len(self.engines) * len(ENGINE_FACTORS)
+        eng = x[off : off + n_eng].reshape(len(self.engines), len(ENGINE_FACTORS))
+        off += n_eng
+        cell = x[off:].reshape(len(self.cells), len(self.cell_factors))
+        return g, fam, eng, cell
 
     def family_values(self, x) -> dict[str, dict[str, float]]:
-        g, fam, _ = self.split(x)
+        g, fam, _, _ = self.split(x)
         out = {}
         for fi, f in enumerate(self.families):
             values = {k: float(_inv(k, g[i] + fam[fi, i])) for i, k in enumerate(self.spec.family_factors)}
@@ -131,8 +185,15 @@ class _Problem:
             out[f] = values
         return out
 
+    def _base_z(self, g, fam, k: str):
+        """A factor's transformed value per row before any cell: global + family deviation, or global."""
+        if k in self.spec.family_factors:
+            i = self.spec.family_factors.index(k)
+            return g[i] + fam[self.fam_idx, i]
+        return np.full(len(self.fam_idx), g[self.n_family + self.spec.global_factors.index(k)])
+
     def row_factors(self, x) -> dict[str, np.ndarray]:
-        g, fam, eng = self.split(x)
+        g, fam, eng, cell = self.split(x)
         n = len(self.fam_idx)
         arrays: dict[str, np.ndarray] = {}
         base = asdict(self.default)
@@ -142,8 +203,13 @@ class _Problem:
             arrays[k] = _inv(k, g[i] + fam[self.fam_idx, i])
         for j, k in enumerate(self.spec.global_factors):
             arrays[k] = np.full(n, float(_inv(k, g[self.n_family + j])))
+        in_cell = self.cell_idx >= 0
+        if self.cells:
+            for j, k in enumerate(self.cell_factors):
+                own = _inv(k, self._base_z(g, fam, k) + cell[np.maximum(self.cell_idx, 0), j])
+                arrays[k] = np.where(in_cell, own, arrays[k])
         if self.engines:
-            has = self.eng_idx >= 0
+            has = (self.eng_idx >= 0) & ~in_cell  # a cell with its own factors borrows nothing
             overhead = np.where(has, np.exp(eng[np.maximum(self.eng_idx, 0), 0]), 1.0)
             kernel = np.where(has, np.exp(eng[np.maximum(self.eng_idx, 0), 1]), 1.0)
             for k in _FRACTIONS:
@@ -167,10 +233,12 @@ class _Problem:
         return np.concatenate(parts)
 
     def residuals(self, x) -> np.ndarray:
-        g, fam, eng = self.split(x)
+        g, fam, eng, cell = self.split(x)
         prior = [(g - self.prior) / self.spec.sigma_global, fam.ravel() / self.spec.sigma_family]
         if self.engines:
             prior.append(eng.ravel() / self.spec.sigma_engine)
+        if self.cells:
+            prior.append(cell.ravel() / self.spec.sigma_cell)
         return np.concatenate([self.data_residuals(x), *prior])
 
     def sparsity(self):
@@ -192,12 +260,17 @@ class _Problem:
             mine = rows[self.eng_idx[obs_of_row] == ei]
             for j in range(len(ENGINE_FACTORS)):
                 m[mine, off + ei * len(ENGINE_FACTORS) + j] = 1
+        off += len(self.engines) * len(ENGINE_FACTORS)
+        for ci in range(len(self.cells)):
+            mine = rows[self.cell_idx[obs_of_row] == ci]
+            for j in range(len(self.cell_factors)):
+                m[mine, off + ci * len(self.cell_factors) + j] = 1
         for p in range(n_params):
             m[n_data + p, p] = 1
         return m
 
     def table(self, x, fitted_by: str, fitted_at: str) -> EfficiencyTable:
-        g, _, eng = self.split(x)
+        g, _, eng, cell = self.split(x)
         default = replace(
             self.default, **{k: float(_inv(k, g[i])) for i, k in enumerate(self.global_names)}
         ).clamped()
@@ -209,7 +282,17 @@ class _Problem:
         engines[REFERENCE_ENGINE] = EngineFactors()
         for ei, e in enumerate(self.engines):
             engines[e] = EngineFactors(*(float(math.exp(eng[ei, j])) for j in range(len(ENGINE_FACTORS))))
-        return replace(self.start, families=families, engines=engines, fitted_by=fitted_by, fitted_at=fitted_at)
+        cells = {}
+        for ci, c in enumerate(self.cells):
+            vendor, cls, engine = c.split("/")
+            for f in self.families:
+                if self.vendor_of[f] != vendor:
+                    continue
+                fam = families[f]
+                cells[cell_key(f, cls == "moe", engine)] = replace(
+                    fam, **{k: float(_inv(k, _fwd(k, getattr(fam, k)) + cell[ci, j])) for j, k in enumerate(self.cell_factors)}
+                ).clamped()
+        return replace(self.start, families=families, engines=engines, cells=cells, fitted_by=fitted_by, fitted_at=fitted_at)
 
 
 def fit_table(
@@ -285,5 +368,5 @@ def subset(prep: Prepared, mask: Sequence[bool] | np.ndarray) -> Prepared:
 
 def factors_for(prep: Prepared, table: EfficiencyTable) -> dict[str, np.ndarray]:
     """Per-observation factor arrays from a table (family and engine of each row)."""
-    rows = [asdict(table.for_family(o.family, o.engine_key)) for o in prep.observations]
+    rows = [asdict(table.for_family(o.family, o.engine_key, o.moe)) for o in prep.observations]
     return {k: np.asarray([r[k] for r in rows], dtype=float) for k in rows[0]} if rows else {}

@@ -24,7 +24,7 @@ from infra.planner.efficiency import EfficiencyFactors
 from infra.planner.memory import memory_per_gpu
 from infra.planner.performance import Scenario, Scenarios
 
-FactorsOf = Callable[[str, str], EfficiencyFactors]  # (family, engine) → factors
+FactorsOf = Callable[[str, str, bool], EfficiencyFactors]  # (family, engine, moe) → factors
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def ratios(outcomes: tuple[Outcome, ...], factors_of: FactorsOf) -> list[float]:
     arms evaluated as one batch; NaN where an arm does not fit."""
     arms = []
     for o in outcomes:
-        factors = factors_of(o.accelerator.family, o.engine)
+        factors = factors_of(o.accelerator.family, o.engine, o.arch().is_moe)
         arms += [(o, arm, *_arm_scenario(o, arm, factors)) for arm in (o.better, o.worse)]
     values = np.full(len(arms), np.nan)
     caps = np.asarray([cap for *_, cap, _ in arms])

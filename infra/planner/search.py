@@ -149,7 +149,7 @@ class _Context:
         self.arch, self.gpu, self.workload, self.slo = arch, gpu, workload, slo
         self.price = _price(gpu, usd_per_hour)
         table = efficiency if efficiency is not None else load_efficiency()
-        self.eff = table.for_family(gpu.accelerator.family)
+        self.eff = table.for_family(gpu.accelerator.family, moe=arch.is_moe)
         self.band = table.band(gpu.accelerator.family, arch.is_moe)
         self.context_tokens = workload.input_tokens + workload.output_tokens
         self.kv_dtype = "fp8" if gpu.accelerator.supports_fp8 else "auto"
@@ -268,7 +268,7 @@ def predict_closed_loop(
     """Closed-loop prediction for one explicit layout at `concurrency` clients per node, split evenly
     over its replicas (what `infra layout --concurrency` uses). None if it cannot run."""
     table = efficiency if efficiency is not None else load_efficiency()
-    eff = table.for_family(gpu.accelerator.family)
+    eff = table.for_family(gpu.accelerator.family, moe=arch.is_moe)
     context = workload.input_tokens + workload.output_tokens
     if layout.max_model_len is None:
         layout = layout.with_(max_model_len=min(default_max_model_len(arch, context), arch.max_context))

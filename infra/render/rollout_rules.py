@@ -8,7 +8,8 @@ current engines during one: labelling them would restart them) are recorded as
 SLIs as the per-model rules (infra/render/slo_rules.py), one rule group per model in rollout:
 
   model_variant:vllm_ttft_seconds:p90, model_variant:vllm_tpot_seconds:p90     5 m
-  model_variant:vllm_requests_per_second:rate5m, model_variant:vllm_requests:increase1h
+  model_variant:vllm_requests_per_second:rate5m, model_variant:vllm_requests:increase1h,
+  model_variant:vllm_served_requests_per_second:rate5m   finished with stop or length
   model_variant:vllm_unserved:ratio_rate5m            errors and aborts / finished requests
   model_variant:vllm_{ttft,tpot}_slo_errors:ratio_rate{5m,1h}
   model_variant:vllm_slo_burn_rate:rate{5m,1h}        max(TTFT, TPOT errors) / the 10 % budget
@@ -88,6 +89,11 @@ def variant_rules(rollout: RolloutObserved, variant: str) -> list[dict]:
     rules += [
         _rule("model_variant:vllm_requests_per_second:rate5m", f"sum(rate(vllm:request_success_total{sel}[5m]))", m, variant),
         _rule("model_variant:vllm_requests:increase1h", f"sum(increase(vllm:request_success_total{sel}[1h]))", m, variant),
+        _rule(
+            "model_variant:vllm_served_requests_per_second:rate5m",
+            f"sum(rate(vllm:request_success_total{selector(m, v, served)}[5m]))",
+            m, variant,
+        ),
         # `or vector(0)`: no unserved series yet means none unserved, not "unknown".
         _rule(
             "model_variant:vllm_unserved:ratio_rate5m",
@@ -120,10 +126,11 @@ def variant_rules(rollout: RolloutObserved, variant: str) -> list[dict]:
             f'sum(up{{component="vllm", model={quoted(m.name)}, {v}}}) * {rollout.gpus_per_replica(variant)}',
             m, variant,
         ),
-        # Served requests within both limits (the smaller good fraction bounds it), per GPU serving.
+        # Served requests within both limits (the smaller good fraction bounds it), per GPU serving;
+        # recorded series on both sides, so their {model, variant} labels match.
         _rule(
             "model_variant:vllm_goodput_rps_per_gpu:rate5m",
-            f"sum(rate(vllm:request_success_total{selector(m, v, served)}[5m]))"
+            f"{_series('model_variant:vllm_served_requests_per_second:rate5m', m, variant)}"
             f" * (1 - ({_series('model_variant:vllm_ttft_slo_errors:ratio_rate5m', m, variant)}"
             f" > {_series('model_variant:vllm_tpot_slo_errors:ratio_rate5m', m, variant)}"
             f" or {_series('model_variant:vllm_tpot_slo_errors:ratio_rate5m', m, variant)}))"

@@ -240,7 +240,9 @@ def calibrate(context: ModelContext, comparison: Comparison, points: list[SweepP
     from infra.planner import load_efficiency
 
     table = table or load_efficiency()
-    base = table.for_family(context.family)
+    # start from what the planner uses for this model (its vLLM cell, where the calibration has one);
+    # the result replaces the family and its cells (`EfficiencyTable.with_family`)
+    base = table.for_family(context.family, moe=context.arch.is_moe)
     samples: list[tuple[str, dict, float]] = []
     excluded: list[str] = []
     for g in comparison.layouts:

@@ -35,6 +35,7 @@ from tests.conftest import ROOT, make_project
 from tests.e2e import harness, inputs
 from tests.e2e.conftest import TIMINGS, start_engine, timed, wait_engines
 from tests.e2e.test_prometheus import Prom
+from tests.render.test_slo_rules import dashboard_exprs
 
 KEY = harness.bearer(inputs.API_KEY)
 LIMITS = {"max_num_batched_tokens": 2048, "max_model_len": 1024}
@@ -221,6 +222,10 @@ def test_status_holds_then_promotes_then_rolls_back_from_real_series(project, va
     assert (code, report["verdict"]) == (4, "roll back"), json.dumps(report, indent=1)
     assert report["variants"]["candidate"]["ttft_p90_s"] > SLO["ttft_p90_ms"] / 1000, json.dumps(report, indent=1)
     _record("roll back", report)
+    # The dashboard's rollout row draws from these series: every panel has data for the model.
+    for where, expr in dashboard_exprs():
+        if "rollout" in where.lower():
+            assert prometheus.query(expr.replace("$rollout_model", inputs.MODEL).replace("$__rate_interval", "5m")), where
 
 
 def _record(verdict: str, report: dict) -> None:

@@ -148,8 +148,8 @@ def test_prompt_heavy_short_answers_favour_pd_answer_heavy_do_not():
     slo = Slo(2000, 50)
     heavy = plan_model(QWEN_FP8, MI325X_8, Workload(2000, 300, prefix_cache_hit_rate=0.3), slo, disaggregation=True)
     best = max((c for c in heavy.candidates if c.fits), key=lambda c: c.goodput_rps_per_node)
-    assert isinstance(best, PdCandidate) and best.name == "p4tp1-d1tp4", heavy.reason
-    assert "P/D wins on paper: p4tp1-d1tp4" in heavy.reason
+    assert isinstance(best, PdCandidate) and best.name.startswith("p4tp1-d1tp4"), heavy.reason
+    assert f"P/D wins on paper: {best.name}" in heavy.reason
     # its TP1 prefill engines keep 236 GB of weights on each GPU: held back until benched
     assert "its prefill engines leave" in best.held_back and not isinstance(heavy.chosen, PdCandidate)
     light = plan_model(QWEN_FP8, MI300X_8, Workload(2000, 1000), Slo(1000, 50), disaggregation=True)

@@ -21,6 +21,7 @@ CHAT = ObservedModel("chat", "chat-served", "inference", 2500, 50, 8, 2, 2.0, po
 ROLLOUT = RolloutObserved(CHAT, current_gpus_per_replica=8, candidate_gpus_per_replica=4)
 MINUTES = 60
 WARN = {"severity": "warning"}
+RECORDS = recorded_names(g for gs in render_rollout_rule_groups((ROLLOUT,), "x").values() for g in gs)
 
 
 def test_every_series_the_status_command_reads_is_recorded():
@@ -91,6 +92,11 @@ def _scenario(tmp_path, name, current_bad, candidate_bad, candidate_per_min, fir
     run_scenario(_rules_file(tmp_path), name, {
         "input_series": _variant_series("current", current_bad, 30) + _variant_series("candidate", candidate_bad, candidate_per_min),
         "alert_rule_test": [alert("40m", "LayoutCanaryWorse", *([{"model": "chat", "variant": "candidate", **WARN}] if fires else []))],
+        # every per-variant series has a value for both variants (labels match across the rules)
+        "promql_expr_test": [
+            {"expr": f"count({record})", "eval_time": "40m", "exp_samples": [{"labels": "{}", "value": 2}]}
+            for record in sorted(RECORDS)
+        ],
     })
 
 

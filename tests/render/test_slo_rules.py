@@ -122,9 +122,12 @@ EXTERNAL_METRICS: dict[str, str] = {
 
 
 def all_groups() -> list[dict]:
+    from infra.render.rollout_rules import RolloutObserved
     from tests.render.test_pd_rules_promtool import MORIIO, NIXL
 
-    return [g for groups in render_rule_groups([*MODELS, MORIIO, NIXL, MULTI_TURN], AMD).values() for g in groups]
+    # the first model in a layout rollout, so the dashboards' rollout row counts too
+    rollout = (RolloutObserved(MODELS[0], MODELS[0].gpus_per_replica, MODELS[0].gpus_per_replica),)
+    return [g for groups in render_rule_groups([*MODELS, MORIIO, NIXL, MULTI_TURN], AMD, rollouts=rollout).values() for g in groups]
 
 
 def metric_names(expr: str) -> set[str]:
@@ -150,6 +153,7 @@ GRAFANA_VARS = {
     "${datasource}": "prometheus",
     "$model": "qwen3-235b",
     "$pd_model": "pd",
+    "$rollout_model": "qwen3-235b",
     "$hostname": "node-1",
 }
 
