@@ -68,6 +68,7 @@ from infra.render.model_service import (
     render_namespace,
 )
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec, prometheus_url
+from infra.render.planner_prediction import prediction_of
 from infra.render.rollout_rules import RolloutObserved
 from infra.render.router import POLICY_WHY, RoutedModel, RouterSpec, router_timeout_seconds
 from infra.render.slo_rules import ObservedModel, PdObserved, slo_bucket_warnings
@@ -93,6 +94,7 @@ from infra.specs import (
     gpu_addon_flags,
     standard_tags,
 )
+from infra.stack_factors import load_stack_factors, measured_notes
 
 INFERENCE_NAMESPACE = "inference"
 # Measured below this share of the prediction: the factors are off enough to mislead the search.
@@ -482,6 +484,11 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
     notes: list[str] = []
     problems: list[Problem] = []
     gated = {m.name for m in gated_models(cfg.models)}
+    # The stack's own factors, fitted from its cluster (`infra tune calibrate --prometheus --write`).
+    telemetry = load_stack_factors(cfg.base_dir, cfg.stack)
+    efficiency = telemetry.table() if telemetry is not None else None
+    if telemetry is not None:
+        notes.append(telemetry.describe())
     for index, model in enumerate(cfg.models):
         pool = cfg.pool(model.pool)
         arch = resolve_model(model.source, str(cfg.hf_config_path(model)) if model.hf_config else None)
@@ -495,6 +502,7 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         plan = sessions.chosen.plan if sessions is not None else plan_model(
             arch, pool.gpu, model.workload.to_workload(), slo, explicit, usd_per_hour=pool.node_usd_per_hour,
             fabric=pool.fabric, pool_nodes=pool.max_node_count, bench_prefix=f"infra bench {cfg.stack} {model.name}",
+            efficiency=efficiency,
         )
         provenance = model.layout.provenance if model.layout is not None else None
         facts = ModelFacts(
@@ -527,7 +535,9 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         notes += _sizing_notes(facts, cfg.stack)
         notes += thin_kv_notes(facts, cfg.stack)
         if explicit is None:
-            notes += pd_notes(facts)
+            notes += pd_notes(facts, efficiency)
+        if telemetry is not None:
+            notes += measured_notes(facts, telemetry)
     models = with_rollouts(models, cfg)
     for index, m in enumerate(models):
         if m.rollout is not None and m.kv_offload is not None:  # the candidate's engines pin the same tier
@@ -589,7 +599,7 @@ def _auto_multi_node_problems(m: ModelFacts, index: int) -> list[Problem]:
     return problems
 
 
-def pd_notes(m: ModelFacts) -> list[str]:
+def pd_notes(m: ModelFacts, efficiency=None) -> list[str]:
     """`layout: auto` plans colocated layouts; when a prefill/decode layout would carry clearly more
     (beyond the near-tie margin), say so: switching is the user's call (a second router, a KV
     connector, no autoscaling for a unit over nodes — docs/serving.md)."""
@@ -599,7 +609,7 @@ def pd_notes(m: ModelFacts) -> list[str]:
     chosen = m.plan.chosen
     if not chosen.fits or chosen.goodput_rps_per_node <= 0:
         return []
-    table = load_efficiency()
+    table = efficiency if efficiency is not None else load_efficiency()
     gpu = m.pool.gpu
     pds = pd_candidates(
         m.arch, gpu, m.config.workload.to_workload(), m.config.slo.to_slo(), table.for_family(gpu.accelerator.family, moe=m.arch.is_moe),
@@ -841,6 +851,7 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 pd=pd,
                 prefix_cache_planned_hit=m.sessions.chosen.hit.total if m.sessions is not None else None,
                 kv_offload=m.kv_offload is not None,
+                prediction=prediction_of(m.plan.chosen, m.config.workload.input_tokens, m.config.workload.output_tokens),
                 candidate_gpus_per_replica=m.rollout.candidate_layout.gpus_per_replica if m.rollout else None,
             )
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import promql_parser
 import pytest
@@ -83,6 +84,13 @@ EXTERNAL_METRICS: dict[str, str] = {
     "vllm:prefix_cache_hits_total": VLLM,
     "vllm:prefix_cache_queries_total": VLLM,
     "vllm:num_preemptions_total": VLLM,
+    # measured vs predicted (infra/render/planner_rules.py): histograms read through _sum/_count
+    "vllm:inter_token_latency_seconds_sum": VLLM,
+    "vllm:inter_token_latency_seconds_count": VLLM,
+    "vllm:request_prompt_tokens_sum": VLLM,
+    "vllm:request_prompt_tokens_count": VLLM,
+    "vllm:request_generation_tokens_sum": VLLM,
+    "vllm:request_generation_tokens_count": VLLM,
     "gpu_gfx_activity": AMD_EXPORTER,
     "gpu_umc_activity": AMD_EXPORTER,
     "gpu_used_vram": AMD_EXPORTER,
@@ -124,10 +132,13 @@ EXTERNAL_METRICS: dict[str, str] = {
 def all_groups() -> list[dict]:
     from infra.render.rollout_rules import RolloutObserved
     from tests.render.test_pd_rules_promtool import MORIIO, NIXL
+    from tests.render.test_planner_rules import PREDICTION
 
+    predicted = [replace(m, name=f"{m.name}-predicted", prediction=PREDICTION) for m in (MODELS[0], NIXL)]
+    models = [*MODELS, MORIIO, NIXL, *predicted]
     # the first model in a layout rollout, so the dashboards' rollout row counts too
     rollout = (RolloutObserved(MODELS[0], MODELS[0].gpus_per_replica, MODELS[0].gpus_per_replica),)
-    return [g for groups in render_rule_groups([*MODELS, MORIIO, NIXL, MULTI_TURN], AMD, rollouts=rollout).values() for g in groups]
+    return [g for groups in render_rule_groups([*models, MULTI_TURN], AMD, rollouts=rollout).values() for g in groups]
 
 
 def metric_names(expr: str) -> set[str]:
@@ -508,8 +519,11 @@ def test_observed_models_carry_the_pool_price_and_gpu_share(monkeypatch):
     def facts(name: str, pool, tp: int, dp: int, rpn: int) -> ModelFacts:
         layout = NS(replicas_per_node=rpn, gpus_per_replica=tp * dp, gpus_per_node_used=tp * dp * rpn, multi_node=False,
                     replicas_for_nodes=lambda nodes: rpn * nodes)
-        config = NS(name=name, api_model_name=name, slo=NS(ttft_p90_ms=2500, tpot_p90_ms=50), kv_offload=NS(to_offload=lambda: None))
-        return ModelFacts(config=config, pool=pool, arch=None, plan=NS(chosen=NS(layout=layout)))
+        config = NS(
+            name=name, api_model_name=name, slo=NS(ttft_p90_ms=2500, tpot_p90_ms=50),
+            workload=NS(input_tokens=1000, output_tokens=200), kv_offload=NS(to_offload=lambda: None),
+        )
+        return ModelFacts(config=config, pool=pool, arch=None, plan=NS(chosen=NS(layout=layout, fits=False)))
 
     def pool(name: str, price: float | None) -> NS:
         return NS(name=name, node_usd_per_hour=price, gpu=NS(gpus=8), min_node_count=1)
