@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.cli_args import float_in, fraction
-from infra.commands import tables
+from infra.commands import tables, tune_telemetry
 from infra.domain import MAX_TPOT_P90_MS, MAX_TTFT_P90_MS, Provenance, SloRecord, WorkloadRecord
 from infra.errors import Problem, UserError
 from infra.tuning import calibrate as calibration
@@ -60,9 +60,12 @@ def register(subparsers) -> None:
 
     calibrate = actions.add_parser(
         "calibrate",
-        help="re-fit the planner's efficiency factors from measured goodput; report error before/after",
+        help="re-fit the planner's efficiency factors from measured goodput or live telemetry; report error before/after",
+        description="Re-fit the planner's factors from benchmark RESULTS (`--save` into the catalog), or from the "
+        "cluster's steady windows with --prometheus (`--write` into the stack's own factors file).",
     )
-    _add_results_args(calibrate)
+    _add_results_args(calibrate, required=False)
+    tune_telemetry.add_arguments(calibrate)
     calibrate.add_argument("--json", action="store_true", help="print the calibration report as JSON")
     calibrate.add_argument(
         "--save", action="store_true", help="write the re-fitted factors into the planner's efficiency catalog"
@@ -73,8 +76,8 @@ def register(subparsers) -> None:
     calibrate.set_defaults(func=run_calibrate)
 
 
-def _add_results_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", nargs="+", metavar="RESULTS", help="result JSON files or directories of them")
+def _add_results_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    parser.add_argument("results", nargs="+" if required else "*", metavar="RESULTS", help="result JSON files or directories of them")
     parser.add_argument("--stack", help="stack name (stacks/Pulumi.<stack>.yaml): SLOs and model default from it")
     parser.add_argument("--model", help="model name in the stack")
     parser.add_argument("--ttft-p90-ms", type=float_in(MAX_TTFT_P90_MS), help="p90 time-to-first-token SLO (default: the stack model's)")
@@ -179,7 +182,8 @@ def _write_winner(
         predicted_goodput_rps=_predicted_goodput(stack_model, fields),
         source_results=sorted({_display_path(p.source.split("#")[0]) for p in mine}),
         slo=SloRecord(ttft_p90_ms=float(conditions.slo[0]), tpot_p90_ms=float(conditions.slo[1])),
-        workload=WorkloadRecord(input_tokens=int(conditions.workload[0]), output_tokens=int(conditions.workload[1])),
+        workload=WorkloadRecord(input_tokens=int(conditions.workload[0]), output_tokens=int(conditions.workload[1]),
+                                **_sessions_measured(mine)),
         gpu=conditions.gpu,
         **_time_to_ready(mine),
     )
@@ -206,6 +210,18 @@ def _stack_text_check(stack_model: calibration.StackModel, path: Path, layout: s
     return check
 
 
+def _sessions_measured(points: list[SweepPoint]) -> dict:
+    """The multi-turn replay the winner was measured with (`infra bench --dataset multi-turn`
+    metadata), so the recorded goodput says it includes the prefix-cache hits of those sessions."""
+    if _single_meta(points, "workload") != "multi-turn":
+        return {}
+    turns, think = _single_meta(points, "turns_per_session"), _single_meta(points, "think_time_s")
+    try:
+        return {"turns_per_session": int(turns), "think_time_s": float(think)}
+    except (TypeError, ValueError):
+        return {}
+
+
 def _time_to_ready(points: list[SweepPoint]) -> dict:
     """The winner's measured time-to-ready and weight source (`infra bench` metadata), for the
     provenance: the slowest recorded load, from a single known source; nothing when unrecorded."""
@@ -230,6 +246,12 @@ def _predicted_goodput(stack_model: calibration.StackModel, fields: dict) -> flo
 
 
 def run_calibrate(args) -> int:
+    if args.prometheus:
+        return tune_telemetry.run_calibrate_prometheus(args)
+    if not args.results:
+        raise UserError([Problem("RESULTS", "give benchmark result files, or --prometheus URL to calibrate from live telemetry")])
+    if args.write:
+        raise UserError([Problem("--write", "is for --prometheus (the stack's factors file); benchmark RESULTS use --save")])
     points = load_results(args.results, layout_override=args.layout)
     _check_models(points, args.model)
     ttft, tpot, stack_model = _slos(args)

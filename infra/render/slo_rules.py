@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from infra.domain import LONGEST_SLO_WINDOW_DAYS
 from infra.durations import duration_days
+from infra.render.planner_prediction import PlannerPrediction
 
 # vLLM V1 default histogram bucket upper bounds in seconds. In 0.33 they are defined in
 # vllm/v1/metrics/buckets.py (earlier releases had them inline in vllm/v1/metrics/loggers.py) and
@@ -152,6 +153,13 @@ class ObservedModel:
     workload: str = field(default="deployment", kw_only=True)
     predicted_ready_seconds: int | None = field(default=None, kw_only=True)
     pd: PdObserved | None = field(default=None, kw_only=True)
+    # The plan's predicted share of prompt tokens from the prefix cache (GPU + offload tier) for a
+    # multi-turn workload, None without one; and whether the engines run a KV offload tier
+    # (prefix_cache_rules.py records its transfers).
+    prefix_cache_planned_hit: float | None = field(default=None, kw_only=True)
+    kv_offload: bool = field(default=False, kw_only=True)
+    # The plan's prediction for this model (infra/render/planner_rules.py); None: no planner series.
+    prediction: PlannerPrediction | None = field(default=None, kw_only=True)
     # GPUs per engine of a rollout's candidate (models[].rollout), whose engines the model's series
     # include (label variant="candidate"); None: no rollout.
     candidate_gpus_per_replica: int | None = field(default=None, kw_only=True)

@@ -61,7 +61,7 @@ def test_crd_consumers_wait_for_the_release():
     consumers = rec.of_type(PODMONITOR) + rec.of_type(RULE) + rec.of_type(CONFIGMAP)
     assert len(rec.of_type(PODMONITOR)) == 3  # vllm, router, amd exporter
     assert len(rec.of_type(RULE)) == 2  # one model + alerts
-    assert len(rec.of_type(CONFIGMAP)) == 3  # three dashboards
+    assert len(rec.of_type(CONFIGMAP)) == 4  # four dashboards
     for r in consumers:
         assert release.urn in r.dependencies, r.name
 
@@ -99,7 +99,7 @@ def test_every_child_is_parented_and_uses_the_cluster_provider():
     provider = rec.one("pulumi:providers:kubernetes")
     cluster = rec.one(NAMESPACE, "stand-in-for-the-cluster")
     children = [r for r in rec.registrations if r.type.startswith("kubernetes:") and r is not cluster]
-    assert len(children) == 12
+    assert len(children) == 13  # 12 + the planner-accuracy dashboard
     for r in children:
         assert r.parent == component.urn, r.name
         assert r.provider_urn == provider.urn, r.name

@@ -40,7 +40,7 @@ def monitors(gpu: GpuRuntimeFacts | None = None, **settings) -> dict[str, dict]:
 
 def test_core_objects_validate_against_kubernetes_schema():
     objs = [render_namespace("monitoring"), *render_dashboard_configmaps("monitoring")]
-    assert len(objs) == 4
+    assert len(objs) == 5  # the namespace and four dashboards
     for obj in objs:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
@@ -55,7 +55,7 @@ def test_schema_validation_is_not_a_no_op():
 # --- dashboards -------------------------------------------------------------------------------
 
 
-def test_three_dashboards_with_the_sidecar_label_and_unique_uids():
+def test_four_dashboards_with_the_sidecar_label_and_unique_uids():
     cms = render_dashboard_configmaps("monitoring")
     titles = set()
     uids = set()
@@ -70,8 +70,8 @@ def test_three_dashboards_with_the_sidecar_label_and_unique_uids():
         assert len(ids) == len(set(ids))
         for p in board["panels"]:
             assert p["datasource"]["uid"] == "${datasource}"  # works whatever the datasource uid
-    assert titles == {"Inference SLOs", "GPU fleet", "Cost"}
-    assert len(uids) == 3
+    assert titles == {"Inference SLOs", "GPU fleet", "Cost", "Planner: predicted vs measured"}
+    assert len(uids) == 4
 
 
 def test_slo_dashboard_draws_the_slo_lines():
