@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "infra.commands.new_env",
     "infra.commands.doctor",
     "infra.commands.catalog",
+    "infra.commands.charts",
     "infra.commands.bench",
     "infra.commands.tune",
     "infra.commands.rollout",

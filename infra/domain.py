@@ -353,6 +353,82 @@ class Workload:
     output_tokens: int
     peak_rps: float | None = None
     prefix_cache_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
+    # The session model (infra/planner/prefix_cache.py): a conversation of `turns_per_session`
+    # requests whose prompts grow by each answer and `new_tokens_per_turn` (None: derived so the
+    # mean prompt is input_tokens), `think_time_s` apart on average. 1 turn: no session model,
+    # prefix_cache_hit_rate is taken as given.
+    turns_per_session: int = 1
+    think_time_s: float = 60.0
+    new_tokens_per_turn: int | None = None
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.turns_per_session > 1
+
+
+@dataclass(frozen=True)
+class SessionShape:
+    """A workload's conversations: turns, new tokens per turn, and the prompt share they re-send."""
+
+    turns: int
+    new_tokens_per_turn: float
+    think_time_s: float
+    reusable_share: float  # of all prompt tokens, the share that repeats an earlier turn's history
+
+
+def derived_new_tokens_per_turn(input_tokens: int, output_tokens: int, turns: int) -> float:
+    """New user tokens per turn that make the mean prompt over a session `input_tokens`.
+
+    Turn k's prompt is n + (k − 1)(n + output); its mean over k = 1..T is
+    n + (T − 1)/2 · (n + output). Solved for n; ≤ 0 means the answers alone outgrow the prompt.
+    """
+    half = (turns - 1) / 2.0
+    return (input_tokens - half * output_tokens) / (1.0 + half)
+
+
+def session_shape(workload: Workload) -> SessionShape | None:
+    """The session model of a workload, or None for single-turn traffic.
+
+    Raises ValueError (a message for the stack's `workload`) when the fields contradict each
+    other: the answers of T turns outgrow the mean prompt, or the new tokens exceed it.
+    """
+    if not workload.multi_turn:
+        return None
+    turns, prompt = workload.turns_per_session, workload.input_tokens
+    if workload.new_tokens_per_turn is None:
+        new = derived_new_tokens_per_turn(prompt, workload.output_tokens, turns)
+        if new < 1:
+            raise ValueError(
+                f"{turns} turns of {workload.output_tokens}-token answers make a mean prompt above input_tokens "
+                f"{prompt}: raise input_tokens, or lower turns_per_session or output_tokens"
+            )
+    else:
+        new = float(workload.new_tokens_per_turn)
+        if new >= prompt:
+            raise ValueError(
+                f"new_tokens_per_turn {workload.new_tokens_per_turn} must be below input_tokens {prompt} "
+                "(the mean prompt includes the history the new tokens are added to)"
+            )
+    return SessionShape(turns, new, workload.think_time_s, 1.0 - new / prompt)
+
+
+@dataclass(frozen=True)
+class KvOffload:
+    """A second KV-cache tier in host memory for every replica of a model.
+
+    kind: "cpu" (vLLM's native OffloadingConnector, `--kv-offloading-backend native`) or
+        "lmcache" (LMCache's CPU tier, `--kv-offloading-backend lmcache`).
+    size_gib: host memory per data-parallel engine of a replica (vLLM's `--kv-offloading-size`:
+        the total over the engine's TP ranks, each pinning its share).
+    """
+
+    kind: str
+    size_gib: float
+
+    @property
+    def backend(self) -> str:
+        """The value of vLLM's `--kv-offloading-backend`."""
+        return "native" if self.kind == "cpu" else self.kind
 
 
 @dataclass(frozen=True)
@@ -377,6 +453,7 @@ MAX_OUTPUT_TOKENS = 262_144
 MAX_TTFT_P90_MS = 600_000.0
 MAX_TPOT_P90_MS = 60_000.0
 MAX_PEAK_RPS = 100_000.0
+MAX_TURNS_PER_SESSION = 1000  # beyond it a session model predicts nothing a long-lived agent needs
 
 
 # --------------------------------------------------------------------------- provenance
@@ -405,6 +482,10 @@ class WorkloadRecord(_Record):
 
     input_tokens: int = Field(gt=0, description="Prompt tokens of the measurement.")
     output_tokens: int = Field(gt=0, description="Output tokens of the measurement.")
+    turns_per_session: int | None = Field(
+        None, gt=1, description="Turns per conversation of a multi-turn replay (`infra bench --dataset multi-turn`); unset: single-turn prompts.",
+    )
+    think_time_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="Mean think time between turns of the multi-turn replay, seconds.")
 
 
 class Provenance(_Record):

@@ -20,8 +20,11 @@ from typing import Any
 
 import pulumi
 
+from infra.charts.releases import chart_objects, template_releases, unknown_value_problems
+from infra.charts.template import ChartError
 from infra.config import NS, PROJECT, load_stack_file
 from infra.declare import Secrets, declare
+from infra.errors import Problem, UserError
 from infra.invariants import check_plan, enforce
 from infra.mock_runtime import SECRET_MARKER, mock_id, normalise, run_program
 from infra.project import project_root
@@ -41,6 +44,7 @@ class Plan:
     cost: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     front_door: dict[str, Any] = field(default_factory=dict)
+    charts: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +55,7 @@ class Plan:
             "cost": self.cost,
             "models": self.models,
             "resources": self.resources,
+            "charts": self.charts,
         }
 
     def to_json(self) -> str:
@@ -66,6 +71,7 @@ class Plan:
             cost=data.get("cost", {}),
             summary=data.get("summary", {}),
             front_door=data.get("front_door", {}),
+            charts=data.get("charts", []),
         )
 
 
@@ -99,16 +105,37 @@ def record_stack_plan(plan: StackPlan) -> tuple[list[dict[str, Any]], list[str]]
 
 def build_plan(stack: str, root: Path | None = None) -> Plan:
     """The offline plan of one stack of the project at `root` (default: found from the cwd)."""
-    cfg = load_stack_file(stack, project_root(root))
-    return offline_plan(plan_stack(cfg))
+    root = project_root(root)
+    cfg = load_stack_file(stack, root)
+    return offline_plan(plan_stack(cfg), root)
 
 
-def offline_plan(plan: StackPlan) -> Plan:
+def _chart_root(root: Path | None) -> Path | None:
+    """The project whose charts/ holds the archives: `root`, else the one around the cwd, else
+    none (then only INFRA_CHART_DIR is searched)."""
+    if root is not None:
+        return root
+    try:
+        return project_root(None)
+    except UserError:
+        return None
+
+
+def offline_plan(plan: StackPlan, root: Path | None = None) -> Plan:
     """`plan` declared under the mock runtime and checked as a whole (the invariants): a plan that
     cannot work is refused here (ConfigError), so `infra plan`, `infra diff` and the check before
     `pulumi up` (infra/invariant_gate.py) never show it as a success."""
     cfg = plan.config
     resources, notes = record_stack_plan(plan)
+    chart_root = _chart_root(root)
+    unknown = unknown_value_problems(resources, chart_root)
+    if unknown:
+        raise UserError([Problem(where, what) for where, what in unknown])
+    try:
+        charts, chart_notes = template_releases(resources, chart_root)
+    except ChartError as err:
+        raise UserError([Problem("helm releases", str(err))]) from None
+    notes += [n for n in chart_notes if n not in notes]
     offline = Plan(
         stack=plan.stack,
         project=PROJECT,
@@ -116,6 +143,7 @@ def offline_plan(plan: StackPlan) -> Plan:
         models=plan.models_json(),
         cost=plan.cost_json(),
         front_door=plan.front_door.to_json(),
+        charts=charts,
         summary={
             "environment": cfg.environment,
             "region": cfg.region,
@@ -127,14 +155,30 @@ def offline_plan(plan: StackPlan) -> Plan:
             "notes": notes,
         },
     )
-    findings = check_plan(plan, kubernetes_objects(offline), offline.resources, offline.to_dict())
+    findings = check_plan(plan, kubernetes_objects(offline, charts=False), offline.resources, offline.to_dict())
     enforce(findings, plan.stack)
-    offline.summary["notes"] = notes + [n for n in findings.notes if n not in notes]
+    notes += [n for n in findings.notes if n not in notes]
+    if chart_objects(offline.charts):
+        notes += chart_findings(plan, offline, findings)
+    offline.summary["notes"] = notes
+
     return offline
 
 
-def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
-    """The Kubernetes objects a plan declares, as manifests (apiVersion, kind, metadata, spec...)."""
+def chart_findings(plan: StackPlan, offline: Plan, without_charts) -> list[str]:
+    """The invariants again with the templated chart objects in: what they find only then is shown
+    as notes, not refused. The invariants model what controllers create (implied.py) but not yet
+    what the charts' operators and hooks create at run time (the Prometheus StatefulSet behind a
+    `Prometheus`, webhook certificates a hook Job writes), so a finding about a chart object may be
+    one of those; the notes let a reviewer judge it, and the project's own objects stay enforced."""
+    findings = check_plan(plan, kubernetes_objects(offline), offline.resources, offline.to_dict())
+    known = set(without_charts.problems)
+    return [f"chart objects: {p.path}: {p.message}" for p in findings.problems if p not in known]
+
+
+def kubernetes_objects(plan: Plan, *, charts: bool = True) -> list[dict[str, Any]]:
+    """The Kubernetes objects a plan declares, as manifests (apiVersion, kind, metadata, spec...),
+    with the objects of its templated Helm releases unless `charts` is false."""
     objects = []
     for res in plan.resources:
         if not res["type"].startswith("kubernetes:") or not res["custom"]:
@@ -147,11 +191,14 @@ def kubernetes_objects(plan: Plan) -> list[dict[str, Any]]:
         if obj["kind"] == "Secret":
             obj = _redacted_secret(obj)
         objects.append(obj)
+    for obj in chart_objects(plan.charts) if charts else ():
+        objects.append(_redacted_secret(obj) if obj.get("kind") == "Secret" else obj)
     return objects
 
 
 def _redacted_secret(obj: dict[str, Any]) -> dict[str, Any]:
-    """A Secret whose values are redacted: keep its shape valid, say so, never carry a value."""
+    """A Secret whose values are redacted: keep its shape valid, say so, never carry a value.
+    A chart's Secrets arrive with every value already the placeholder (infra/charts/template.py)."""
     obj = dict(obj)
     redacted = False
     for key in ("data", "stringData"):

@@ -208,10 +208,42 @@ def _version_lowered(old: Any, new: Any) -> bool:
     return old is not None and new is not None and key(new) < key(old)
 
 
+def chart_resources(plan: dict, skip: set[str] = frozenset()) -> list[dict]:
+    """The templated objects of a plan's Helm releases as resource records, so a chart bump or a
+    values change diffs object by object: type `chart:<release>:<Kind>` (`chart:<release>:hook:Job`,
+    `chart:<release>:crd:CustomResourceDefinition` for hooks and CRDs), name `<namespace>/<name>`.
+    Releases named in `skip` (templated on one side only) are left out."""
+    out = []
+    for entry in plan.get("charts") or []:
+        if entry.get("resource") in skip:
+            continue
+        for part in entry.get("parts") or []:
+            obj = part["object"]
+            meta = obj.get("metadata") or {}
+            role = "" if part["part"] == "template" else f"{part['part']}:"
+            out.append({
+                "type": f"chart:{entry['release']}:{role}{obj.get('kind')}",
+                "name": f"{meta.get('namespace') or 'cluster'}/{meta.get('name')}",
+                "inputs": obj, "options": {}, "parent": entry.get("resource"), "custom": True,
+            })
+    return out
+
+
+def _templated_on_one_side(old: dict, new: dict) -> set[str]:
+    """Releases in both plans but templated in one only (an archive present on one side): their
+    objects are not compared, or every one would show as added or removed."""
+    def templated(plan: dict) -> dict[str, bool]:
+        return {e["resource"]: bool(e.get("templated")) for e in plan.get("charts") or []}
+
+    a, b = templated(old), templated(new)
+    return {name for name in a.keys() & b.keys() if a[name] != b[name]}
+
+
 def diff_plans(old: dict, new: dict) -> PlanDiff:
-    """Compare two Plan dicts (as written by `infra plan --json`)."""
-    old_index = {(r["type"], r["name"]): r for r in old.get("resources", [])}
-    new_index = {(r["type"], r["name"]): r for r in new.get("resources", [])}
+    """Compare two Plan dicts (as written by `infra plan --json`), chart objects included."""
+    skip = _templated_on_one_side(old, new)
+    old_index = {(r["type"], r["name"]): r for r in old.get("resources", []) + chart_resources(old, skip)}
+    new_index = {(r["type"], r["name"]): r for r in new.get("resources", []) + chart_resources(new, skip)}
     added = [new_index[k] for k in sorted(new_index.keys() - old_index.keys())]
     removed = [old_index[k] for k in sorted(old_index.keys() - new_index.keys())]
     changed = []

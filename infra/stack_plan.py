@@ -31,7 +31,7 @@ from infra.config import (
     zero_replica_notes,
 )
 from infra.config.cluster import control_plane_exposure
-from infra.domain import Layout, Provenance
+from infra.domain import KvOffload, Layout, Provenance
 from infra.errors import ConfigError, Problem
 from infra.front_door import FrontDoor, public_base_url
 from infra.layout_fit import require_layouts_fit
@@ -44,6 +44,7 @@ from infra.planner import (
     slo_shortfall,
 )
 from infra.planner.choice import MIN_KV_SHARE, held_back_reason
+from infra.planner.kv_offload import OffloadDecision
 from infra.planner.search import NEAR_TIE, nodes_for_peak, sizes_that_fit, usd_per_million_output_tokens
 from infra.render import pd_service
 from infra.render.autoscaling import (
@@ -81,6 +82,7 @@ from infra.render.warm_start import (
     render_prepull_daemonset,
 )
 from infra.rollout_plan import RolloutFacts, candidate_service_spec, plan_rollout
+from infra.session_plan import offload_fit_problems, session_decision
 from infra.specs import (
     ClusterSpec,
     FabricSpec,
@@ -111,6 +113,14 @@ class ModelFacts:
     plan: ModelPlan
     measured: Provenance | None = None  # the layout's provenance, when it carries a goodput
     readiness: ReadinessPlan | None = None  # time-to-ready from the weight source (planner/loading.py)
+    sessions: OffloadDecision | None = None  # multi-turn hit rates, with and without a KV offload tier
+
+    @property
+    def kv_offload(self) -> KvOffload | None:
+        """The host-memory KV tier the engines run with: configured (cpu, lmcache) or chosen (auto)."""
+        if self.sessions is not None:
+            return self.sessions.offload
+        return self.config.kv_offload.to_offload()
     rollout: RolloutFacts | None = None  # models[].rollout: the candidate beside this layout
 
     @property
@@ -229,6 +239,10 @@ class StackPlan:
                 entry["measured"] = _rounded(m.measured_json())
             if m.readiness is not None:
                 entry["time_to_ready"] = m.readiness.to_json()
+            if m.sessions is not None:
+                entry["prefix_cache"] = _rounded(m.sessions.to_json())
+            if m.kv_offload is not None:
+                entry["kv_offload"] = {"kind": m.kv_offload.kind, "size_gib": m.kv_offload.size_gib}
             if m.rollout is not None:
                 entry["rollout"] = m.rollout.to_json(m.config.name)
             out.append(entry)
@@ -489,14 +503,20 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         arch = resolve_model(model.source, str(cfg.hf_config_path(model)) if model.hf_config else None)
         explicit = model.layout.to_layout(pool.gpu.gpus) if model.layout is not None else None
         slo = model.slo.to_slo()
-        plan = plan_model(
+        sessions = session_decision(
+            arch, pool.gpu, model.workload.to_workload(), slo, explicit, kv_offload=model.kv_offload.kind,
+            size_gib=model.kv_offload.size_gib, router_kind=cfg.router.kind, min_nodes=pool.min_node_count,
+            usd_per_hour=pool.node_usd_per_hour, fabric=pool.fabric, pool_nodes=pool.max_node_count,
+        )
+        plan = sessions.chosen.plan if sessions is not None else plan_model(
             arch, pool.gpu, model.workload.to_workload(), slo, explicit, usd_per_hour=pool.node_usd_per_hour,
             fabric=pool.fabric, pool_nodes=pool.max_node_count, bench_prefix=f"infra bench {cfg.stack} {model.name}",
             efficiency=efficiency,
         )
         provenance = model.layout.provenance if model.layout is not None else None
         facts = ModelFacts(
-            config=model, pool=pool, arch=arch, plan=plan, measured=provenance if provenance and provenance.measured else None
+            config=model, pool=pool, arch=arch, plan=plan, measured=provenance if provenance and provenance.measured else None,
+            sessions=sessions,
         )
         facts = replace(facts, readiness=readiness_plan(cfg, facts, provenance))
         models.append(facts)
@@ -506,6 +526,10 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
             # Deploying it would crash-loop every replica: an error, for `auto` and explicit alike.
             problems.append(_does_not_fit(facts, index))
             continue
+        problems += offload_fit_problems(f"{NS}models[{index}]", pool.gpu, facts.layout, model.kv_offload.kind,
+                                         model.kv_offload.size_gib)
+        if sessions is not None:
+            notes.append(f"model {model.name}: {sessions.reason}")
         if model.name in gated and "huggingface_token" not in cfg.secrets_set:
             notes.append(
                 f"model {model.name}: {model.source} is a gated Hugging Face repo; the weight download needs the "
@@ -524,6 +548,10 @@ def _plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pr
         if telemetry is not None:
             notes += measured_notes(facts, telemetry)
     models = with_rollouts(models, cfg)
+    for index, m in enumerate(models):
+        if m.rollout is not None and m.kv_offload is not None:  # the candidate's engines pin the same tier
+            problems += offload_fit_problems(f"{NS}models[{index}]", m.pool.gpu, m.rollout.candidate_layout,
+                                             m.kv_offload.kind, m.kv_offload.size_gib)
     notes += zero_replica_notes(cfg)
     notes += cold_start_notes(cfg)
     if cfg.observability.enabled and models:
@@ -851,6 +879,8 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 workload="statefulset" if m.layout.multi_node else "deployment",
                 predicted_ready_seconds=m.readiness.rollout_s if m.readiness is not None else None,
                 pd=pd,
+                prefix_cache_planned_hit=m.sessions.chosen.hit.total if m.sessions is not None else None,
+                kv_offload=m.kv_offload is not None,
                 prediction=prediction_of(m.plan.chosen, m.config.workload.input_tokens, m.config.workload.output_tokens),
                 candidate_gpus_per_replica=m.rollout.candidate_layout.gpus_per_replica if m.rollout else None,
             )
@@ -1016,6 +1046,7 @@ def model_service_spec(
         autoscaled=bool(model.config.autoscaling.enabled),
         weights=weights,
         compile_cache=compile_cache,
+        kv_offload=model.kv_offload,
         key_path=key_path,
     )
 

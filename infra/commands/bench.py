@@ -21,6 +21,7 @@ from infra.commands.files import check_output_dir, write_failed
 from infra.domain import Layout, is_pd_layout_name, parse_layout_name, parse_pd_layout_name
 from infra.errors import Problem, UserError
 from infra.tuning.bench import (
+    MULTI_TURN,
     BenchOptions,
     BenchTarget,
     LayoutSweep,
@@ -54,7 +55,11 @@ def register(subparsers) -> None:
     parser.add_argument("--rates", help="comma-separated request rates (req/s); default: around each layout's predicted goodput")
     parser.add_argument("--out", type=Path, help="directory for the manifests (default: bench-<stack>-<model>-<run>)")
     parser.add_argument("--run-id", help="names the results directory and labels objects (default: UTC time)")
-    parser.add_argument("--dataset", default="random", help="vLLM dataset name (default: random, with the workload's lengths)")
+    parser.add_argument(
+        "--dataset", default="random",
+        help="random (the workload's lengths, default), multi-turn (the workload's sessions replayed with think times and "
+        "growing shared prefixes; needs workload.turns_per_session), or a vLLM dataset name with --dataset-path",
+    )
     parser.add_argument("--dataset-path", help="dataset file path inside the cache volume, for --dataset other than random")
     parser.add_argument("--seconds-per-rate", type=positive_int, default=180, help="arrivals per rate last at least this long")
     parser.add_argument("--min-prompts", type=positive_int, default=300, help="at least this many requests per rate")
@@ -68,7 +73,9 @@ def run(args) -> int:
     run_id = args.run_id or datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$", run_id) or run_id.endswith(("-", ".", "_")):
         raise UserError([Problem("--run-id", f"{run_id!r} must be a Kubernetes label value (letters, digits, -._)")])
-    if args.dataset != "random" and not args.dataset_path:
+    if args.dataset == MULTI_TURN and args.dataset_path:
+        raise UserError([Problem("--dataset-path", f"not used with --dataset {MULTI_TURN}: the trace is generated from the workload")])
+    if args.dataset not in ("random", MULTI_TURN) and not args.dataset_path:
         raise UserError([Problem("--dataset-path", f"needed with --dataset {args.dataset}")])
     opts = BenchOptions(
         run_id=run_id,

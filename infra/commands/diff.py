@@ -69,6 +69,8 @@ def plan_at_ref(stack: str, ref: str, root: Path | None = None) -> dict:
             return {"stack": stack, "project": "inference-platform", "resources": [], "models": [], "cost": {}}
         out = tmp / "plan.json"
         env = dict(os.environ, PYTHONPATH=str(worktree))
+        # Chart archives are never committed: the base plan templates from this checkout's charts/.
+        env.setdefault("INFRA_CHART_DIR", str(root / "charts"))
         proc = subprocess.run([sys.executable, "-m", "infra.cli", "plan", stack, "--json", str(out), "--quiet"],
                               cwd=worktree, env=env, capture_output=True, text=True)
         if proc.returncode != 0:

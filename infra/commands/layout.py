@@ -29,11 +29,19 @@ from infra.catalog.gpus import GPU_SIZES, gpu_size
 from infra.catalog.models import resolve_model
 from infra.cli_args import float_in, fraction, int_in, positive_float, positive_int
 from infra.commands import tables
-from infra.domain import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, MAX_PEAK_RPS, MAX_TPOT_P90_MS, MAX_TTFT_P90_MS
+from infra.domain import (
+    MAX_INPUT_TOKENS,
+    MAX_OUTPUT_TOKENS,
+    MAX_PEAK_RPS,
+    MAX_TPOT_P90_MS,
+    MAX_TTFT_P90_MS,
+    MAX_TURNS_PER_SESSION,
+)
 from infra.errors import UserError
 from infra.planner import Slo, Workload, load_efficiency, plan_model
 from infra.planner.compare import compare_gpus
 from infra.planner.compare import summary as compare_summary
+from infra.planner.kv_offload import offload_room_per_engine_gib
 
 
 def register(subparsers) -> None:
@@ -58,6 +66,15 @@ def register(subparsers) -> None:
     p.add_argument("--peak-rps", type=float_in(MAX_PEAK_RPS), help="peak requests/s of the workload (for nodes needed)")
     p.add_argument(
         "--prefix-cache-hit-rate", type=fraction, default=0.0, help="share of prompt tokens served from cache, in [0, 1)"
+    )
+    p.add_argument(
+        "--turns-per-session", type=int_in(1, MAX_TURNS_PER_SESSION), default=1,
+        help="multi-turn chat: turns per conversation; the hit rate is then predicted per layout, with and without a KV offload tier",
+    )
+    p.add_argument("--think-time-s", type=float_in(86400), default=60.0, help="with --turns-per-session: mean seconds between turns (default 60)")
+    p.add_argument(
+        "--kv-offload", default="auto",
+        help="with --turns-per-session: none, auto (default: on where it raises goodput by 5%%) or cpu:GIB (a CPU tier of GIB per engine)",
     )
     p.add_argument("--usd-per-hour", type=positive_float, help="node price (required for cost on contract sizes)")
     p.add_argument(
@@ -125,8 +142,11 @@ def run(args) -> int:
             f"{args.input_tokens + args.output_tokens} exceeds the {arch.max_context}-token context of {arch.id}; "
             "vLLM would refuse every such request"
         )
-    workload = Workload(args.input_tokens, args.output_tokens, args.peak_rps, args.prefix_cache_hit_rate)
+    workload = Workload(args.input_tokens, args.output_tokens, args.peak_rps, args.prefix_cache_hit_rate,
+                        args.turns_per_session, args.think_time_s)
     slo = Slo(args.ttft_p90_ms, args.tpot_p90_ms)
+    if workload.multi_turn:
+        return _run_sessions(args, arch, sizes, workload, slo)
     if len(sizes) > 1:
         return _run_compare(args, arch, sizes, workload, slo)
     (gpu,) = sizes
@@ -160,6 +180,75 @@ def run(args) -> int:
     if gpu.usd_per_hour is None and args.usd_per_hour is None:
         print(f"(no cost figures: {gpu.slug} is contract-priced; pass --usd-per-hour)")
     return 0
+
+
+def _kv_offload_arg(text: str) -> tuple[str, float | None]:
+    """`none`, `auto` or `cpu:GIB` → (kind, size)."""
+    if text in ("none", "auto"):
+        return text, None
+    kind, _, size = text.partition(":")
+    try:
+        gib = float(size)
+    except ValueError:
+        gib = 0.0
+    if kind != "cpu" or not 0 < gib < float("inf"):
+        raise UserError(f"--kv-offload {text!r}: use none, auto or cpu:GIB (GiB of host memory per engine, > 0)")
+    return kind, gib
+
+
+def _run_sessions(args, arch, sizes, workload, slo) -> int:
+    """Multi-turn chat: every layout at its own predicted hit rate, without and with a CPU tier."""
+    from infra.domain import session_shape
+    from infra.session_plan import session_decision
+
+    if len(sizes) > 1:
+        raise UserError("--turns-per-session plans one GPU size; name one --gpu")
+    if args.prefix_cache_hit_rate:
+        raise UserError("--turns-per-session predicts the prefix-cache hit rate: leave --prefix-cache-hit-rate out")
+    if args.tp or args.ep is not None or args.dp or args.replicas_per_node or args.concurrency or args.efficiency:
+        raise UserError("--turns-per-session ranks every colocated layout: leave --tp/--ep/--dp/--replicas-per-node/--concurrency/--efficiency out")
+    try:
+        session_shape(workload)
+    except ValueError as err:
+        raise UserError(f"--turns-per-session {args.turns_per_session}: {err}") from None
+    kind, size = _kv_offload_arg(args.kv_offload)
+    (gpu,) = sizes
+    decision = session_decision(
+        arch, gpu, workload, slo, None, kv_offload=kind, size_gib=size, router_kind="session", min_nodes=1,
+        usd_per_hour=args.usd_per_hour, fabric=False, pool_nodes=None,
+    )
+    if size is not None:
+        room = offload_room_per_engine_gib(gpu, decision.chosen.plan.chosen.layout)
+        if size > room:
+            raise UserError(f"--kv-offload cpu:{size:g}: an engine of {decision.chosen.plan.chosen.layout.name} on {gpu.slug} "
+                            f"has {max(room, 0)} GiB of host memory beside the engine; allowed: 1 to {max(room, 0)}")
+    plan = decision.chosen.plan
+    candidates = plan.candidates[: args.top] if args.top is not None else plan.candidates
+    if args.json:
+        json.dump({"candidates": [c.to_json() for c in candidates], "prefix_cache": decision.to_json()}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    print(render_table(candidates, closed_loop=False))
+    print()
+    print(plan.reason)
+    print()
+    print(render_sessions(decision))
+    return 0
+
+
+def render_sessions(decision) -> str:
+    """Hit rate and goodput of the chosen layout without and with the offload tier."""
+    rows = []
+    for label, arm in (("without offload", decision.without), ("with offload", decision.with_offload)):
+        if arm is None:
+            rows.append((label, "-", "-", "-", "-", "-", "no tier: it would hold no more than the GPU cache"))
+            continue
+        c, hit = arm.plan.chosen, arm.hit
+        tier = f"{arm.offload.kind} {arm.offload.size_gib:g} GiB" if arm.offload else "-"
+        rows.append((label, c.layout.name, tier, f"{hit.total:.0%}", f"{hit.offload:.0%}",
+                     f"{c.goodput_rps_per_node:.2f}", f"p90 TTFT {c.ttft_p90_ms:.0f} ms" if c.ttft_p90_ms else ""))
+    head = ("", "layout", "tier per engine", tables.right("from cache"), tables.right("reloaded"), tables.right("req/s/node"), "")
+    return tables.render(head, rows) + "\n" + decision.reason
 
 
 def _run_compare(args, arch, sizes, workload, slo) -> int:

@@ -182,7 +182,8 @@ def _write_winner(
         predicted_goodput_rps=_predicted_goodput(stack_model, fields),
         source_results=sorted({_display_path(p.source.split("#")[0]) for p in mine}),
         slo=SloRecord(ttft_p90_ms=float(conditions.slo[0]), tpot_p90_ms=float(conditions.slo[1])),
-        workload=WorkloadRecord(input_tokens=int(conditions.workload[0]), output_tokens=int(conditions.workload[1])),
+        workload=WorkloadRecord(input_tokens=int(conditions.workload[0]), output_tokens=int(conditions.workload[1]),
+                                **_sessions_measured(mine)),
         gpu=conditions.gpu,
         **_time_to_ready(mine),
     )
@@ -207,6 +208,18 @@ def _stack_text_check(stack_model: calibration.StackModel, path: Path, layout: s
             ) from None
 
     return check
+
+
+def _sessions_measured(points: list[SweepPoint]) -> dict:
+    """The multi-turn replay the winner was measured with (`infra bench --dataset multi-turn`
+    metadata), so the recorded goodput says it includes the prefix-cache hits of those sessions."""
+    if _single_meta(points, "workload") != "multi-turn":
+        return {}
+    turns, think = _single_meta(points, "turns_per_session"), _single_meta(points, "think_time_s")
+    try:
+        return {"turns_per_session": int(turns), "think_time_s": float(think)}
+    except (TypeError, ValueError):
+        return {}
 
 
 def _time_to_ready(points: list[SweepPoint]) -> dict:

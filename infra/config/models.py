@@ -21,6 +21,7 @@ from infra.catalog.vllm_flags import (
     vllm_flags,
 )
 from infra.config.base import NS, Name, StrictModel, dns_label, duplicates
+from infra.config.kv_offload import KvOffloadConfig, kv_offload_problems
 from infra.config.layout import AnyLayout, LayoutConfig, PdLayoutConfig, auto_or_layout
 from infra.config.observability import observability_on
 from infra.config.pools import GpuPoolConfig
@@ -32,6 +33,7 @@ from infra.domain import (
     MAX_PEAK_RPS,
     MAX_TPOT_P90_MS,
     MAX_TTFT_P90_MS,
+    MAX_TURNS_PER_SESSION,
     Slo,
     Workload,
 )
@@ -121,10 +123,28 @@ class WorkloadConfig(StrictModel):
     peak_rps: float | None = Field(
         None, gt=0, le=MAX_PEAK_RPS, description="Peak requests per second the model must sustain (sizes the node count)."
     )
-    prefix_cache_hit_rate: float = Field(0.0, ge=0, lt=1, description="Share of prompt tokens expected from the prefix cache (multi-turn chat).")
+    prefix_cache_hit_rate: float = Field(
+        0.0, ge=0, lt=1,
+        description="Share of prompt tokens expected from the prefix cache, taken as given; with turns_per_session the session model predicts it instead (set one, not both).",
+    )
+    turns_per_session: int = Field(
+        1, ge=1, le=MAX_TURNS_PER_SESSION,
+        description="Turns per conversation (multi-turn chat): each prompt re-sends the history, which the prefix cache serves while it holds it; the plan then predicts the hit rate from the KV cache and the sessions (docs/planner.md). 1: single prompts.",
+    )
+    think_time_s: float = Field(
+        60.0, gt=0, le=86400,
+        description="Mean seconds between a conversation's turns (the user reading and typing); longer: more histories evicted before they are reused.",
+    )
+    new_tokens_per_turn: int | None = Field(
+        None, ge=1, le=MAX_INPUT_TOKENS,
+        description="New user tokens per turn; unset: derived so the mean prompt over a session is input_tokens.",
+    )
 
     def to_workload(self) -> Workload:
-        return Workload(self.input_tokens, self.output_tokens, self.peak_rps, self.prefix_cache_hit_rate)
+        return Workload(
+            self.input_tokens, self.output_tokens, self.peak_rps, self.prefix_cache_hit_rate,
+            self.turns_per_session, self.think_time_s, self.new_tokens_per_turn,
+        )
 
 
 class SloConfig(StrictModel):
@@ -221,6 +241,10 @@ class ModelConfig(StrictModel):
         default_factory=dict, description="Extra container environment variables; VLLM_* names must be read by the pinned vLLM."
     )
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig, description="Replica autoscaling on in-flight requests and the queue (KEDA).")
+    kv_offload: KvOffloadConfig = Field(
+        default_factory=KvOffloadConfig,
+        description="KV cache offload tier in host memory, e.g. {kind: auto} or {kind: cpu, size_gib: 256}; default none.",
+    )
     rollout: RolloutConfig | None = Field(
         None, description="A candidate layout beside the current one, with its traffic steps (`infra rollout status|promote|abort`)."
     )
@@ -275,6 +299,7 @@ def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
             problems.append(Problem(f"{at}.image", f"{model.image!r} is not pinned; give an explicit tag other than latest"))
         problems += extra_args_problems(model.extra_args, f"{at}.extra_args", f"models[{i}].layout")
         problems += plain_secret_problems(model, at)
+        problems += kv_offload_problems(model, at)
         problems += model_source_problems(model, at, base_dir)
     for pool_name, indices in by_pool.items():
         if len(indices) > 1:

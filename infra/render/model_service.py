@@ -26,12 +26,13 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from infra.catalog import versions
+from infra.catalog import host_memory, versions
 from infra.catalog.gpus import GpuSize
 from infra.catalog.vllm_flags import VLLM_PORT, clashes_with_service_env, unknown_env_vars
-from infra.domain import Layout
+from infra.domain import KvOffload, Layout
 from infra.errors import Problem, UserError
 from infra.render import scan_exceptions
+from infra.render.lmcache_server import engine_command_with_lmcache, uses_lmcache_server
 from infra.render.pod_security import hardened_root_container, restricted_container
 from infra.render.scan_exceptions import accept
 from infra.render.vllm_args import ServeOptions, vllm_serve_args
@@ -66,9 +67,9 @@ DOKS_POOL_LABEL = "doks.digitalocean.com/node-pool"
 
 # Node resources kept back for kubelet, system-reserved and DaemonSets (CNI, CSI, device plugin,
 # metrics exporters) before the rest is shared among GPU replicas in proportion to their GPUs.
-NODE_HEADROOM_FRACTION = 0.10
+# Memory: infra/planner/host_memory.py (the planner sizes KV offload tiers from the same shares).
+NODE_HEADROOM_FRACTION = host_memory.NODE_HEADROOM_FRACTION
 NODE_HEADROOM_MIN_CPU = 2
-NODE_HEADROOM_MIN_MEMORY_GIB = 8
 
 # The vLLM images' own entrypoint, spelled out. The production-stack router (vllm-project/
 # production-stack src/vllm_router/service_discovery.py `_check_engine_sleep_mode`, tag
@@ -138,6 +139,8 @@ class ModelServiceSpec:
     compile_cache: where vLLM/Triton/AITER compile caches live, keyed by image + model + layout:
         "shared" (a subPath of the NFS claim), "node" (a hostPath on the node) or None (in the
         container, lost with it).
+    kv_offload: a host-memory KV tier per engine (vLLM's `--kv-offloading-*` flags); its pinned
+        buffers live inside the pod's memory request, which the plan checked they fit.
     """
 
     name: str
@@ -162,6 +165,7 @@ class ModelServiceSpec:
     autoscaled: bool = False
     weights: SpacesWeights | None = None
     compile_cache: str | None = None
+    kv_offload: KvOffload | None = None
     variant: str | None = None  # "candidate": a rollout's candidate layout (second Deployment)
     fixed_replicas: int | None = None  # a candidate's count, sized to its traffic share (not the pool's nodes)
     key_path: str = ""  # the model's key in the stack file (`inference-platform:models[0]`), for errors
@@ -322,20 +326,14 @@ def cpu_request(spec: ModelServiceSpec) -> int:
 
 
 def memory_request_gib(spec: ModelServiceSpec) -> int:
-    headroom = max(NODE_HEADROOM_MIN_MEMORY_GIB, math.ceil(spec.gpu.ram_gib * NODE_HEADROOM_FRACTION))
-    return max(4, math.floor((spec.gpu.ram_gib - headroom) * node_share(spec)))
+    """The pod's GPU share of the node's RAM after headroom (request = limit); a KV offload tier's
+    pinned buffers live inside it (the config refuses one that does not fit)."""
+    return host_memory.pod_memory_gib(spec.gpu.ram_gib, spec.gpu.gpus, spec.gpus_per_pod)
 
 
 def shm_size_gib(spec: ModelServiceSpec) -> int:
-    """/dev/shm for NCCL/RCCL and the multiprocess executor: grows with the ranks in a replica.
-
-    One GPU needs little (8 GiB); TP/EP/DP ranks exchange tensors through shared memory, so
-    16 GiB + 8 GiB per rank, capped at 64 GiB and at a quarter of the pod's memory (memory-backed
-    emptyDir counts against the pod's memory).
-    """
-    n = spec.gpus_per_pod
-    want = 8 if n == 1 else min(64, 16 + 8 * n)
-    return max(1, min(want, memory_request_gib(spec) // 4))
+    """/dev/shm of the engine pod (host_memory.shm_gib)."""
+    return host_memory.shm_gib(spec.gpus_per_pod, memory_request_gib(spec))
 
 
 # `estimated_load_seconds` comes from infra/planner/loading.py (the readiness plan's first-rollout
@@ -570,6 +568,7 @@ def serve_args(spec: ModelServiceSpec, node_role: str | None = None) -> list[str
             load_args=tuple(streamer_args(spaces, spec.gpus_per_replica)) if spaces else (),
             extra_args=tuple(spec.extra_args),
             node_role=node_role,
+            kv_offload=spec.kv_offload,
         ),
         path=spec.stack_key,
     )
@@ -664,7 +663,7 @@ def render_deployment(spec: ModelServiceSpec, node_role: str | None = None) -> d
     container = {
         "name": "vllm",
         "image": spec.resolved_image,
-        "command": list(VLLM_COMMAND),
+        "command": engine_command_with_lmcache(spec.kv_offload) if uses_lmcache_server(spec.kv_offload) else list(VLLM_COMMAND),
         "args": serve_args(spec, node_role),
         "ports": [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
         "env": engine_env(spec),

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from infra.catalog import versions
 from infra.render.planner_rules import planner_alert_group, planner_recording_group
+from infra.render.prefix_cache_rules import prefix_cache_alert_group, prefix_cache_group
 from infra.render.rollout_rules import VARIANT_LABEL, RolloutObserved, render_rollout_rule_groups
 from infra.render.slo_rules import (
     DEFAULT_THRESHOLDS,
@@ -449,7 +450,7 @@ def render_rule_groups(
     models = list(models)
     out: dict[str, list[dict]] = {}
     for m in models:
-        out[f"model-{m.name}"] = [model_recording_group(m), slo_recording_group(m)]
+        out[f"model-{m.name}"] = [model_recording_group(m), slo_recording_group(m), prefix_cache_group(m)]
         pd = pd_recording_group(m)
         if pd is not None:
             out[f"model-{m.name}"].append(pd)
@@ -459,7 +460,8 @@ def render_rule_groups(
     pools = pool_cost_group(models)
     if pools is not None:
         out["pools"] = [pools]
-    alerts = [slo_alert_group(runbook_url), serving_alert_group(models, thresholds, runbook_url)]
+    alerts = [slo_alert_group(runbook_url), serving_alert_group(models, thresholds, runbook_url),
+              prefix_cache_alert_group(models, runbook_url)]
     pd_alerts = pd_alert_group(models, base=thresholds, runbook_base=runbook_url)
     if pd_alerts is not None:
         alerts.append(pd_alerts)

@@ -153,6 +153,11 @@ class ObservedModel:
     workload: str = field(default="deployment", kw_only=True)
     predicted_ready_seconds: int | None = field(default=None, kw_only=True)
     pd: PdObserved | None = field(default=None, kw_only=True)
+    # The plan's predicted share of prompt tokens from the prefix cache (GPU + offload tier) for a
+    # multi-turn workload, None without one; and whether the engines run a KV offload tier
+    # (prefix_cache_rules.py records its transfers).
+    prefix_cache_planned_hit: float | None = field(default=None, kw_only=True)
+    kv_offload: bool = field(default=False, kw_only=True)
     # The plan's prediction for this model (infra/render/planner_rules.py); None: no planner series.
     prediction: PlannerPrediction | None = field(default=None, kw_only=True)
     # GPUs per engine of a rollout's candidate (models[].rollout), whose engines the model's series

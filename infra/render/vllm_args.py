@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.catalog.vllm_flags import VLLM_PORT, canonical_flag, flag_tokens, unknown_flags, vllm_flags
-from infra.domain import Layout
+from infra.domain import KvOffload, Layout
 from infra.errors import Problem, UserError
 
 # Endpoints hit every few seconds by kubelet probes and Prometheus; logging them buries real traffic.
@@ -39,6 +39,7 @@ class ServeOptions:
     extra_args: user flags appended verbatim (validated against the pinned release).
     node_role: for a layout that spans nodes, "leader" (node 0: serves the API) or "worker"
         (`--headless`, rank offsets from LWS_WORKER_INDEX); None for a single-node replica.
+    kv_offload: a host-memory KV tier (`kv_offload_args`); None: the GPU prefix cache only.
     """
 
     source: str
@@ -52,6 +53,7 @@ class ServeOptions:
     load_args: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()
     node_role: str | None = None
+    kv_offload: KvOffload | None = None
 
 
 # Multi-node rendezvous ports (vLLM 0.33 defaults spelt out): the DP coordinator's RPC port on the
@@ -99,6 +101,19 @@ def all2all_backend(layout: Layout, vendor: str) -> str:
     if layout.multi_node and vendor == "amd":
         return "mori_high_throughput"
     return "allgather_reducescatter"
+
+
+def kv_offload_args(offload: KvOffload | None) -> list[str]:
+    """vLLM's own offloading switch: `--kv-offloading-backend native|lmcache` with
+    `--kv-offloading-size` GiB per engine, which turns offloading on (vLLM 0.32.0 wheel,
+    vllm/config/vllm.py `_post_init_kv_transfer_config`: native → OffloadingConnector with
+    `cpu_bytes_to_use` = the size, summed over the engine's TP ranks; lmcache → LMCacheMPConnector,
+    whose capacity is the LMCache server's, render/lmcache_server.py). vLLM writes the connector into
+    `--kv-transfer-config` itself, `kv_role: kv_both`: which is why it cannot be combined with a P/D
+    layout's connector."""
+    if offload is None:
+        return []
+    return ["--kv-offloading-backend", offload.backend, "--kv-offloading-size", f"{offload.size_gib:g}"]
 
 
 def vllm_serve_args(layout: Layout, opts: ServeOptions, *, path: str = "") -> list[str]:
@@ -167,9 +182,13 @@ def vllm_serve_args(layout: Layout, opts: ServeOptions, *, path: str = "") -> li
     if opts.quantization:
         args += ["--quantization", opts.quantization]
     args += list(opts.load_args)
+    args += kv_offload_args(opts.kv_offload)
     for flag in unknown_flags(list(opts.load_args)):
         problems.append(Problem(f"{path}.load_args", f"{flag} is not a `vllm serve` option in vLLM {vllm_flags()['vllm_version']}"))
 
+    if opts.kv_offload is not None and "--kv-transfer-config" in user_flags:
+        # vLLM's offloading switch writes the connector into the transfer config, replacing this one
+        problems.append(Problem(f"{path}.extra_args", "--kv-transfer-config cannot be combined with kv_offload (vLLM sets the connector from --kv-offloading-backend)"))
     generated = {canonical_flag(a) for a in args if a.startswith("--")}
     for flag in flag_tokens(list(opts.extra_args)):
         canonical = canonical_flag(flag)

@@ -37,6 +37,7 @@ headroom the model service keeps back. Every flag is checked against the pinned 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import math
 import shlex
@@ -44,10 +45,10 @@ from dataclasses import dataclass, replace
 
 from infra.catalog import versions
 from infra.catalog.vllm_flags import VLLM_PORT
-from infra.domain import LAYOUT_LIMIT_KEYS, Layout, Slo, Workload
+from infra.domain import LAYOUT_LIMIT_KEYS, Layout, Slo, Workload, session_shape
 from infra.errors import Problem, UserError
 from infra.render import model_service as ms
-from infra.tuning import readiness
+from infra.tuning import multi_turn_trace, readiness
 from infra.tuning.bench_flags import known_bench_flags
 from infra.tuning.results import META_LAYOUT_FIELD_PREFIX
 from infra.tuning.sweep_steps import RESULT_LINE_PREFIX, render_run_script
@@ -67,6 +68,12 @@ FALLBACK_RATES = (0.5, 1, 2, 3, 4, 6, 8, 12, 16)  # when there is no prediction 
 CLIENT_CPU = "2"
 CLIENT_MEMORY = "6Gi"
 _MAX_NAME = 42  # the model service renderer's limit for a model name (it derives longer names)
+# `--dataset multi-turn`: conversations replayed with think times and growing shared prefixes
+# through vLLM's `timed_trace` dataset, one trace per rate written in the client pod by
+# infra/tuning/multi_turn_trace.py (shipped as text: the vLLM image has Python, not this project).
+MULTI_TURN = "multi-turn"
+TRACE_SCRIPT = "/tmp/multi_turn_trace.py"
+TRACE_FILE = "/tmp/multi-turn-trace.jsonl"
 
 
 @dataclass(frozen=True)
@@ -98,8 +105,9 @@ class BenchOptions:
     """How the sweep runs.
 
     run_id: names the results directory and labels every object (e.g. 20261202-183012).
-    dataset: "random" (synthetic prompts of the workload's lengths) or a vLLM dataset name with
-        `dataset_path` (a path inside the cache volume, e.g. /models/datasets/chat.json).
+    dataset: "random" (synthetic prompts of the workload's lengths), "multi-turn" (the workload's
+        sessions: turns, think time, growing history; `multi_turn_trace`), or a vLLM dataset name
+        with `dataset_path` (a path inside the cache volume, e.g. /models/datasets/chat.json).
     seconds_per_rate: arrivals last at least this long per rate, so the p90 covers a steady state.
     min_prompts: and at least this many requests (a p90 over 300 has 30 samples above it).
     warmups: requests sent before each measurement (first-request compilation, cold caches).
@@ -205,6 +213,9 @@ def bench_metadata(target: BenchTarget, layout: Layout, opts: BenchOptions) -> l
         # measured in the Job and appended by sweep_script.
         "weights_source": readiness.weights_source_of(service.weights is not None, service.cache is not None),
     }
+    if opts.dataset == MULTI_TURN:
+        pairs |= {"workload": MULTI_TURN, "turns_per_session": target.workload.turns_per_session,
+                  "think_time_s": f"{target.workload.think_time_s:g}"}
     return [f"{k}={v}" for k, v in pairs.items() if v is not None]
 
 
@@ -243,8 +254,13 @@ def _common_args(target: BenchTarget, layout: Layout, opts: BenchOptions, *, bas
         "--model", served_name,
         "--served-model-name", served_name,
         "--tokenizer", bench_tokenizer(service),
-        "--dataset-name", opts.dataset,
     ]
+    if opts.dataset == MULTI_TURN:
+        # self-timed replay: the trace's timestamps schedule the turns (--request-rate is recorded only)
+        args += ["--dataset-name", "timed_trace", "--dataset-path", opts.dataset_path or TRACE_FILE,
+                 "--timed-trace-chunk-hash-size", str(multi_turn_trace.CHUNK_TOKENS)]
+        return args + _run_args(opts, result_dir)
+    args += ["--dataset-name", opts.dataset]
     if opts.dataset_path:
         args += ["--dataset-path", opts.dataset_path]
     if opts.dataset == "random":
@@ -255,8 +271,11 @@ def _common_args(target: BenchTarget, layout: Layout, opts: BenchOptions, *, bas
         ]
     else:
         args += ["--output-len", str(target.workload.output_tokens)]
-    return args + [
-        "--burstiness", "1",  # Poisson arrivals
+    return args + ["--burstiness", "1"] + _run_args(opts, result_dir)  # Poisson arrivals
+
+
+def _run_args(opts: BenchOptions, result_dir: str) -> list[str]:
+    return [
         "--seed", str(opts.seed),
         "--num-warmups", str(opts.warmups),
         "--percentile-metrics", PERCENTILE_METRICS,
@@ -302,8 +321,10 @@ def sweep_script(target: BenchTarget, sweep: LayoutSweep, opts: BenchOptions, *,
         f"{readiness.READY_ENV}=$(cat {readiness.READY_FILE} 2>/dev/null || true)",
         'mkdir -p "$out"',
         "failed=0",
+        *_trace_script_lines(opts),
         "sweep() {  # $1: request rate (req/s), $2: requests",
         f"  echo \"--- {sweep.layout.name} at $1 req/s ($2 requests)\"",
+        *_trace_lines(target, opts),
         "  if vllm bench serve \\",
         *wrapped(_common_args(target, sweep.layout, opts, base_url=base_url, result_dir=result_dir)),
         f'      --num-prompts "$2" --request-rate "$1" --result-filename {name} \\',
@@ -318,6 +339,38 @@ def sweep_script(target: BenchTarget, sweep: LayoutSweep, opts: BenchOptions, *,
     lines += [f"sweep {rate:g} {prompts}" for rate, prompts in zip(sweep.rates_rps, sweep.num_prompts, strict=True)]
     lines.append('exit "$failed"')
     return "\n".join(lines) + "\n"
+
+
+def multi_turn_trace_args(target: BenchTarget, opts: BenchOptions) -> list[str]:
+    """`multi_turn_trace.py` options for the target's sessions (rate and requests are the sweep's)."""
+    shape = session_shape(target.workload)
+    if shape is None:
+        raise UserError([Problem("--dataset", f"{MULTI_TURN} needs the model's workload.turns_per_session above 1")])
+    answer_s = target.workload.output_tokens * target.slo.tpot_p90_ms / 1e3
+    return [
+        "--turns", str(shape.turns), "--new-tokens", str(max(1, round(shape.new_tokens_per_turn))),
+        "--output-tokens", str(target.workload.output_tokens), "--think-time-s", f"{shape.think_time_s:g}",
+        "--answer-s", f"{answer_s:g}", "--seed", str(opts.seed),
+    ]
+
+
+def _trace_script_lines(opts: BenchOptions) -> list[str]:
+    """Ship the trace generator's text into the pod (a quoted heredoc: nothing in it expands)."""
+    if opts.dataset != MULTI_TURN:
+        return []
+    return [f"cat > {TRACE_SCRIPT} <<'MULTI_TURN_TRACE'", inspect.getsource(multi_turn_trace).rstrip("\n"), "MULTI_TURN_TRACE"]
+
+
+def _trace_lines(target: BenchTarget, opts: BenchOptions) -> list[str]:
+    """In `sweep`: write this rate's trace before the benchmark replays it."""
+    if opts.dataset != MULTI_TURN:
+        return []
+    args = " ".join(shlex.quote(a) for a in multi_turn_trace_args(target, opts))
+    return [
+        f'  if ! python3 {TRACE_SCRIPT} --rate "$1" --requests "$2" {args} > {TRACE_FILE}; then',
+        '    echo "rate $1 failed: no trace"; failed=1; return',
+        "  fi",
+    ]
 
 
 def _wait_for_replicas_script(host: str, replicas: int) -> str:

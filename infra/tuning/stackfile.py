@@ -41,13 +41,21 @@ def provenance_yaml(provenance: Provenance) -> CommentedMap:
     block["workload"] = (
         None
         if p.workload is None
-        else _flow({"input_tokens": p.workload.input_tokens, "output_tokens": p.workload.output_tokens})
+        else _flow(_workload_record(p.workload))
     )
     block["gpu"] = _quoted(p.gpu)
     block["ready_seconds"] = None if p.ready_seconds is None else round(float(p.ready_seconds))
     block["weights_source"] = _quoted(p.weights_source)
     assert tuple(block) == PROVENANCE_KEYS, "provenance_yaml must write every Provenance field"
     return block
+
+
+def _workload_record(w) -> dict:
+    """Token counts, plus the sessions of a multi-turn replay when it was one."""
+    out = {"input_tokens": w.input_tokens, "output_tokens": w.output_tokens}
+    if w.turns_per_session is not None:
+        out |= {"turns_per_session": w.turns_per_session, "think_time_s": _num(w.think_time_s)}
+    return out
 
 
 def _flow(values: dict) -> CommentedMap:

@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from infra.cli import COMMAND_MODULES
 from tests.conftest import ROOT, make_project, plan_of, table_rows
 
@@ -127,3 +129,11 @@ def test_rollout(tmp_path):
     assert "20 % → 50 %" in proc.stdout
     proc = infra("rollout", "status", "staging", "qwen3-235b", "--root", str(root), "--prometheus", "http://127.0.0.1:9")
     assert proc.returncode == 2 and proc.stderr.startswith("error: --prometheus")
+
+
+def test_charts(tmp_path):
+    """`infra charts pull --check` with no archives: each pinned chart is MISSING, exit 1, no network."""
+    pytest.importorskip("helm_python")
+    proc = infra("charts", "pull", "--check", "--dest", str(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    assert "MISSING" in proc.stdout and "keda-2.18.3.tgz" in proc.stdout

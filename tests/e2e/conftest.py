@@ -35,7 +35,7 @@ from tests.e2e.engine_env import EngineEnv, base_dir, ensure_engine_env
 HERE = Path(__file__).resolve().parent
 # Run by the ENGINE venv's Python, never imported here: collecting tests/e2e must not need vLLM or
 # torch (the default `./dev.sh test` collects this directory and skips it).
-collect_ignore = ["vllm_parsers.py", "tiny_model.py", "engine_env.py"]
+collect_ignore = ["vllm_parsers.py", "tiny_model.py", "engine_env.py", "kv_offload_flags.py"]
 TIMINGS: dict[str, float] = {}
 _PROCS: list[harness.Processes] = []
 ENGINE_START_TIMEOUT = 300

@@ -17,6 +17,7 @@ from infra.render.observability import (
     render_prometheus_rules,
     render_rule_groups,
 )
+from infra.render.prefix_cache_rules import OFFLOAD_METRICS
 from infra.render.slo_rules import (
     BURN_RATE_POLICY,
     ERROR_BUDGET,
@@ -53,6 +54,11 @@ MODELS = [
     ObservedModel("llama-8b", "llama-8b", "small-models", 1000, 25, 1, 2, None, deployment="llama-8b-engine"),
 ]
 AMD = GpuRuntimeFacts(vendor="amd", mode="doks-managed")
+# A multi-turn chat model with a planned hit rate and a KV offload tier (prefix_cache_rules.py).
+MULTI_TURN = ObservedModel(
+    "chat-mt", "chat-mt", "inference", 2000, 50, 4, 2, deployment="chat-mt-engine",
+    prefix_cache_planned_hit=0.6, kv_offload=True,
+)
 
 # Every metric a rule or dashboard may read that it does not record itself, with its source.
 # A name missing here fails the test: add it only after confirming it in the source named.
@@ -63,6 +69,7 @@ KSM_NODE = "kube-state-metrics docs/metrics/cluster/node-metrics.md (resource na
 KSM_DEPLOYMENT = "kube-state-metrics docs/metrics/workload/deployment-metrics.md (no label allow-list needed)"
 NIXL = "vLLM vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py (NixlConnector only)"
 VLLM_ROUTER = "vllm-project/router src/metrics.rs (vllm-router 0.1.17)"
+OFFLOADING = "vLLM vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py (OffloadingConnector: kv_offload)"
 EXTERNAL_METRICS: dict[str, str] = {
     "vllm:time_to_first_token_seconds_bucket": VLLM,
     "vllm:time_to_first_token_seconds_count": VLLM,
@@ -115,6 +122,10 @@ EXTERNAL_METRICS: dict[str, str] = {
     "vllm_router_pd_requests_total": VLLM_ROUTER,
     "vllm_router_pd_prefill_errors_total": VLLM_ROUTER,
     "vllm_router_pd_decode_errors_total": VLLM_ROUTER,
+    # prefix cache by tier and KV offload transfers (checked in the vLLM 0.32.0 CPU wheel:
+    # v1/metrics/loggers.py, distributed/kv_transfer/kv_connector/v1/offloading/metrics.py)
+    "vllm:external_prefix_cache_hits_total": VLLM,
+    **{name: OFFLOADING for name in OFFLOAD_METRICS},
 }
 
 
@@ -127,7 +138,7 @@ def all_groups() -> list[dict]:
     models = [*MODELS, MORIIO, NIXL, *predicted]
     # the first model in a layout rollout, so the dashboards' rollout row counts too
     rollout = (RolloutObserved(MODELS[0], MODELS[0].gpus_per_replica, MODELS[0].gpus_per_replica),)
-    return [g for groups in render_rule_groups(models, AMD, rollouts=rollout).values() for g in groups]
+    return [g for groups in render_rule_groups([*models, MULTI_TURN], AMD, rollouts=rollout).values() for g in groups]
 
 
 def metric_names(expr: str) -> set[str]:
@@ -510,7 +521,7 @@ def test_observed_models_carry_the_pool_price_and_gpu_share(monkeypatch):
                     replicas_for_nodes=lambda nodes: rpn * nodes)
         config = NS(
             name=name, api_model_name=name, slo=NS(ttft_p90_ms=2500, tpot_p90_ms=50),
-            workload=NS(input_tokens=1000, output_tokens=200),
+            workload=NS(input_tokens=1000, output_tokens=200), kv_offload=NS(to_offload=lambda: None),
         )
         return ModelFacts(config=config, pool=pool, arch=None, plan=NS(chosen=NS(layout=layout, fits=False)))
 

@@ -1,0 +1,95 @@
+"""The Helm releases of a recorded plan, templated: what `infra plan` adds under `charts`.
+
+Works on the plan records of `kubernetes:helm.sh/v3:Release` resources, so the values templated
+are exactly the inputs the program hands to Pulumi (secrets are already the `[secret]`
+placeholder there, and every chart Secret is redacted again before it is shown).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infra.charts.source import CHART_DIR_ENV, find_archive
+from infra.charts.template import ChartError, file_digest, helm_available, load_chart, template_archive
+from infra.charts.values import committed_index, index_from_chart, unknown_paths
+
+RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
+PULL_COMMAND = "infra charts pull"
+
+
+def release_records(resources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in resources if r["type"] == RELEASE_TYPE]
+
+
+def template_releases(resources: list[dict[str, Any]], root: Path | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """(one entry per Helm release, notes). An entry holds the release, chart, version, the
+    archive's digest and the templated parts; a release whose archive (or Helm) is absent has no
+    parts and `templated: false`, and the notes say so once, with the command that fixes it."""
+    entries, missing = [], []
+    helm = helm_available()
+    for res in release_records(resources):
+        inputs = res["inputs"]
+        chart, version = inputs.get("chart", ""), str(inputs.get("version", ""))
+        release = inputs.get("name") or res["name"]
+        namespace = inputs.get("namespace") or "default"
+        entry: dict[str, Any] = {
+            "resource": res["name"], "release": release, "namespace": namespace, "chart": chart, "version": version,
+            "templated": False, "digest": None, "parts": [],
+        }
+        archive = find_archive(root, chart, version)
+        if archive is None or not helm:
+            missing.append(f"{chart} {version}")
+        else:
+            values = inputs.get("values") or {}
+            try:
+                entry["parts"] = template_archive(
+                    archive, release=release, namespace=namespace, values=values,
+                    skip_crds=bool(inputs.get("skipCrds")),
+                )
+            except ChartError as err:
+                raise ChartError(f"Helm release {res['name']} ({chart} {version}): {err}") from None
+            entry["templated"] = True
+            entry["digest"] = file_digest(archive)
+        entries.append(entry)
+    notes = []
+    if missing:
+        why = "helm-python-sdk is not installed (pip install '.[charts]')" if not helm else (
+            f"their archives are not in charts/ (or ${CHART_DIR_ENV}); `{PULL_COMMAND}` fetches them"
+        )
+        notes.append(f"Helm releases shown as one line each, not templated: {', '.join(missing)} — {why}")
+    return entries, notes
+
+
+def value_index(root: Path | None, chart: str, version: str) -> dict[str, Any] | None:
+    """The value index of `chart` at `version`: the committed one, else one derived from the
+    archive when it and Helm are at hand, else None (nothing to check against)."""
+    index = committed_index(chart, version)
+    if index is None and helm_available():
+        archive = find_archive(root, chart, version)
+        if archive is not None:
+            index = index_from_chart(load_chart(archive))
+    return index
+
+
+def unknown_value_problems(resources: list[dict[str, Any]], root: Path | None) -> list[tuple[str, str]]:
+    """(where, what) for every value a release passes that its chart does not know."""
+    problems = []
+    for res in release_records(resources):
+        inputs = res["inputs"]
+        chart, version = inputs.get("chart", ""), str(inputs.get("version", ""))
+        index = value_index(root, chart, version)
+        if index is None:
+            continue
+        for path in unknown_paths(inputs.get("values") or {}, index["values"], index.get("schema")):
+            problems.append((
+                f"Helm release {res['name']}: values.{path}",
+                f"{chart} {version} does not know this value (not in its default values, subcharts "
+                "included, nor its values.schema.json); Helm would ignore it",
+            ))
+    return problems
+
+
+def chart_objects(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every templated object of every release (CRDs, hooks and templates alike)."""
+    return [part["object"] for entry in entries for part in entry["parts"]]

@@ -1,0 +1,65 @@
+"""`infra charts pull [--check]`: the pinned Helm chart archives in charts/, checked.
+
+Downloads each chart pinned in infra/catalog/versions.py (PINNED_CHARTS) that is not in the
+directory yet — from its HTTP repository or OCI registry — and checks every archive there: the
+chart and version inside, and its sha256 against the digest recorded beside the version. A pin
+with no digest recorded yet gets the downloaded archive's digest printed, to be recorded after
+checking it against the repository's index.yaml. `--check` downloads nothing: it exits 1 when an
+archive is missing or does not match. `infra plan` templates the releases whose archives are
+there (docs/charts.md). Needs network and helm-python-sdk (`pip install '.[charts]'`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from infra.errors import Problem, UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "charts", help="Helm chart archives: `infra charts pull` downloads and checks the pinned ones",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="charts_command", metavar="ACTION")
+    sub.required = True
+    pull = sub.add_parser("pull", help="download the pinned chart archives into charts/ and check them")
+    pull.add_argument("--check", action="store_true", help="download nothing; exit 1 when an archive is missing or differs")
+    pull.add_argument("--dest", type=Path, default=None, help="directory of the archives (default: the project's charts/)")
+    pull.add_argument("--root", type=Path, default=None, help="project root (default: the project around the current directory)")
+    pull.set_defaults(func=run_pull)
+
+
+def run_pull(args: argparse.Namespace, pins=None) -> int:
+    from infra.catalog.versions import PINNED_CHARTS
+    from infra.charts.pull import check_archive, pull_chart
+    from infra.charts.source import archive_name
+    from infra.charts.template import ChartError, file_digest, helm_available
+    from infra.project import project_root
+
+    if not helm_available():
+        raise UserError([Problem("infra charts pull", "needs helm-python-sdk: pip install '.[charts]'")])
+    dest = args.dest or project_root(args.root) / "charts"
+    failed = 0
+    for chart, version, repo, digest in pins if pins is not None else PINNED_CHARTS:
+        path = dest / archive_name(chart, version)
+        try:
+            if not path.is_file():
+                if args.check:
+                    print(f"MISSING {path}")
+                    failed += 1
+                    continue
+                pull_chart(chart, version, repo, dest)
+                print(f"pulled  {path}")
+            problems = check_archive(path, chart, version, digest)
+        except ChartError as err:
+            print(f"FAILED  {chart} {version}: {err}")
+            failed += 1
+            continue
+        for problem in problems:
+            print(f"FAILED  {problem}")
+        failed += bool(problems)
+        if not problems:
+            print(f"ok      {path.name} {file_digest(path)}" + ("" if digest else "  (no digest recorded in versions.py: record this one)"))
+    return 1 if failed else 0

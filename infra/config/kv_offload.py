@@ -1,0 +1,78 @@
+"""`models[].kv_offload` — a KV-cache tier in host memory — and the checks of a model's sessions.
+
+Multi-turn chat re-sends its history every turn; the GPU prefix cache serves it only while it
+holds it. An offload tier keeps evicted blocks in the node's RAM and reloads them over PCIe
+instead of re-prefilling (vLLM `--kv-offloading-backend` / `--kv-offloading-size`). Its size is
+checked against host memory in the plan (infra/session_plan.py), once the layout is known.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from infra.config.base import StrictModel
+from infra.config.layout import PdLayoutConfig
+from infra.domain import KvOffload, session_shape
+from infra.errors import Problem
+
+if TYPE_CHECKING:
+    from infra.config.models import ModelConfig
+
+
+class KvOffloadConfig(StrictModel):
+    """A second KV-cache tier in host memory for every engine of the model (docs/planner.md)."""
+
+    kind: Literal["none", "auto", "cpu", "lmcache"] = Field(
+        "none",
+        description="none; auto: the planner turns a CPU tier on where it raises goodput by 5 % or more (needs workload.turns_per_session); cpu: vLLM's native OffloadingConnector; lmcache: LMCache's multi-process server in the engine container, reached by vLLM's LMCacheMPConnector (needs an image with LMCache: the pinned vLLM images are built without it).",
+    )
+    size_gib: float | None = Field(
+        None, gt=0, le=65536, allow_inf_nan=False,
+        description="cpu / lmcache (required): host memory per engine (cpu: vLLM's --kv-offloading-size, shared by its TP ranks; lmcache: the L1 buffer of the LMCache server in the engine container; a replica with dp ranks pins it dp times); must fit the engine pod's share of the node's RAM beside the engine itself.",
+    )
+
+    def to_offload(self) -> KvOffload | None:
+        return KvOffload(self.kind, float(self.size_gib)) if self.kind in ("cpu", "lmcache") and self.size_gib else None
+
+
+def kv_offload_problems(model: ModelConfig, at: str) -> list[Problem]:
+    """A tier needs its size (cpu, lmcache) and no other connector; lmcache an image with LMCache;
+    the session model and a fixed hit rate are two answers to one question."""
+    off, w, problems = model.kv_offload, model.workload, []
+    if off.kind in ("cpu", "lmcache") and off.size_gib is None:
+        problems.append(Problem(f"{at}.kv_offload.size_gib", f"required with kind {off.kind}: GiB of host memory per engine"))
+    if off.kind in ("none", "auto") and off.size_gib is not None:
+        problems.append(Problem(f"{at}.kv_offload.size_gib", f"not used with kind {off.kind} (cpu or lmcache take a size)"))
+    if off.kind != "none" and isinstance(model.layout, PdLayoutConfig):
+        problems.append(Problem(
+            f"{at}.kv_offload",
+            "not with a prefill/decode layout: its engines' --kv-transfer-config carries the P/D connector, which vLLM's "
+            "offloading switch would replace (composing both through MultiConnector is not supported here)",
+        ))
+    if off.kind == "lmcache" and model.image is None:
+        problems.append(Problem(
+            f"{at}.kv_offload.kind",
+            "lmcache needs models[].image set to an image with LMCache installed: the pinned vLLM images are built "
+            "without it (vLLM's docker/Dockerfile.rocm --build-arg INSTALL_LMCACHE=true builds one)",
+        ))
+    if off.kind == "lmcache" and getattr(model.layout, "nodes_per_replica", 1) > 1:
+        problems.append(Problem(
+            f"{at}.kv_offload",
+            "lmcache runs its server in the engine container of a single-node replica; a replica over nodes can use kind cpu",
+        ))
+    if off.kind == "auto" and w.turns_per_session == 1:
+        problems.append(Problem(f"{at}.kv_offload", "auto needs workload.turns_per_session above 1: the planner decides from the sessions"))
+    if w.turns_per_session > 1 and w.prefix_cache_hit_rate > 0:
+        problems.append(Problem(
+            f"{at}.workload.prefix_cache_hit_rate",
+            "set prefix_cache_hit_rate or turns_per_session, not both: with sessions the planner predicts the hit rate",
+        ))
+    if w.turns_per_session == 1 and w.new_tokens_per_turn is not None:
+        problems.append(Problem(f"{at}.workload.new_tokens_per_turn", "only with turns_per_session above 1"))
+    try:
+        session_shape(w.to_workload())
+    except ValueError as err:
+        problems.append(Problem(f"{at}.workload", str(err)))
+    return problems
