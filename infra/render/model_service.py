@@ -818,22 +818,3 @@ def render_secret_shape(name: str, namespace: str, key: str, model: str | None =
         "metadata": _meta(name, namespace, labels),
         "type": "Opaque",
     }
-
-
-def render_engines(spec: ModelServiceSpec) -> dict:
-    """The engines' workload: a Deployment, or a LeaderWorkerSet for a replica that spans nodes."""
-    if spec.layout.multi_node:
-        from infra.render.multi_node import render_leader_worker_set
-
-        return render_leader_worker_set(spec)
-    return render_deployment(spec)
-
-
-def render_model_service(spec: ModelServiceSpec) -> list[dict]:
-    """All objects of one model service, in apply order (Job first: the engines wait on it)."""
-    objects = []
-    job = render_prefetch_job(spec)
-    if job:
-        objects.append(job)
-    objects += [render_engines(spec), render_service(spec), render_pdb(spec)]
-    return objects

@@ -21,10 +21,23 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
-if TYPE_CHECKING:
-    from infra.tuning.bench import BenchBundle
+
+class SweepBundle(Protocol):
+    """What a sweep reads of `infra bench`'s bundle (infra/tuning/bench.py `BenchBundle`): declared
+    here, so the bundle's module imports this one and not the other way round."""
+
+    @property
+    def target(self) -> Any: ...  # BenchTarget: stack, model, service
+    @property
+    def options(self) -> Any: ...  # BenchOptions: run_id, ...
+    @property
+    def sweeps(self) -> tuple[Any, ...]: ...  # LayoutSweep per layout, in run order
+    @property
+    def layouts(self) -> tuple[tuple[str, list[dict]], ...]: ...  # (directory name, objects)
+    @property
+    def prefetch(self) -> dict | None: ...
 
 RESULT_LINE_PREFIX = "BENCH_RESULT"
 RESULTS_DIR = "results"
@@ -107,7 +120,7 @@ class Delete:
 Step = Apply | WaitForJob | CollectResults | Delete
 
 
-def sweep_steps(bundle: BenchBundle) -> list[Step]:
+def sweep_steps(bundle: SweepBundle) -> list[Step]:
     """Every step of the sweep, in the order a runner must take them (pure)."""
     steps: list[Step] = []
     if bundle.prefetch:
@@ -170,7 +183,7 @@ _WAIT_JOB = [
 ]
 
 
-def render_run_script(bundle: BenchBundle) -> str:
+def render_run_script(bundle: SweepBundle) -> str:
     """POSIX sh with kubectl, generated step by step from `sweep_steps(bundle)`: the same order,
     deadlines and failure policy as `infra bench --apply`. Exits non-zero when a layout did not
     complete, after every layout has had its turn."""

@@ -12,6 +12,7 @@ from infra.catalog import versions
 from infra.catalog.gpus import GPU_SIZES, gpu_size
 from infra.domain import Layout
 from infra.errors import UserError
+from infra.render.model_objects import render_model_service
 from infra.render.model_service import (
     ANNOTATION_GPUS,
     ANNOTATION_LAYOUT,
@@ -22,7 +23,6 @@ from infra.render.model_service import (
     deployment_timeout_seconds,
     memory_request_gib,
     render_deployment,
-    render_model_service,
     render_namespace,
     render_pdb,
     render_prefetch_job,

@@ -13,7 +13,8 @@ from infra.catalog.vllm_flags import unknown_flags
 from infra.domain import Layout
 from infra.errors import UserError
 from infra.render.fabric import lws_values, render_attachments, render_multus
-from infra.render.model_service import ModelServiceSpec, render_model_service
+from infra.render.model_objects import render_model_service
+from infra.render.model_service import ModelServiceSpec
 from infra.render.vllm_args import ServeOptions, vllm_serve_args
 from tests import gateway_schemas
 

@@ -25,6 +25,7 @@ from infra.errors import UserError
 from infra.render import model_service as ms
 from infra.render import observability, router
 from infra.render.autoscaling import queue_query
+from infra.render.model_objects import render_model_service
 from infra.render.model_service import CacheSpec, ModelServiceSpec
 from infra.tuning import bench, sweep_steps
 from infra.tuning.bench_flags import known_bench_flags
@@ -198,7 +199,7 @@ def _production(target: bench.BenchTarget):
     observed = observability.ObservedModel(
         target.model, service.served_model_name, namespace, 2000, 50, 4, 2, deployment=f"{target.model}-engine"
     )
-    objects = list(ms.render_model_service(service))
+    objects = list(render_model_service(service))
     spec = router.RouterSpec(models=(router.RoutedModel(target.model, service.served_model_name),), kind="session",
                              namespace=namespace, public=True, api_key_secret="k")
     objects += router.render_router(spec)
