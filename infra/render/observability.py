@@ -29,9 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.catalog import versions
+from infra.render.pd_rules import pd_alert_group, pd_recording_group
 from infra.render.planner_rules import planner_alert_group, planner_recording_group
 from infra.render.prefix_cache_rules import prefix_cache_alert_group, prefix_cache_group
 from infra.render.rollout_rules import VARIANT_LABEL, RolloutObserved, render_rollout_rule_groups
+from infra.render.slo_alerts import gpu_alert_group, serving_alert_group, slo_alert_group
 from infra.render.slo_rules import (
     DEFAULT_THRESHOLDS,
     PD_ROLE_TARGET_LABEL,
@@ -39,13 +41,8 @@ from infra.render.slo_rules import (
     RUNBOOK_DEFAULT,
     AlertThresholds,
     ObservedModel,
-    gpu_alert_group,
     model_recording_group,
-    pd_alert_group,
-    pd_recording_group,
     pool_cost_group,
-    serving_alert_group,
-    slo_alert_group,
     slo_recording_group,
 )
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from infra.render.slo_rules import RUNBOOK_DEFAULT, ObservedModel, _alert, _num, _rule, selector
+from infra.render.slo_alerts import alerting_rule
+from infra.render.slo_rules import RUNBOOK_DEFAULT, ObservedModel, promql_number, recording_rule, selector
 
 QUERIES = "vllm:prefix_cache_queries_total"
 GPU_HITS = "vllm:prefix_cache_hits_total"
@@ -60,17 +61,17 @@ def prefix_cache_group(m: ObservedModel) -> dict:
         gpu = _sum_rate(GPU_HITS, m, window)
         offload = f"({_sum_rate(OFFLOAD_HITS, m, window)} or vector(0))"
         rules += [
-            _rule(f"model:vllm_prefix_cache_queries:rate{window}", queries, m),
-            _rule(f"model:vllm_prefix_cache_total_hit:ratio_rate{window}", _ratio(f"({gpu} + {offload})", queries), m),
-            _rule(f"model:vllm_prefix_cache_offload_hit:ratio_rate{window}", _ratio(offload, queries), m),
+            recording_rule(f"model:vllm_prefix_cache_queries:rate{window}", queries, m),
+            recording_rule(f"model:vllm_prefix_cache_total_hit:ratio_rate{window}", _ratio(f"({gpu} + {offload})", queries), m),
+            recording_rule(f"model:vllm_prefix_cache_offload_hit:ratio_rate{window}", _ratio(offload, queries), m),
         ]
     if m.prefix_cache_planned_hit is not None:
-        rules.append(_rule("model:vllm_prefix_cache_hit:planned", f"vector({_num(round(m.prefix_cache_planned_hit, 4))})", m))
+        rules.append(recording_rule("model:vllm_prefix_cache_hit:planned", f"vector({promql_number(round(m.prefix_cache_planned_hit, 4))})", m))
     if m.kv_offload:
         for direction, (bytes_total, seconds_total, ops) in OFFLOAD_COUNTERS.items():
             rules += [
-                _rule(f"model:vllm_kv_offload_{direction}_bytes:rate5m", _sum_rate(bytes_total, m, "5m"), m),
-                _rule(
+                recording_rule(f"model:vllm_kv_offload_{direction}_bytes:rate5m", _sum_rate(bytes_total, m, "5m"), m),
+                recording_rule(
                     f"model:vllm_kv_offload_{direction}_seconds:mean5m",
                     _ratio(_sum_rate(seconds_total, m, "5m"), _sum_rate(ops, m, "5m")),
                     m,
@@ -85,16 +86,16 @@ def prefix_cache_alert_group(models: Iterable[ObservedModel], runbook_base: str 
     comparison with the plan only when some model has a planned hit rate to compare with)."""
     now = "model:vllm_prefix_cache_total_hit:ratio_rate30m"
     usual = f"avg_over_time({now}[1d] offset 30m)"
-    traffic = f"model:vllm_prefix_cache_queries:rate30m > {_num(MIN_QUERIED_TOKENS_PER_S)}"
-    f = _num(COLLAPSE_FACTOR)
-    below_usual = f"({now} < {f} * {usual} and {usual} > {_num(MIN_BASELINE_HIT)})"
+    traffic = f"model:vllm_prefix_cache_queries:rate30m > {promql_number(MIN_QUERIED_TOKENS_PER_S)}"
+    f = promql_number(COLLAPSE_FACTOR)
+    below_usual = f"({now} < {f} * {usual} and {usual} > {promql_number(MIN_BASELINE_HIT)})"
     if any(m.prefix_cache_planned_hit is not None for m in models):
         below_usual = f"{now} < {f} * model:vllm_prefix_cache_hit:planned\n  or\n  {below_usual}"
     expr = f"(\n  {below_usual}\n)\nand on (model) {traffic}"
     return {
         "name": "inference-platform.alerts.prefix-cache",
         "rules": [
-            _alert(
+            alerting_rule(
                 "VllmPrefixCacheHitRateCollapsed",
                 expr,
                 "warning",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infra.render.slo_alerts import alerting_rule
 from infra.render.slo_rules import (
     ERROR_BUDGET,
     SERVED_FINISHED_REASONS,
@@ -33,8 +34,7 @@ from infra.render.slo_rules import (
     TTFT_BUCKETS_S,
     TTFT_METRIC,
     ObservedModel,
-    _alert,
-    _num,
+    promql_number,
     quoted,
     selector,
     slo_good_ratio_expr,
@@ -115,7 +115,7 @@ def variant_rules(rollout: RolloutObserved, variant: str) -> list[dict]:
         rules.append(
             _rule(
                 f"model_variant:vllm_slo_burn_rate:rate{window}",
-                f"({ttft} > {tpot} or {tpot}) / {_num(ERROR_BUDGET)}",
+                f"({ttft} > {tpot} or {tpot}) / {promql_number(ERROR_BUDGET)}",
                 m, variant,
             )
         )
@@ -156,7 +156,7 @@ def canary_worse_expr() -> str:
         c, k = cand.format(w=w), cur.format(w=w)
         # A comparison ignoring(variant) drops the label, so the outer `and` matches on the model.
         parts.append(
-            f"({c} > 1 and on(model) ({c} > ignoring(variant) {_num(WORSE_BURN_FACTOR)} * {k} or on(model) {c} unless on(model) {k}))"
+            f"({c} > 1 and on(model) ({c} > ignoring(variant) {promql_number(WORSE_BURN_FACTOR)} * {k} or on(model) {c} unless on(model) {k}))"
         )
     traffic = f'model_variant:vllm_requests:increase1h{{variant="candidate"}} >= {MIN_CANDIDATE_REQUESTS}'
     return f"{parts[1]}\nand {parts[0]}\nand {traffic}"
@@ -166,7 +166,7 @@ def rollout_alert_group(runbook_base: str) -> dict:
     return {
         "name": ROLLOUT_ALERT_GROUP,
         "rules": [
-            _alert(
+            alerting_rule(
                 "LayoutCanaryWorse",
                 canary_worse_expr(),
                 "warning",

@@ -286,7 +286,7 @@ def slo_bucket_warnings(models: Iterable[ObservedModel]) -> list[str]:
 # --- PromQL building blocks ------------------------------------------------------------------
 
 
-def _num(x: float) -> str:
+def promql_number(x: float) -> str:
     """A float as PromQL prints it best: 0.6, 2, 1e-06 stays readable."""
     return f"{x:.10g}"
 
@@ -365,21 +365,21 @@ def slo_good_ratio_expr(
     else:
         lower = 0.0 if b.lower_s is None else b.lower_s
         weight = (limit_s - lower) / (b.upper_s - lower)
-        upper_term = f"{cumulative(b.upper_s)} * {_num(weight)}"
+        upper_term = f"{cumulative(b.upper_s)} * {promql_number(weight)}"
         good = (
-            upper_term if b.lower_s is None else f"({cumulative(lower)} * {_num(1 - weight)} + {upper_term})"
+            upper_term if b.lower_s is None else f"({cumulative(lower)} * {promql_number(1 - weight)} + {upper_term})"
         )
     return f"{good} / {count}"
 
 
-def _rule(record: str, expr: str, model: ObservedModel) -> dict:
+def recording_rule(record: str, expr: str, model: ObservedModel) -> dict:
     return {"record": record, "expr": expr, "labels": {"model": model.name}}
 
 
 def _quantile_rules(short: str, metric: str, model: ObservedModel) -> list[dict]:
     sel = selector(model, *sli_side(model, short))
     return [
-        _rule(
+        recording_rule(
             f"model:vllm_{short}_seconds:p{int(q * 100)}",
             f"histogram_quantile({q}, sum by (le) (rate({metric}_bucket{sel}[5m])))",
             model,
@@ -388,7 +388,7 @@ def _quantile_rules(short: str, metric: str, model: ObservedModel) -> list[dict]
     ]
 
 
-def _by_model(record: str, model: ObservedModel) -> str:
+def by_model(record: str, model: ObservedModel) -> str:
     return f"{record}{{model={quoted(model.name)}}}"
 
 
@@ -416,38 +416,21 @@ def readiness_rules(model: ObservedModel, pod_labels: str) -> list[dict]:
     ns = f"namespace={quoted(model.namespace)}"
     ready_now = f'(kube_pod_status_ready{{{ns}, condition="true"}} == 1)'
     return [
-        _rule(
+        recording_rule(
             "model:engine_time_to_ready_seconds",
             f"(kube_pod_status_ready_time{{{ns}}} - kube_pod_start_time{{{ns}}})"
             f" and on (namespace, pod) {ready_now} and on (namespace, pod) {pod_labels}",
             model,
         ),
-        _rule(
+        recording_rule(
             "model:engine_loading_seconds",
             f"(time() - kube_pod_start_time{{{ns}}})"
             f' unless on (namespace, pod) (max_over_time(kube_pod_status_ready{{{ns}, condition="true"}}[{READY_LOOKBACK}]) == 1)'
             f" and on (namespace, pod) {pod_labels}",
             model,
         ),
-        _rule("model:engine_predicted_ready_seconds", f"vector({model.predicted_ready_seconds})", model),
+        recording_rule("model:engine_predicted_ready_seconds", f"vector({model.predicted_ready_seconds})", model),
     ]
-
-
-def slow_readiness_alert(runbook_base: str) -> dict:
-    """An engine pod still not Ready after READY_ALERT_FACTOR × the plan's time-to-ready: a
-    rollout (or scale-up) is loading far slower than planned — a throttled source, a cold cache,
-    a crash loop inside the startup probe's budget. Generic over the recorded `model` label."""
-    factor = _num(READY_ALERT_FACTOR)
-    return _alert(
-        "VllmReplicaSlowToReady",
-        f"model:engine_loading_seconds > on (model) group_left () ({factor} * model:engine_predicted_ready_seconds)",
-        "warning",
-        "1m",
-        "{{ $labels.model }}: pod {{ $labels.pod }} is taking far longer to become ready than planned",
-        "{{ $labels.namespace }}/{{ $labels.pod }} started {{ $value | humanizeDuration }} ago and is not ready; "
-        f"the plan expects a new {{{{ $labels.model }}}} pod to be ready in half the time this alert allows ({factor}×).",
-        runbook_base,
-    )
 
 
 def _gpus_serving_expr(model: ObservedModel) -> str:
@@ -460,15 +443,16 @@ def _gpus_serving_expr(model: ObservedModel) -> str:
             for variant, gpus in (("current", model.gpus_per_replica), ("candidate", model.candidate_gpus_per_replica))
         )
     if model.pd is None:
-        return f"{_by_model('model:vllm_replicas_up:sum', model)} * {model.gpus_per_replica}"
+        return f"{by_model('model:vllm_replicas_up:sum', model)} * {model.gpus_per_replica}"
     return " + ".join(
         f'(sum(up{{component="vllm", model={quoted(model.name)}, {PD_ROLE_TARGET_LABEL}="{role}"}}) or vector(0)) * {tp}'
         for role, tp in (("prefill", model.pd.prefill_tp), ("decode", model.pd.decode_tp))
     )
 
 
-def model_recording_group(model: ObservedModel) -> dict:
-    """Per-model serving, saturation, efficiency and cost series (evaluated every interval)."""
+def _serving_rules(model: ObservedModel) -> list[dict]:
+    """Per-model latency quantiles, throughput, saturation, replicas, efficiency, SLO limits and
+    time to ready."""
     sel = selector(model)
     served = f'finished_reason=~"{"|".join(SERVED_FINISHED_REASONS)}"'
     unserved = f'finished_reason!~"{"|".join(SERVED_FINISHED_REASONS)}"'
@@ -476,68 +460,75 @@ def model_recording_group(model: ObservedModel) -> dict:
         f'kube_pod_labels{{namespace={quoted(model.namespace)}, label_app_kubernetes_io_name="vllm", '
         f"label_inference_platform_model={quoted(model.name)}}}"
     )
-    rules = [
+    return [
         *_quantile_rules("ttft", TTFT_METRIC, model),
         *_quantile_rules("tpot", TPOT_METRIC, model),
         # Every finished request, whatever the finish reason: the load the engines carried.
-        _rule(
+        recording_rule(
             "model:vllm_requests_per_second:rate5m", f"sum(rate(vllm:request_success_total{sel}[5m]))", model
         ),
         # Served: finished with a complete response (stop or length); the base of goodput.
-        _rule(
+        recording_rule(
             "model:vllm_served_requests_per_second:rate5m",
             f"sum(rate(vllm:request_success_total{selector(model, served)}[5m]))",
             model,
         ),
         # Not served (abort: the client went away or was cancelled; error: the engine failed it),
         # per finish reason.
-        _rule(
+        recording_rule(
             "model:vllm_unserved_requests_per_second:rate5m",
             f"sum by (finished_reason) (rate(vllm:request_success_total{selector(model, unserved)}[5m]))",
             model,
         ),
-        _rule(
+        recording_rule(
             "model:vllm_output_tokens_per_second:rate5m",
             f"sum(rate(vllm:generation_tokens_total{sel}[5m]))",
             model,
         ),
-        _rule(
+        recording_rule(
             "model:vllm_prompt_tokens_per_second:rate5m",
             f"sum(rate(vllm:prompt_tokens_total{sel}[5m]))",
             model,
         ),
-        _rule("model:vllm_requests_waiting:sum", f"sum(vllm:num_requests_waiting{sel})", model),
-        _rule("model:vllm_requests_running:sum", f"sum(vllm:num_requests_running{sel})", model),
-        _rule("model:vllm_kv_cache_usage:max", f"max(vllm:kv_cache_usage_perc{sel})", model),
-        _rule("model:vllm_kv_cache_usage:avg", f"avg(vllm:kv_cache_usage_perc{sel})", model),
-        _rule(
+        recording_rule("model:vllm_requests_waiting:sum", f"sum(vllm:num_requests_waiting{sel})", model),
+        recording_rule("model:vllm_requests_running:sum", f"sum(vllm:num_requests_running{sel})", model),
+        recording_rule("model:vllm_kv_cache_usage:max", f"max(vllm:kv_cache_usage_perc{sel})", model),
+        recording_rule("model:vllm_kv_cache_usage:avg", f"avg(vllm:kv_cache_usage_perc{sel})", model),
+        recording_rule(
             "model:vllm_prefix_cache_hit:ratio_rate5m",
             f"sum(rate(vllm:prefix_cache_hits_total{sel}[5m])) / sum(rate(vllm:prefix_cache_queries_total{sel}[5m]))",
             model,
         ),
         # Targets the vLLM PodMonitor scrapes successfully (its relabelings set model/component).
-        _rule(
+        recording_rule(
             "model:vllm_replicas_up:sum", f'sum(up{{component="vllm", model={quoted(model.name)}}})', model
         ),
-        _rule("model:vllm_gpus_serving:sum", _gpus_serving_expr(model), model),
-        _rule(
+        recording_rule("model:vllm_gpus_serving:sum", _gpus_serving_expr(model), model),
+        recording_rule(
             "model:vllm_output_tokens_per_second_per_gpu:rate5m",
-            f"{_by_model('model:vllm_output_tokens_per_second:rate5m', model)}"
-            f" / ({_by_model('model:vllm_gpus_serving:sum', model)} > 0)",
+            f"{by_model('model:vllm_output_tokens_per_second:rate5m', model)}"
+            f" / ({by_model('model:vllm_gpus_serving:sum', model)} > 0)",
             model,
         ),
         # Ready pods from kube-state-metrics; `or vector(0)` so that "no pod at all" is 0, not absent.
-        _rule(
+        recording_rule(
             "model:vllm_replicas_ready:sum",
             f'sum(kube_pod_status_ready{{namespace={quoted(model.namespace)}, condition="true"}}'
             f" * on (namespace, pod) {pod_labels}) or vector(0)",
             model,
         ),
-        _rule("model:vllm_replicas_expected:count", f"vector({model.replicas})", model),
-        _rule("model:slo_ttft_p90_limit_seconds", f"vector({_num(model.ttft_p90_ms / 1000)})", model),
-        _rule("model:slo_tpot_p90_limit_seconds", f"vector({_num(model.tpot_p90_ms / 1000)})", model),
+        recording_rule("model:vllm_replicas_expected:count", f"vector({model.replicas})", model),
+        recording_rule("model:slo_ttft_p90_limit_seconds", f"vector({promql_number(model.ttft_p90_ms / 1000)})", model),
+        recording_rule("model:slo_tpot_p90_limit_seconds", f"vector({promql_number(model.tpot_p90_ms / 1000)})", model),
         *readiness_rules(model, pod_labels),
     ]
+
+
+def _cost_rules(model: ObservedModel) -> list[dict]:
+    """Per-model cost: of the serving GPUs at the catalog price (a lower bound), and billed (the
+    model's share of its pool's nodes); each only when its price is known."""
+    sel = selector(model)
+    rules: list[dict] = []
     # Cost of the serving replicas: GPUs behind a successfully scraped vLLM pod × the pool's
     # price per GPU. It leaves out GPUs DigitalOcean bills all the same — nodes whose replica is
     # still loading (no /metrics yet) or fails its scrape, GPUs a node's replicas do not use, and
@@ -546,30 +537,30 @@ def model_recording_group(model: ObservedModel) -> dict:
     priced = model.usd_per_gpu_hour is not None
     if priced:
         rules += [
-            _rule("model:gpu_price_usd_per_gpu_hour", f"vector({_num(model.usd_per_gpu_hour)})", model),
-            _rule(
+            recording_rule("model:gpu_price_usd_per_gpu_hour", f"vector({promql_number(model.usd_per_gpu_hour)})", model),
+            recording_rule(
                 "model:gpu_cost_usd_per_hour:sum",
-                f"{_by_model('model:vllm_gpus_serving:sum', model)} * {_num(model.usd_per_gpu_hour)}",
+                f"{by_model('model:vllm_gpus_serving:sum', model)} * {promql_number(model.usd_per_gpu_hour)}",
                 model,
             ),
         ]
     if priced or model.billed:
         rules.append(
-            _rule(
+            recording_rule(
                 "model:vllm_output_tokens_per_second:rate1h",
                 f"sum(rate(vllm:generation_tokens_total{sel}[1h]))",
                 model,
             )
         )
     million_tokens_per_hour = (
-        f"({_by_model('model:vllm_output_tokens_per_second:rate1h', model)} * 3600 / 1e6 > 0)"
+        f"({by_model('model:vllm_output_tokens_per_second:rate1h', model)} * 3600 / 1e6 > 0)"
     )
     if priced:
         # $/h ÷ (million output tokens per hour); the `> 0` drops idle hours instead of +Inf.
         rules.append(
-            _rule(
+            recording_rule(
                 "model:vllm_cost_usd_per_million_output_tokens:rate1h",
-                f"{_by_model('model:gpu_cost_usd_per_hour:sum', model)} / {million_tokens_per_hour}",
+                f"{by_model('model:gpu_cost_usd_per_hour:sum', model)} / {million_tokens_per_hour}",
                 model,
             )
         )
@@ -578,20 +569,25 @@ def model_recording_group(model: ObservedModel) -> dict:
         # in pool_cost_group), idle and loading GPUs included. `sum` drops the `pool` label so
         # the series carries `model` only, like every other per-model series.
         rules += [
-            _rule("model:pool_gpu_share:ratio", f"vector({_num(model.pool_gpu_share)})", model),
-            _rule(
+            recording_rule("model:pool_gpu_share:ratio", f"vector({promql_number(model.pool_gpu_share)})", model),
+            recording_rule(
                 "model:billed_cost_usd_per_hour:sum",
                 f"sum(pool:node_cost_usd_per_hour:sum{{pool={quoted(model.pool)}}})"
-                f" * {_num(model.pool_gpu_share)}",
+                f" * {promql_number(model.pool_gpu_share)}",
                 model,
             ),
-            _rule(
+            recording_rule(
                 "model:vllm_billed_cost_usd_per_million_output_tokens:rate1h",
-                f"{_by_model('model:billed_cost_usd_per_hour:sum', model)} / {million_tokens_per_hour}",
+                f"{by_model('model:billed_cost_usd_per_hour:sum', model)} / {million_tokens_per_hour}",
                 model,
             ),
         ]
-    return {"name": f"inference-platform.model.{model.name}", "rules": rules}
+    return rules
+
+
+def model_recording_group(model: ObservedModel) -> dict:
+    """Per-model serving, saturation, efficiency and cost series (evaluated every interval)."""
+    return {"name": f"inference-platform.model.{model.name}", "rules": _serving_rules(model) + _cost_rules(model)}
 
 
 # kube-state-metrics' name for the DOKS node-pool label on kube_node_labels; exported only
@@ -622,7 +618,7 @@ def pool_cost_group(models: Iterable[ObservedModel]) -> dict | None:
         rules.append(
             {
                 "record": "pool:node_cost_usd_per_hour:sum",
-                "expr": f"({nodes} or {labelled} * 0) * {_num(price)}",
+                "expr": f"({nodes} or {labelled} * 0) * {promql_number(price)}",
                 "labels": {"pool": pool},
             }
         )
@@ -643,18 +639,18 @@ def slo_recording_group(model: ObservedModel) -> dict:
         side = sli_side(model, short)
         for window in SLO_WINDOWS:
             good = slo_good_ratio_expr(metric, model, limit_ms / 1000.0, buckets, window, side)
-            rules.append(_rule(f"model:vllm_{short}_slo_errors:ratio_rate{window}", f"1 - ({good})", model))
+            rules.append(recording_rule(f"model:vllm_{short}_slo_errors:ratio_rate{window}", f"1 - ({good})", model))
         rules.append(
-            _rule(
+            recording_rule(
                 f"model:vllm_{short}_slo_good:ratio_rate5m",
-                f"1 - {_by_model(f'model:vllm_{short}_slo_errors:ratio_rate5m', model)}",
+                f"1 - {by_model(f'model:vllm_{short}_slo_errors:ratio_rate5m', model)}",
                 model,
             )
         )
         # Requests per second over each burn-rate long window: the minimum-traffic guard.
         for window in dict.fromkeys(w.long_window for w in BURN_RATE_POLICY):
             rules.append(
-                _rule(
+                recording_rule(
                     f"model:vllm_{short}_requests:rate{window}",
                     f"sum(rate({metric}_count{selector(model, *side)}[{window}]))",
                     model,
@@ -663,270 +659,17 @@ def slo_recording_group(model: ObservedModel) -> dict:
     # The two histograms are separate, so the fraction of requests meeting *both* SLOs is not
     # observable; the smaller of the two fractions is an upper bound on it. Only served requests
     # (stop/length) count: an aborted or failed request is not goodput however fast it was.
-    ttft_good = _by_model("model:vllm_ttft_slo_good:ratio_rate5m", model)
-    tpot_good = _by_model("model:vllm_tpot_slo_good:ratio_rate5m", model)
+    ttft_good = by_model("model:vllm_ttft_slo_good:ratio_rate5m", model)
+    tpot_good = by_model("model:vllm_tpot_slo_good:ratio_rate5m", model)
     rules.append(
-        _rule(
+        recording_rule(
             "model:vllm_goodput_requests_per_second:rate5m",
-            f"{_by_model('model:vllm_served_requests_per_second:rate5m', model)}"
+            f"{by_model('model:vllm_served_requests_per_second:rate5m', model)}"
             f" * ({ttft_good} < {tpot_good} or {tpot_good})",
             model,
         )
     )
     return {"name": f"inference-platform.slo.{model.name}", "interval": "1m", "rules": rules}
-
-
-# --- alerting rules --------------------------------------------------------------------------
-
-
-def _runbook(base: str, anchor: str) -> str:
-    return f"{base}#{anchor}"
-
-
-def _alert(
-    name: str,
-    expr: str,
-    severity: str,
-    for_: str | None,
-    summary: str,
-    description: str,
-    runbook_base: str,
-    extra_labels: dict | None = None,
-) -> dict:
-    rule = {"alert": name, "expr": expr}
-    if for_:
-        rule["for"] = for_
-    rule["labels"] = {"severity": severity, **(extra_labels or {})}
-    rule["annotations"] = {
-        "summary": summary,
-        "description": description,
-        "runbook_url": _runbook(runbook_base, name.lower()),
-    }
-    return rule
-
-
-def _burn_condition(short: str, w: BurnRateWindow) -> str:
-    """Both windows over the threshold, and enough traffic in the long window to mean it.
-
-    The guard averages over the long window rather than the last hour, so a slow burn over a day
-    still warns when the night is quiet; the value of the condition stays the long-window ratio.
-    """
-    t = _num(w.error_ratio_threshold)
-    return (
-        f"(model:vllm_{short}_slo_errors:ratio_rate{w.long_window} > {t}"
-        f" and model:vllm_{short}_slo_errors:ratio_rate{w.short_window} > {t}"
-        f" and model:vllm_{short}_requests:rate{w.long_window} * 3600 >= {MIN_REQUESTS_PER_HOUR})"
-    )
-
-
-def slo_alert_group(runbook_base: str = RUNBOOK_DEFAULT) -> dict:
-    """Burn-rate alerts for both SLIs; generic over the `model` label of the recorded ratios."""
-    rules = []
-    for short, title in (("ttft", "time to first token"), ("tpot", "time per output token")):
-        for speed, severity, for_ in (("Fast", "critical", "2m"), ("Slow", "warning", "15m")):
-            windows = [w for w in BURN_RATE_POLICY if w.severity == severity]
-            expr = "\n or\n".join(_burn_condition(short, w) for w in windows)
-            rules.append(
-                _alert(
-                    f"Vllm{short.capitalize()}Slo{speed}Burn",
-                    expr,
-                    severity,
-                    for_,
-                    f"{{{{ $labels.model }}}}: p90 {title} SLO error budget burning {speed.lower()}",
-                    f"{{{{ $value | humanizePercentage }}}} of {{{{ $labels.model }}}} requests exceeded the "
-                    f"p90 {title} limit (budget: {ERROR_BUDGET:.0%} of requests). Windows: "
-                    + ", ".join(f"{w.long_window}/{w.short_window} at {w.burn_rate:g}×" for w in windows)
-                    + f"; only with at least {MIN_REQUESTS_PER_HOUR} requests/h over the long window.",
-                    runbook_base,
-                )
-            )
-    return {"name": "inference-platform.alerts.slo", "rules": rules}
-
-
-def serving_alert_group(
-    models: Iterable[ObservedModel],
-    thresholds: AlertThresholds = DEFAULT_THRESHOLDS,
-    runbook_base: str = RUNBOOK_DEFAULT,
-) -> dict:
-    """Queue, KV cache, readiness, restarts and the per-model deadman."""
-    models = list(models)
-    namespaces = "|".join(sorted({regex_literal(m.namespace) for m in models})) or "none"
-    growth_per_s = thresholds.queue_growth_per_minute / 60.0
-    rules = [
-        _alert(
-            "VllmQueueGrowing",
-            "model:vllm_requests_waiting:sum > 0"
-            f" and deriv(model:vllm_requests_waiting:sum[15m]) > {_num(growth_per_s)}",
-            "warning",
-            "10m",
-            "{{ $labels.model }}: request queue keeps growing",
-            "{{ $labels.model }} has {{ $value }} requests waiting and the queue has grown by more than "
-            f"{thresholds.queue_growth_per_minute:g} request/min for 15 minutes: demand exceeds capacity.",
-            runbook_base,
-        ),
-        _alert(
-            "VllmKvCacheSaturated",
-            f"model:vllm_kv_cache_usage:max > {_num(thresholds.kv_cache_usage_ratio)}",
-            "warning",
-            "10m",
-            "{{ $labels.model }}: KV cache nearly full",
-            "The fullest {{ $labels.model }} replica uses {{ $value | humanizePercentage }} of its KV cache; "
-            "vLLM preempts and recomputes sequences when it runs out.",
-            runbook_base,
-        ),
-        _alert(
-            "VllmReplicasNotReady",
-            "model:vllm_replicas_ready:sum < model:vllm_replicas_expected:count",
-            "warning",
-            thresholds.replicas_not_ready_for,
-            "{{ $labels.model }}: fewer vLLM replicas ready than configured",
-            "Only {{ $value }} {{ $labels.model }} replicas have been ready for "
-            f"{thresholds.replicas_not_ready_for}.",
-            runbook_base,
-        ),
-        _alert(
-            "InferencePodRestarting",
-            "label_replace(sum by (namespace, pod, label_inference_platform_model) ("
-            f'increase(kube_pod_container_status_restarts_total{{namespace=~"{namespaces}"}}[30m])'
-            " * on (namespace, pod) group_left (label_inference_platform_model)"
-            ' kube_pod_labels{label_app_kubernetes_io_name=~"vllm|router|vllm-pd-router"}),'
-            ' "model", "$1", "label_inference_platform_model", "(.+)")'
-            f" >= {thresholds.pod_restarts_per_30m}",
-            "warning",
-            None,
-            "{{ $labels.namespace }}/{{ $labels.pod }} restarted {{ $value }} times in 30 minutes",
-            "A vLLM or router pod of {{ $labels.model }} keeps restarting.",
-            runbook_base,
-        ),
-    ]
-    # The deadman fires only while the model's Deployment reports Ready replicas: vLLM serves
-    # /metrics once the engine has loaded (up to ~40 min for a 235B model) and its readiness probe
-    # passes at the same moment, so Ready-without-metrics is a scrape problem, whereas a rollout
-    # still loading is not (VllmReplicasNotReady covers loads that never finish).
-    # kube_deployment_status_replicas_ready needs no kube-state-metrics label allow-list.
-    for m in models:
-        kind = m.workload  # kube-state-metrics: kube_deployment_* or kube_statefulset_*
-        spec_replicas = "kube_deployment_spec_replicas" if kind == "deployment" else "kube_statefulset_replicas"
-        deployment_ready = (
-            f"kube_{kind}_status_replicas_ready{{namespace={quoted(m.namespace)}, "
-            f"{kind}={quoted(m.deployment)}}} > 0"
-        )
-        # A total outage: no SLO series flow (no vLLM metrics) and the deadman above needs a
-        # ready replica, so without this nothing would page until VllmReplicasNotReady warns.
-        # A parked model (0 desired replicas) and a Deployment's first load are not outages; a
-        # rollout of a single-replica model is, and pages.
-        deployment = f"namespace={quoted(m.namespace)}, {kind}={quoted(m.deployment)}"
-        rules.append(
-            _alert(
-                "VllmModelDown",
-                f"kube_{kind}_status_replicas_ready{{{deployment}}} == 0"
-                f" and on () ({spec_replicas}{{{deployment}}} > 0)"
-                f" and on () (time() - kube_{kind}_created{{{deployment}}}"
-                f" > {thresholds.model_down_grace_seconds})",
-                "critical",
-                thresholds.model_down_for,
-                f"{m.name}: no vLLM replica is ready",
-                f"Deployment {m.namespace}/{m.deployment} wants replicas but none has been ready for "
-                f"{thresholds.model_down_for}: every request to {m.served_model_name} fails.",
-                runbook_base,
-                extra_labels={"model": m.name},
-            )
-        )
-        rules.append(
-            _alert(
-                "VllmMetricsAbsent",
-                f"absent_over_time(vllm:num_requests_running{selector(m)}[{thresholds.deadman_window}])"
-                f" and on () ({deployment_ready})",
-                "critical",
-                "5m",
-                f"{m.name}: no vLLM metrics although replicas are ready",
-                f"Deployment {m.namespace}/{m.deployment} has ready replicas, but Prometheus has no vLLM "
-                f"metrics for model_name={m.served_model_name} for {thresholds.deadman_window}: the "
-                "scrape is broken, so the SLO alerts for it are blind.",
-                runbook_base,
-                extra_labels={"model": m.name},
-            )
-        )
-    if any(m.predicted_ready_seconds is not None for m in models):
-        rules.append(slow_readiness_alert(runbook_base))
-    return {"name": "inference-platform.alerts.serving", "rules": rules}
-
-
-# Exporter metric → the alert that reads it (AmdGpuMetricsAbsent watches each one).
-GPU_ALERT_METRICS: dict[str, str] = {
-    "gpu_junction_temperature": "AmdGpuJunctionTemperatureHigh",
-    "gpu_health": "AmdGpuUnhealthy",
-    "gpu_ecc_uncorrect_total": "AmdGpuUncorrectableEccErrors",
-}
-
-
-def gpu_alert_group(
-    thresholds: AlertThresholds = DEFAULT_THRESHOLDS, runbook_base: str = RUNBOOK_DEFAULT
-) -> dict:
-    """AMD device-metrics-exporter alerts, aggregated per physical GPU (hostname, gpu_id), and
-    a cluster-wide deadman for the exporter itself.
-
-    The exporter adds the workload's pod/namespace labels to a GPU's series when a pod holds it,
-    so aggregating per GPU keeps one alert per device whatever runs on it.
-    """
-    rules = [
-        _alert(
-            "AmdGpuJunctionTemperatureHigh",
-            "max by (hostname, gpu_id) (gpu_junction_temperature)"
-            f" > {_num(thresholds.gpu_junction_temperature_c)}",
-            "warning",
-            "5m",
-            "GPU {{ $labels.gpu_id }} on {{ $labels.hostname }} runs hot",
-            "Junction temperature {{ $value }} °C; the GPU will throttle its clocks and slow every "
-            "replica on it.",
-            runbook_base,
-        ),
-        _alert(
-            "AmdGpuUnhealthy",
-            "min by (hostname, gpu_id) (gpu_health) == 0",
-            "critical",
-            "5m",
-            "GPU {{ $labels.gpu_id }} on {{ $labels.hostname }} reports unhealthy",
-            "The device-metrics exporter marks the GPU unhealthy; the device plugin stops offering it.",
-            runbook_base,
-        ),
-        _alert(
-            "AmdGpuUncorrectableEccErrors",
-            "max by (hostname, gpu_id) (delta(gpu_ecc_uncorrect_total[15m])) > 0",
-            "critical",
-            None,
-            "GPU {{ $labels.gpu_id }} on {{ $labels.hostname }} logged uncorrectable ECC errors",
-            "{{ $value }} new uncorrectable memory errors in 15 minutes; results computed on this GPU may be "
-            "wrong.",
-            runbook_base,
-        ),
-        # The deadman of the three alerts above, one series per metric they read: each alert is
-        # blind without its own metric (an exporter config that drops gpu_health leaves
-        # AmdGpuUnhealthy silent while the temperature still arrives). kube-state-metrics exports
-        # extended resources with the name sanitised (`amd.com/gpu` → `amd_com_gpu`) and needs no
-        # label allow-list for it; the alert's value is the number of AMD GPU nodes. The `for`
-        # covers a GPU node scaled up from zero, whose exporter pod still has to pull and start.
-        _alert(
-            "AmdGpuMetricsAbsent",
-            "("
-            + "\n or ".join(
-                f'label_replace(absent_over_time({metric}[{thresholds.deadman_window}]), "metric", '
-                f'"{metric}", "", "")'
-                for metric in GPU_ALERT_METRICS
-            )
-            + ')\n* on () group_left () count(kube_node_status_capacity{resource="amd_com_gpu"} > 0)',
-            "warning",
-            "10m",
-            "No {{ $labels.metric }} from the AMD GPU exporter although the cluster has AMD GPU nodes",
-            "{{ $value }} nodes offer amd.com/gpu, but Prometheus has scraped no {{ $labels.metric }} "
-            f"series from the ROCm device-metrics-exporter for {thresholds.deadman_window}: the alerts "
-            "reading it are blind ("
-            + ", ".join(f"{metric}: {alert}" for metric, alert in GPU_ALERT_METRICS.items())
-            + ").",
-            runbook_base,
-        ),
-    ]
-    return {"name": "inference-platform.alerts.gpu", "rules": rules}
 
 
 def alert_names(groups: Iterable[dict]) -> list[str]:
@@ -942,260 +685,3 @@ def alert_names(groups: Iterable[dict]) -> list[str]:
 def recorded_names(groups: Iterable[dict]) -> set[str]:
     """Every series name the groups record."""
     return {r["record"] for g in groups for r in g["rules"] if "record" in r}
-
-
-# --- prefill/decode disaggregation (issue 18) --------------------------------------------------
-#
-# Metric names verified in the pinned engines (vLLM 0.33.0 wheel, vllm-router 0.1.17 wheel):
-# - every engine: vllm:num_requests_waiting, vllm:num_requests_waiting_by_reason{reason=
-#   "capacity"|"deferred"} ("deferred" includes requests waiting for a KV transfer),
-#   vllm:num_requests_running, vllm:kv_cache_usage_perc, vllm:time_to_first_token_seconds,
-#   vllm:request_queue_time_seconds (vllm/v1/metrics/loggers.py);
-# - KV consumers (decode engines, any connector): vllm:num_requests_kv_fetch_by_stage{stage=
-#   "waiting_to_start"|"in_progress"|"completed_waiting"};
-# - NixlConnector only: vllm:nixl_xfer_time_seconds (histogram), vllm:nixl_num_failed_transfers
-#   (counter, exported with `_total`; includes handshake and notification failures),
-#   vllm:nixl_num_kv_expired_reqs (nixl/stats.py). MoRIIOConnector registers no Prometheus
-#   metrics in 0.33.0 (moriio/ has no KVConnectorStats): on AMD the transfer shows only as the
-#   decode side's TTFT and KV-fetch gauges, and its failures as the router's decode-leg errors;
-# - vllm-router (metrics.rs): vllm_router_pd_requests_total{route},
-#   vllm_router_pd_prefill_errors_total{worker}, vllm_router_pd_decode_errors_total{worker}.
-#   Its exporter (metrics-exporter-prometheus) only exports a counter once it was incremented, so
-#   the error ratios are absent, not 0, until the first error.
-
-
-@dataclass(frozen=True)
-class PdAlertThresholds:
-    """Limits of the P/D alerts, with the reason for each default."""
-
-    # Prompts waiting for capacity per up engine of a side: more than two prompts of a
-    # prompt-heavy workload queued per engine is a TTFT of three prefills or more.
-    queue_per_engine: float = 2.0
-    # Decode batch (running ÷ engines × max_num_seqs) below this while prompts queue: the decode
-    # side has room the prefill side cannot fill — GPUs in the wrong pool.
-    idle_batch_ratio: float = 0.25
-    bottleneck_for: str = "15m"
-    # KV transfers that fail (NIXL) or requests whose P/D leg the router saw fail.
-    kv_transfer_failure_ratio: float = 0.01
-    leg_error_ratio: float = 0.05
-    router_down_for: str = "5m"
-    prefill_down_for: str = "10m"
-
-
-DEFAULT_PD_THRESHOLDS = PdAlertThresholds()
-
-
-def _pd_router_selector(model: ObservedModel) -> str:
-    return f'{{component="{PD_ROUTER_COMPONENT}", model={quoted(model.name)}, namespace={quoted(model.namespace)}}}'
-
-
-def pd_recording_group(model: ObservedModel) -> dict | None:
-    """Per-side queue, batch, KV cache and latency of a P/D model, its KV transfer (where the
-    connector exports it) and its P/D router; None for a colocated model."""
-    pd = model.pd
-    if pd is None:
-        return None
-    sides = selector(model, f'{PD_ROLE_TARGET_LABEL}=~"prefill|decode"')
-    decode = selector(model, f'{PD_ROLE_TARGET_LABEL}="decode"')
-    capacity = selector(model, f'{PD_ROLE_TARGET_LABEL}=~"prefill|decode"', 'reason="capacity"')
-    by_side = f"sum by ({PD_ROLE_TARGET_LABEL})"
-    up = f'up{{component="vllm", model={quoted(model.name)}, {PD_ROLE_TARGET_LABEL}=~"prefill|decode"}}'
-
-    def side(record: str, role: str) -> str:
-        return f'{record}{{model={quoted(model.name)}, {PD_ROLE_TARGET_LABEL}="{role}"}}'
-
-    def per_engine(role: str) -> str:
-        # `ignoring(pd_role)` is not needed: both operands carry the same side label.
-        return (
-            f"sum without ({PD_ROLE_TARGET_LABEL}) ({side('model_side:vllm_requests_waiting_for_capacity:sum', role)}"
-            f" / ({side('model_side:vllm_engines_up:sum', role)} > 0))"
-        )
-
-    rules = [
-        _rule("model_side:vllm_requests_waiting:sum", f"{by_side} (vllm:num_requests_waiting{sides})", model),
-        # Waiting for scheduling capacity only: a decode engine's requests whose KV is still in
-        # flight wait as "deferred" and are not a queue.
-        _rule(
-            "model_side:vllm_requests_waiting_for_capacity:sum",
-            f"{by_side} (vllm:num_requests_waiting_by_reason{capacity})",
-            model,
-        ),
-        _rule("model_side:vllm_requests_running:sum", f"{by_side} (vllm:num_requests_running{sides})", model),
-        _rule(
-            "model_side:vllm_kv_cache_usage:max",
-            f"max by ({PD_ROLE_TARGET_LABEL}) (vllm:kv_cache_usage_perc{sides})",
-            model,
-        ),
-        _rule("model_side:vllm_engines_up:sum", f"{by_side} ({up})", model),
-        # Prefill side: queue + prompt compute (its whole request is the one-token leg), i.e. the
-        # prefill's contribution to TTFT. Decode side: KV transfer + decode queue + first step.
-        _rule(
-            "model_side:vllm_ttft_seconds:p90",
-            f"histogram_quantile(0.9, sum by ({PD_ROLE_TARGET_LABEL}, le) "
-            f"(rate({TTFT_METRIC}_bucket{sides}[5m])))",
-            model,
-        ),
-        _rule(
-            "model_side:vllm_queue_time_seconds:p90",
-            f"histogram_quantile(0.9, sum by ({PD_ROLE_TARGET_LABEL}, le) "
-            f"(rate(vllm:request_queue_time_seconds_bucket{sides}[5m])))",
-            model,
-        ),
-        _rule("model:vllm_pd_prefill_queue_per_engine:ratio", per_engine("prefill"), model),
-        _rule("model:vllm_pd_decode_queue_per_engine:ratio", per_engine("decode"), model),
-        _rule(
-            "model:vllm_pd_decode_batch:ratio",
-            f"sum without ({PD_ROLE_TARGET_LABEL}) ({side('model_side:vllm_requests_running:sum', 'decode')}"
-            f" / ({side('model_side:vllm_engines_up:sum', 'decode')} * {pd.decode_max_num_seqs} > 0))",
-            model,
-        ),
-        _rule(
-            "model:vllm_pd_kv_fetch_requests:sum",
-            f"sum by (stage) (vllm:num_requests_kv_fetch_by_stage{decode})",
-            model,
-        ),
-    ]
-    if pd.exports_transfer_metrics:
-        transfers = f"sum(rate(vllm:nixl_xfer_time_seconds_count{sides}[5m]))"
-        failures = f"sum(rate(vllm:nixl_num_failed_transfers_total{sides}[5m]))"
-        rules += [
-            _rule(
-                "model:vllm_kv_transfer_seconds:p90",
-                f"histogram_quantile(0.9, sum by (le) (rate(vllm:nixl_xfer_time_seconds_bucket{sides}[5m])))",
-                model,
-            ),
-            _rule("model:vllm_kv_transfers:rate5m", transfers, model),
-            _rule("model:vllm_kv_transfer_failures:rate5m", failures, model),
-            _rule(
-                "model:vllm_kv_transfer_failures:ratio_rate5m",
-                f"{failures} / (({transfers} + {failures}) > 0)",
-                model,
-            ),
-            _rule(
-                "model:vllm_kv_expired_requests:rate5m",
-                f"sum(rate(vllm:nixl_num_kv_expired_reqs_total{sides}[5m]))",
-                model,
-            ),
-        ]
-    router = _pd_router_selector(model)
-    requests = f"sum(rate(vllm_router_pd_requests_total{router}[5m]))"
-    rules += [
-        _rule("model:pd_router_up:sum", f"sum(up{router}) or vector(0)", model),
-        _rule("model:pd_router_requests:rate5m", requests, model),
-        _rule(
-            "model:pd_router_leg_errors:rate5m",
-            " or ".join(
-                f'label_replace(sum(rate(vllm_router_pd_{leg}_errors_total{router}[5m])), "leg", "{leg}", "", "")'
-                for leg in ("prefill", "decode")
-            ),
-            model,
-        ),
-        _rule(
-            "model:pd_router_leg_errors:ratio_rate5m",
-            f"sum without (leg) ({_by_model('model:pd_router_leg_errors:rate5m', model)})"
-            f" / on () group_left () ({requests} > 0)",
-            model,
-        ),
-    ]
-    return {"name": f"inference-platform.pd.{model.name}", "rules": rules}
-
-
-def pd_alert_group(
-    models: Iterable[ObservedModel],
-    thresholds: PdAlertThresholds = DEFAULT_PD_THRESHOLDS,
-    base: AlertThresholds = DEFAULT_THRESHOLDS,
-    runbook_base: str = RUNBOOK_DEFAULT,
-) -> dict | None:
-    """A starved side, KV-transfer and router-leg failures, the P/D router or the prefill side
-    down; None when no model is disaggregated."""
-    pds = [m for m in models if m.pd is not None]
-    if not pds:
-        return None
-    q = _num(thresholds.queue_per_engine)
-    rules = [
-        _alert(
-            "VllmPdPrefillBottleneck",
-            f"model:vllm_pd_prefill_queue_per_engine:ratio > {q}"
-            f" and on (model) model:vllm_pd_decode_batch:ratio < {_num(thresholds.idle_batch_ratio)}",
-            "warning",
-            thresholds.bottleneck_for,
-            "{{ $labels.model }}: prompts queue on the prefill side while the decode side idles",
-            f"{{{{ $value }}}} prompts wait per prefill engine (limit {q}) while the decode engines run under "
-            f"{thresholds.idle_batch_ratio:.0%} of their batch: TTFT grows although GPUs sit idle — the "
-            "split has too few prefill engines for this traffic.",
-            runbook_base,
-        ),
-        _alert(
-            "VllmPdDecodeBottleneck",
-            f"max by (model) (model:vllm_pd_decode_queue_per_engine:ratio > {q}"
-            f' or model_side:vllm_kv_cache_usage:max{{{PD_ROLE_TARGET_LABEL}="decode"}}'
-            f" > {_num(base.kv_cache_usage_ratio)})"
-            " and on (model) model:vllm_pd_prefill_queue_per_engine:ratio < 1",
-            "warning",
-            thresholds.bottleneck_for,
-            "{{ $labels.model }}: the decode side is full while the prefill side has spare capacity",
-            f"Requests queue on the decode engines (more than {q} per engine) or their KV cache is over "
-            f"{base.kv_cache_usage_ratio:.0%}, while fewer than one prompt waits per prefill engine: TPOT and "
-            "TTFT grow although prefill GPUs sit idle — the split has too few decode engines.",
-            runbook_base,
-        ),
-        _alert(
-            "VllmPdRouterLegErrors",
-            f"model:pd_router_leg_errors:ratio_rate5m > {_num(thresholds.leg_error_ratio)}",
-            "warning",
-            "10m",
-            "{{ $labels.model }}: the P/D router sees prefill or decode legs fail",
-            "{{ $value | humanizePercentage }} of {{ $labels.model }} P/D requests had a failed prefill or "
-            f"decode leg over 5 minutes (limit {thresholds.leg_error_ratio:.0%}); with MoRI-IO, whose engines "
-            "export no transfer metrics, a failing KV transfer shows here.",
-            runbook_base,
-        ),
-    ]
-    if any(m.pd.exports_transfer_metrics for m in pds):
-        rules.append(
-            _alert(
-                "VllmPdKvTransferFailures",
-                f"model:vllm_kv_transfer_failures:ratio_rate5m > {_num(thresholds.kv_transfer_failure_ratio)}",
-                "warning",
-                "5m",
-                "{{ $labels.model }}: NIXL KV transfers fail",
-                "{{ $value | humanizePercentage }} of {{ $labels.model }} KV transfers (transfer, handshake or "
-                f"notification) failed over 5 minutes (limit {thresholds.kv_transfer_failure_ratio:.0%}); the "
-                "decode engine recomputes or fails those requests.",
-                runbook_base,
-            )
-        )
-    for m in pds:
-        for alert, dep, for_, summary, description, severity in (
-            (
-                "VllmPdRouterDown",
-                m.pd.router_deployment,
-                thresholds.router_down_for,
-                f"{m.name}: no P/D router is ready",
-                f"Deployment {m.namespace}/{m.pd.router_deployment} has no ready pod for "
-                f"{thresholds.router_down_for}: every request to {m.served_model_name} passes through it "
-                "and fails.",
-                "critical",
-            ),
-            (
-                "VllmPdPrefillDown",
-                m.pd.prefill_deployment,
-                thresholds.prefill_down_for,
-                f"{m.name}: no prefill engine is ready",
-                f"Deployment {m.namespace}/{m.pd.prefill_deployment} wants engines but none has been ready "
-                f"for {thresholds.prefill_down_for}: the router cannot prefill, so every request to "
-                f"{m.served_model_name} fails (the decode side is watched by VllmModelDown).",
-                "critical",
-            ),
-        ):
-            sel = f"namespace={quoted(m.namespace)}, deployment={quoted(dep)}"
-            expr = (
-                f"kube_deployment_status_replicas_ready{{{sel}}} == 0"
-                f" and on () (kube_deployment_spec_replicas{{{sel}}} > 0)"
-            )
-            if alert == "VllmPdPrefillDown":  # a first load is not an outage (as VllmModelDown)
-                expr += f" and on () (time() - kube_deployment_created{{{sel}}} > {base.model_down_grace_seconds})"
-            rules.append(
-                _alert(alert, expr, severity, for_, summary, description, runbook_base, extra_labels={"model": m.name})
-            )
-    return {"name": "inference-platform.alerts.pd", "rules": rules}

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, render_prometheus_rules
-from infra.render.slo_rules import GPU_ALERT_METRICS, ObservedModel
+from infra.render.slo_alerts import GPU_ALERT_METRICS
+from infra.render.slo_rules import ObservedModel
 from tests.conftest import need_tool
 
 PROMTOOL = shutil.which("promtool")

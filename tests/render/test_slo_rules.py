@@ -18,10 +18,10 @@ from infra.render.observability import (
     render_rule_groups,
 )
 from infra.render.prefix_cache_rules import OFFLOAD_METRICS
+from infra.render.slo_alerts import GPU_ALERT_METRICS
 from infra.render.slo_rules import (
     BURN_RATE_POLICY,
     ERROR_BUDGET,
-    GPU_ALERT_METRICS,
     MIN_REQUESTS_PER_HOUR,
     SLO_WINDOWS,
     TPOT_BUCKETS_S,
