@@ -47,9 +47,10 @@ RESOURCES = ("cpu", "memory", "ephemeral-storage")
 RUN_TO_COMPLETION = frozenset({"Job", "CronJob"})
 
 
-def reserved_memory(total: float) -> float:
-    tiers = ((4 * GIB, 0.25), (4 * GIB, 0.20), (8 * GIB, 0.10), (112 * GIB, 0.06), (math.inf, 0.02))
-    left, reserved = total, 100 * 2**20
+def _tiered(amount: float, tiers: tuple[tuple[float, float], ...], base: float = 0.0) -> float:
+    """`base` plus each tier's share of the part of `amount` that falls in it (the managed-Kubernetes
+    kubelet reservation formula: a falling share of each further slice of the node)."""
+    left, reserved = amount, base
     for size, share in tiers:
         part = min(left, size)
         reserved += part * share
@@ -57,18 +58,15 @@ def reserved_memory(total: float) -> float:
         if left <= 0:
             break
     return reserved
+
+
+def reserved_memory(total: float) -> float:
+    return _tiered(total, ((4 * GIB, 0.25), (4 * GIB, 0.20), (8 * GIB, 0.10), (112 * GIB, 0.06), (math.inf, 0.02)),
+                   base=100 * 2**20)
 
 
 def reserved_cpu(cores: float) -> float:
-    tiers = ((1, 0.06), (1, 0.01), (2, 0.005), (math.inf, 0.0025))
-    left, reserved = cores, 0.0
-    for size, share in tiers:
-        part = min(left, size)
-        reserved += part * share
-        left -= part
-        if left <= 0:
-            break
-    return reserved
+    return _tiered(cores, ((1, 0.06), (1, 0.01), (2, 0.005), (math.inf, 0.0025)))
 
 
 @dataclass
