@@ -53,9 +53,20 @@ def test_infra_plan_does_not_import_the_other_commands():
 
 def test_collections_are_rarer_while_a_command_runs_and_restored_after():
     before = gc.get_threshold()
-    with cli.fewer_collections():
+    with cli.command_collections(owns_process=False):
         assert gc.get_threshold() == (cli.GC_GEN0_THRESHOLD, *before[1:])
     assert gc.get_threshold() == before
+
+
+def test_a_process_about_to_end_freezes_its_heap():
+    before = gc.get_threshold()
+    try:
+        with cli.command_collections(owns_process=True):
+            kept = [[i] for i in range(100)]
+        assert gc.get_freeze_count() >= len(kept)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
 
 
 def test_main_restores_the_collector_settings_after_a_user_mistake(tmp_path):
