@@ -684,6 +684,7 @@ def render_deployment(spec: ModelServiceSpec, node_role: str | None = None) -> d
             kind=spec.compile_cache, key=compile_cache_dir_key(spec), pvc_name=pvc_name, image=spec.resolved_image,
             command=command, args=args, env=[e for e in env if e["name"] != "VLLM_API_KEY"],  # loopback: no key
             resources=resources, security=container_security, budget_seconds=startup_budget_seconds(spec),
+            mounts=list(mounts),
         ))  # fmt: skip
         volumes += cache_volumes
         init_containers += warm_init

@@ -288,6 +288,7 @@ class CompileCacheWarmup:
     resources: Mapping
     security: Mapping
     budget_seconds: int
+    mounts: Sequence[Mapping] = ()  # the engine's other mounts (/dev/shm for RCCL, weights, scratch)
 
 
 def render_compile_cache_warmup(w: CompileCacheWarmup) -> tuple[list[dict], list[dict], dict]:
@@ -307,7 +308,7 @@ def render_compile_cache_warmup(w: CompileCacheWarmup) -> tuple[list[dict], list
         "env": [dict(e) for e in w.env],
         "resources": dict(w.resources),
         "securityContext": dict(w.security),
-        "volumeMounts": [writable],
+        "volumeMounts": [*(dict(m) for m in w.mounts), writable],
     }
     seed = {
         "name": SEED_CONTAINER,

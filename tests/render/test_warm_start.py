@@ -98,7 +98,9 @@ def test_only_the_warm_up_writes_the_keyed_compile_cache(compile_cache):
     assert {m["name"]: m["mountPath"] for m in engine["volumeMounts"]}["compile-cache"] == "/compile-cache"
     assert "compile-cache-shared" not in {m["name"] for m in engine["volumeMounts"]}
     assert next(v for v in pod["volumes"] if v["name"] == "compile-cache") == {"name": "compile-cache", "emptyDir": {}}
-    assert [m["mountPath"] for m in warmup["volumeMounts"]] == ["/compile-cache"]  # same paths as the engine
+    # The engine's mounts (/dev/shm for RCCL, weights or scratch), the keyed directory at the engine's path.
+    assert warmup["volumeMounts"][:-1] == engine["volumeMounts"][:-1]
+    assert warmup["volumeMounts"][-1]["mountPath"] == engine["volumeMounts"][-1]["mountPath"] == "/compile-cache"
     assert {m["name"]: m.get("readOnly", False) for m in seed["volumeMounts"]} == {"compile-cache-shared": True, "compile-cache": False}
     # Same command, arguments, GPUs and environment (what the compiled code depends on); no key.
     assert warmup["command"][5:] == engine["command"]
