@@ -103,12 +103,13 @@ def bare_program(resources_path: str) -> None:
 def sdk_module(type_token: str) -> str | None:
     """The SDK module whose classes declare a resource type: `kubernetes:apps/v1:Deployment` →
     pulumi_kubernetes.apps.v1, a custom resource (`monitoring.coreos.com/v1`) → the apiextensions
-    module, `digitalocean:index/vpc:Vpc` → pulumi_digitalocean; None for our components."""
+    module, `digitalocean:index/vpc:Vpc` → pulumi_digitalocean, `random:…` → pulumi_random; None for our
+    components."""
     package, _, rest = type_token.partition(":")
     if package == "pulumi":
         return f"pulumi_{rest.split(':')[-1]}"
-    if package == "digitalocean":
-        return "pulumi_digitalocean"
+    if package in ("digitalocean", "random"):
+        return f"pulumi_{package}"  # a RandomPassword is declared with pulumi_random, as the program does
     if package != "kubernetes":
         return None
     group_version = rest.split(":")[0]
