@@ -35,8 +35,8 @@ monitoring namespace (observability on)
 
 controller namespaces the stack installs (keda with autoscaling, agentgateway-system with the
 gateway, lws-system with a fabric pool, kube-amd-gpu and cert-manager with the GPU operator)
-  default-deny; every pod: DNS, the Kubernetes API (:443) and its own namespace; the API server →
-  the chart's webhooks and aggregated APIs (KEDA: admission webhooks :9443, the external-metrics
+  default-deny; every pod: DNS, the Kubernetes API (:443) and its own namespace; the API server
+  (any source: see `_controller_policies`) → the chart's webhooks and aggregated APIs (KEDA: admission webhooks :9443, the external-metrics
   API server :6443; LWS: webhooks :9443; cert-manager: its webhook :10250); the KEDA operator →
   Prometheus :9090 (ScaledObject queries); the gateway proxies → the agentgateway controller's xDS
   :9978; Prometheus → the GPU operator's device-metrics exporter :5000. Ports are the charts'
@@ -393,18 +393,16 @@ CONTROLLERS = (
 )
 
 
-def _api_server() -> dict[str, Any]:
-    # The API server calls webhooks from outside the pod network (its address is not known at
-    # plan time: every address but the metadata one, as for the operator's webhook).
-    return _internet(private_too=True)
-
-
 def _controller_policies(spec: NetworkPolicySpec, flows: ControllerFlows) -> list[dict[str, Any]]:
     ns = getattr(spec, flows.role)
     assert ns is not None
     ingress: list[dict[str, Any]] = [{"from": [{"podSelector": {}}]}]
     if flows.from_api_server:
-        ingress.append({"from": [_api_server()], "ports": _ports(*flows.from_api_server)})
+        # From any source: the API server's calls may arrive through DOKS's control-plane tunnel
+        # from a node, which Cilium does not match by ipBlock, and an unreachable webhook fails
+        # every create it guards (LWS's pod webhook). These ports serve TLS admission reviews and
+        # an aggregated API that authenticates the API server; every other port stays closed.
+        ingress.append({"ports": _ports(*flows.from_api_server)})
     if flows.from_gateway_proxies:
         proxies = _pods_in(spec.namespace, {GATEWAY_NAME_LABEL: spec.gateway_name})
         ingress.append({"from": [proxies], "ports": _ports(*flows.from_gateway_proxies)})
