@@ -41,7 +41,7 @@ from infra.planner.candidates import PdCandidate, nodes_for_peak, usd_per_millio
 from infra.planner.checks import shape_problems
 from infra.planner.efficiency import Band, EfficiencyFactors
 from infra.planner.memory import MemoryBreakdown, default_max_model_len, memory_per_gpu
-from infra.planner.performance import INF, Scenario, Scenarios
+from infra.planner.performance import INF, LoadPoints, Scenario, Scenarios
 
 TRANSFER_EFFICIENCY = 0.6  # share of line rate a KV connector reaches (assumed; none published)
 CONNECTOR_OVERHEAD_S = 0.010  # per request: handshake/notify round trips, router's second leg (assumed)
@@ -173,19 +173,31 @@ def predict_pd(
         out.append(None)
     if not runnable:
         return out  # type: ignore[return-value]
-    decode = Scenarios([_side_scenario(arch, gpu, kv.side("decode"), workload, factors, "decode") for _, _, kv, _, _ in runnable])
+    # Many layouts share a side: 105 P/D layouts of an 8-GPU node are 5 distinct decode engines and
+    # 15 distinct prefill ones. Each distinct engine (side, cap, budget) is evaluated once and its
+    # figures handed to every layout that has it — the same numbers, since a scenario's figures do
+    # not depend on the others in its batch (docs/planner.md, "Layout search").
+    d_sides = [kv.side("decode") for _, _, kv, _, _ in runnable]
     caps = [float(min(dmem.max_concurrency_per_replica, DECODE_MAX_NUM_SEQS_CAP if tune else pd.decode_max_num_seqs))
             for _, pd, _, _, dmem in runnable]
-    d_rate, d_point, _ = decode.goodput(caps, INF, slo.tpot_p90_ms / 1e3)
+    d_first, d_of = _distinct(list(zip(d_sides, caps, strict=True)))
+    decode = Scenarios([_side_scenario(arch, gpu, d_sides[i], workload, factors, "decode") for i in d_first])
+    d_rate, d_point, _ = decode.goodput([caps[i] for i in d_first], INF, slo.tpot_p90_ms / 1e3)
     # the first token leaves the decode engine after one of its steps at that load
     d_step = np.where(np.isfinite(d_point.step_s), d_point.step_s, decode.decode_step_s(np.ones(decode.size)))
+    d_parts = decode.breakdown(np.maximum(1.0, np.where(d_point.stable, d_point.running, 1.0)))
+    d_rate, d_point, d_step = d_rate[d_of], _points_at(d_point, d_of), d_step[d_of]
+    d_parts = {k: v[d_of] for k, v in d_parts.items()}
     transfers = [kv_transfer(arch, gpu, kv, workload.input_tokens) for _, _, kv, _, _ in runnable]
     ttft_left = np.asarray([slo.ttft_p90_ms / 1e3 - tr.seconds for tr in transfers]) - d_step
-    prefill = Scenarios([_side_scenario(arch, gpu, kv.side("prefill"), workload, factors, "prefill") for _, _, kv, _, _ in runnable])
+    p_sides = [kv.side("prefill") for _, _, kv, _, _ in runnable]
     p_caps = [float(min(pmem.max_concurrency_per_replica, 256)) for _, _, _, pmem, _ in runnable]
-    p_rate, p_point, _ = prefill.goodput(p_caps, np.maximum(ttft_left, 1e-9), INF)
+    p_budget = np.maximum(ttft_left, 1e-9)
+    p_first, p_of = _distinct(list(zip(p_sides, p_caps, p_budget.tolist(), strict=True)))
+    prefill = Scenarios([_side_scenario(arch, gpu, p_sides[i], workload, factors, "prefill") for i in p_first])
+    p_rate, p_point, _ = prefill.goodput([p_caps[i] for i in p_first], p_budget[p_first], INF)
+    p_rate, p_point = p_rate[p_of], _points_at(p_point, p_of)
     p_rate = np.where(ttft_left > 0, p_rate, 0.0)
-    d_parts = decode.breakdown(np.maximum(1.0, np.where(d_point.stable, d_point.running, 1.0)))
     for i, (slot, pd, _kv, pmem, dmem) in enumerate(runnable):
         per_prefill, per_decode = float(p_rate[i]), float(d_rate[i])
         prefill_side = pd.prefill_instances * per_prefill
@@ -209,6 +221,24 @@ def predict_pd(
             {k: float(v[i]) * 1e3 for k, v in d_parts.items()},
         )
     return out  # type: ignore[return-value]
+
+
+def _distinct(keys: list) -> tuple[list[int], np.ndarray]:
+    """(the index of each distinct key's first occurrence, in order; for every key, the position
+    of its distinct key in that list)."""
+    position: dict = {}
+    firsts: list[int] = []
+    of: list[int] = []
+    for i, key in enumerate(keys):
+        if key not in position:
+            position[key] = len(firsts)
+            firsts.append(i)
+        of.append(position[key])
+    return firsts, np.asarray(of, dtype=int)
+
+
+def _points_at(points: LoadPoints, index: np.ndarray) -> LoadPoints:
+    return LoadPoints(*(v[index] for v in points.values()))
 
 
 def balanced_units(gpu: GpuSize, arch: ModelArch, *, fabric: bool = False) -> list[PdLayout]:
