@@ -19,7 +19,6 @@ MAX_FUNCTION_LINES = 100  # decorators, signature, docstring and body
 # Functions allowed past MAX_FUNCTION_LINES, each with its reason ("path.py:function"). Only a rule
 # or data table belongs here: a function a reader would split into named parts is split instead.
 LONG_FUNCTIONS: dict[str, str] = {
-    "infra/tuning/goodput.py:layout_goodput": "split in progress (issue 27)",
 }
 
 # Cycles allowed for now, each with its reason and owner (none: issue 23 broke planner/search ↔
