@@ -4,7 +4,7 @@ Nothing is decided here. Every spec comes from `plan_stack`; this function wires
 the Pulumi handles each component needs (the VPC id, the cluster's Kubernetes provider, the
 secrets, what to wait for), in dependency order: network → cluster → GPU pools → GPU runtime →
 namespace and weight cache → the fabric (fabric pools only) → model services → the router → observability → the gateway →
-NetworkPolicies → autoscaling → project.
+autoscaling → NetworkPolicies (after the releases that create the controllers' namespaces) → project.
 The real program (`infra/__main__.py`) and the offline plan (`infra plan`, under the mock
 runtime) both call it with the same plan value.
 """
@@ -57,11 +57,12 @@ def client_api_key(plan: StackPlan, secrets: Secrets) -> Any:
 @dataclass(frozen=True)
 class Foundation:
     """What every later component stands on: the VPC, the cluster (its provider), the GPU pools by
-    pool name, and the inference namespace."""
+    pool name, the GPU runtime (its operator releases), and the inference namespace."""
 
     network: Network
     cluster: DoksCluster
     pools: dict[str, GpuNodePool]
+    runtime: GpuRuntime
     namespace: Any
 
 
@@ -93,8 +94,8 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
                 monitoring=monitoring,
             ),
         )
-    declare_network_policies(plan, base, monitoring)
-    declare_autoscaling(plan, base, services, monitoring)
+    autoscaling = declare_autoscaling(plan, base, services, monitoring)
+    declare_network_policies(plan, base, monitoring, autoscaling=autoscaling, gateway=gateway, fabric=fabric)
     EnvironmentProject(plan.project.name, EnvironmentProjectArgs(spec=plan.project, resources=[base.cluster.cluster.cluster_urn]))
     return stack_outputs(plan, base, api_key, services, router, gateway)
 
@@ -109,7 +110,7 @@ def declare_foundation(plan: StackPlan) -> Foundation:
         )
         for spec in plan.pools
     }
-    GpuRuntime(
+    runtime = GpuRuntime(
         plan.gpu_runtime.name,
         GpuRuntimeArgs(
             spec=plan.gpu_runtime, provider=cluster.provider, depends_on=list(pools.values()), deleted_with=cluster.cluster
@@ -118,7 +119,7 @@ def declare_foundation(plan: StackPlan) -> Foundation:
     k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, deleted_with=cluster.cluster)
     ns_meta = plan.namespace["metadata"]
     namespace = k8s.core.v1.Namespace(f"{plan.stack}-ns-{ns_meta['name']}", metadata=ns_meta, opts=k8s_opts)
-    return Foundation(network=network, cluster=cluster, pools=pools, namespace=namespace)
+    return Foundation(network=network, cluster=cluster, pools=pools, runtime=runtime, namespace=namespace)
 
 
 def declare_weights(plan: StackPlan, base: Foundation) -> list[pulumi.Resource]:
@@ -204,35 +205,46 @@ def declare_observability(
     )
 
 
-def declare_network_policies(plan: StackPlan, base: Foundation, monitoring: Observability | None) -> None:
-    """Default deny and the flows the plan needs (issue 30), after the namespaces they live in."""
-    if plan.network_policies is None:
-        return
-    NetworkPolicies(
-        f"{plan.stack}-netpol",
-        NetworkPoliciesArgs(
-            spec=plan.network_policies,
-            provider=base.cluster.provider,
-            depends_on=[base.namespace, *([monitoring] if monitoring else [])],
-            deleted_with=base.cluster.cluster,
-        ),
-    )
-
-
 def declare_autoscaling(
     plan: StackPlan, base: Foundation, services: list[ModelService], monitoring: Observability | None
-) -> None:
+) -> ReplicaAutoscaling | None:
     """The ScaledObjects, each waiting for its model's engines, after the Prometheus they query."""
     if plan.autoscaling is None:
-        return
+        return None
     by_model = {s.spec.name: s for s in services}
-    ReplicaAutoscaling(
+    return ReplicaAutoscaling(
         plan.autoscaling.name,
         ReplicaAutoscalingArgs(
             spec=plan.autoscaling,
             waits_for={model: [by_model[model]] for model, _ in plan.autoscaling.scaled_objects},
             provider=base.cluster.provider,
             depends_on=[monitoring] if monitoring else [],
+            deleted_with=base.cluster.cluster,
+        ),
+    )
+
+
+def declare_network_policies(
+    plan: StackPlan, base: Foundation, monitoring: Observability | None, *, autoscaling: ReplicaAutoscaling | None,
+    gateway: InferenceGateway | None, fabric: Fabric | None,
+) -> None:
+    """Default deny and the flows the plan needs (issue 30), each policy after the namespace it
+    lives in: the controllers' namespaces exist once what installs them does (Helm `create_namespace`)."""
+    if plan.network_policies is None:
+        return
+    np = plan.network_policies
+    runtime = base.runtime
+    made_by = ((np.keda_namespace, autoscaling and autoscaling.release), (np.gateway_controller_namespace, gateway and gateway.controller),
+               (np.lws_namespace, fabric and fabric.lws), (np.gpu_operator_namespace, runtime.gpu_operator),
+               (np.cert_manager_namespace, runtime.cert_manager))  # fmt: skip
+    creators = {ns: [creator] for ns, creator in made_by if ns is not None and creator is not None}
+    NetworkPolicies(
+        f"{plan.stack}-netpol",
+        NetworkPoliciesArgs(
+            spec=plan.network_policies,
+            provider=base.cluster.provider,
+            depends_on=[base.namespace, *([monitoring] if monitoring else [])],
+            namespace_depends_on=creators,
             deleted_with=base.cluster.cluster,
         ),
     )
