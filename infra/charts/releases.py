@@ -56,7 +56,7 @@ def archive_problems(resources: list[dict[str, Any]], *, deploy: bool) -> tuple[
             except ChartError as err:
                 wrong = [str(err)]
             problems += [(where, w) for w in wrong]
-            unrecorded = (f"{chart} {version}: no digest recorded for {archive.name} (sha256 {actual}); `{PULL_COMMAND}` "
+            unrecorded = (f"{chart} {version}: no digest recorded for {archive.name} ({actual}); `{PULL_COMMAND}` "
                           "records it (check it against the repository's index.yaml and commit infra/catalog/chart_digests.json)")
             if deploy:
                 problems.append((where, f"`pulumi up` installs only archives whose digest is recorded: {unrecorded}"))
