@@ -7,6 +7,7 @@ placeholder there, and every chart Secret is redacted again before it is shown).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,8 @@ def template_releases(resources: list[dict[str, Any]], root: Path | None) -> tup
     """(one entry per Helm release, notes). An entry holds the release, chart, version, the
     archive's digest and the templated parts; a release whose archive (or Helm) is absent has no
     parts and `templated: false`, and the notes say so once, with the command that fixes it."""
-    entries, missing = [], []
-    helm = helm_available()
+    entries, missing, jobs = [], [], []
+    helm = None  # whether helm-python-sdk imports: asked only once an archive is found (the import costs ~0.1 s)
     for res in release_records(resources):
         inputs = res["inputs"]
         chart, version, local = release_chart_version(inputs)
@@ -81,27 +82,39 @@ def template_releases(resources: list[dict[str, Any]], root: Path | None) -> tup
             "templated": False, "digest": None, "parts": [],
         }
         archive = local if local is not None and local.is_file() else find_archive(root, chart, version)
+        if archive is not None and helm is None:
+            helm = helm_available()
         if archive is None or not helm:
             missing.append(f"{chart} {version}")
         else:
-            values = inputs.get("values") or {}
-            try:
-                entry["parts"] = template_archive(
-                    archive, release=release, namespace=namespace, values=values,
-                    skip_crds=bool(inputs.get("skipCrds")),
-                )
-            except ChartError as err:
-                raise ChartError(f"Helm release {res['name']} ({chart} {version}): {err}") from None
-            entry["templated"] = True
-            entry["digest"] = file_digest(archive)
+            jobs.append((entry, res["name"], archive, inputs))
         entries.append(entry)
+    if len(jobs) > 1:  # Helm renders and parses in Go, outside the GIL: the releases template side by side
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            list(pool.map(_template_one, jobs))
+    else:
+        for job in jobs:
+            _template_one(job)
     notes = []
     if missing:
-        why = "helm-python-sdk is not installed (pip install '.[charts]')" if not helm else (
+        why = "helm-python-sdk is not installed (pip install '.[charts]')" if helm is False else (
             f"their archives are not in charts/ (or ${CHART_DIR_ENV}); `{PULL_COMMAND}` fetches them"
         )
         notes.append(f"Helm releases shown as one line each, not templated: {', '.join(missing)} — {why}")
     return entries, notes
+
+
+def _template_one(job: tuple[dict[str, Any], str, Path, dict[str, Any]]) -> None:
+    entry, resource, archive, inputs = job
+    try:
+        entry["parts"] = template_archive(
+            archive, release=entry["release"], namespace=entry["namespace"], values=inputs.get("values") or {},
+            skip_crds=bool(inputs.get("skipCrds")),
+        )
+    except ChartError as err:
+        raise ChartError(f"Helm release {resource} ({entry['chart']} {entry['version']}): {err}") from None
+    entry["templated"] = True
+    entry["digest"] = file_digest(archive)
 
 
 def value_index(root: Path | None, chart: str, version: str) -> dict[str, Any] | None:
