@@ -71,7 +71,7 @@ def template_releases(resources: list[dict[str, Any]], root: Path | None) -> tup
     archive's digest and the templated parts; a release whose archive (or Helm) is absent has no
     parts and `templated: false`, and the notes say so once, with the command that fixes it."""
     entries, missing, jobs = [], [], []
-    helm = None  # whether helm-python-sdk imports: asked only once an archive is found (the import costs ~0.1 s)
+    helm = None  # whether helm-python-sdk is installed: asked once an archive is found
     for res in release_records(resources):
         inputs = res["inputs"]
         chart, version, local = release_chart_version(inputs)
