@@ -25,10 +25,10 @@ from components.custom_resources import custom_resource
 from infra.render.model_service import (
     API_KEY_KEY,
     HF_TOKEN_KEY,
-    IMAGE_PULL_ALLOWANCE_SECONDS,
     ModelServiceSpec,
     deployment_ignore_changes,
     deployment_timeout_seconds,
+    pod_ready_budget_seconds,
     prefetch_timeout_seconds,
     render_deployment,
     render_pdb,
@@ -36,7 +36,6 @@ from infra.render.model_service import (
     render_secret_shape,
     render_service,
     service_name,
-    startup_budget_seconds,
 )
 from infra.render.multi_node import render_leader_worker_set
 from infra.render.pd_service import PdServiceSpec, render_pd_service
@@ -128,7 +127,7 @@ class ModelService(pulumi.ComponentResource):
             )
 
         # Create: all replicas load in parallel (one wave). Update: maxSurge 0 → sequential waves.
-        create_timeout = f"{startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS}s"
+        create_timeout = f"{pod_ready_budget_seconds(spec)}s"
         update_timeout = f"{deployment_timeout_seconds(spec)}s"
         engine_opts = child_opts(
             depends_on=[*secrets, *([self.prefetch_job] if self.prefetch_job else []), *args.engine_depends_on],
@@ -155,7 +154,7 @@ class ModelService(pulumi.ComponentResource):
                 opts=child_opts(
                     depends_on=[*secrets, *([self.prefetch_job] if self.prefetch_job else []), self.deployment],
                     custom_timeouts=pulumi.CustomTimeouts(
-                        create=f"{startup_budget_seconds(args.candidate) + IMAGE_PULL_ALLOWANCE_SECONDS}s",
+                        create=f"{pod_ready_budget_seconds(args.candidate)}s",
                         update=f"{deployment_timeout_seconds(args.candidate)}s",
                     ),
                 ),
@@ -197,7 +196,7 @@ class ModelService(pulumi.ComponentResource):
         }
         self.prefetch_job = None
         created: dict[str, pulumi.Resource] = {}
-        budget = f"{startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS}s"
+        budget = f"{pod_ready_budget_seconds(spec)}s"
         for obj in objects:
             kind, meta = obj["kind"], obj["metadata"]
             body = {("role_ref" if k == "roleRef" else k): v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}

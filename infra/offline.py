@@ -21,7 +21,7 @@ from typing import Any
 import pulumi
 
 from infra.charts.releases import chart_objects, template_releases, unknown_value_problems
-from infra.charts.template import ChartError
+from infra.charts.template import ChartError, is_test_hook
 from infra.config import NS, PROJECT, load_stack_file
 from infra.declare import Secrets, declare
 from infra.errors import Problem, UserError
@@ -155,25 +155,13 @@ def offline_plan(plan: StackPlan, root: Path | None = None) -> Plan:
             "notes": notes,
         },
     )
-    findings = check_plan(plan, kubernetes_objects(offline, charts=False), offline.resources, offline.to_dict())
+    checked = [o for o in kubernetes_objects(offline) if not is_test_hook(o)]
+    findings = check_plan(plan, checked, offline.resources, offline.to_dict())
     enforce(findings, plan.stack)
     notes += [n for n in findings.notes if n not in notes]
-    if chart_objects(offline.charts):
-        notes += chart_findings(plan, offline, findings)
     offline.summary["notes"] = notes
 
     return offline
-
-
-def chart_findings(plan: StackPlan, offline: Plan, without_charts) -> list[str]:
-    """The invariants again with the templated chart objects in: what they find only then is shown
-    as notes, not refused. The invariants model what controllers create (implied.py) but not yet
-    what the charts' operators and hooks create at run time (the Prometheus StatefulSet behind a
-    `Prometheus`, webhook certificates a hook Job writes), so a finding about a chart object may be
-    one of those; the notes let a reviewer judge it, and the project's own objects stay enforced."""
-    findings = check_plan(plan, kubernetes_objects(offline), offline.resources, offline.to_dict())
-    known = set(without_charts.problems)
-    return [f"chart objects: {p.path}: {p.message}" for p in findings.problems if p not in known]
 
 
 def kubernetes_objects(plan: Plan, *, charts: bool = True) -> list[dict[str, Any]]:

@@ -86,13 +86,27 @@ def test_the_engine_streams_from_the_bucket_with_flags_vllm_accepts(spaces_plan)
 
 def test_without_nfs_the_compile_cache_is_on_the_node(spaces_plan, plans):
     pod = _engine(spaces_plan)["spec"]["template"]["spec"]
-    cache = next(v for v in pod["volumes"] if v["name"] == "compile-cache")
+    cache = next(v for v in pod["volumes"] if v["name"] == "compile-cache-shared")
     assert cache["hostPath"]["path"].startswith("/var/lib/inference-platform/compile-cache/")
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["VLLM_CACHE_ROOT"] == "/compile-cache/vllm" and env["AITER_JIT_DIR"] == "/compile-cache/aiter"
     nfs_pod = _engine(plans["staging"])["spec"]["template"]["spec"]
-    shared = next(m for m in nfs_pod["containers"][0]["volumeMounts"] if m["name"] == "compile-cache")
+    warmup = next(c for c in nfs_pod["initContainers"] if c["name"] == "compile-cache-warmup")
+    shared = next(m for m in warmup["volumeMounts"] if m["name"] == "compile-cache-shared")
     assert shared["subPath"].startswith("compile-cache/") and not shared.get("readOnly")
+
+
+def test_no_serving_container_of_a_shipped_stack_can_write_a_shared_compile_cache(spaces_plan, plans):
+    """Issue 30: the engine answers prompts, so it never mounts the keyed directory; only the
+    warm-up (loopback, before the pod is Ready) writes it and the seed reads it read-only."""
+    for plan in (spaces_plan, *plans.values()):
+        for obj in kubernetes_objects(plan):
+            if obj.get("kind") != "Deployment" or obj["metadata"]["labels"].get("app.kubernetes.io/name") != "vllm":
+                continue
+            pod = obj["spec"]["template"]["spec"]
+            assert all(m["name"] != "compile-cache-shared" for m in pod["containers"][0]["volumeMounts"])
+            seed = next(c for c in pod["initContainers"] if c["name"] == "compile-cache-seed")
+            assert all(m.get("readOnly") for m in seed["volumeMounts"] if m["name"] == "compile-cache-shared")
 
 
 def test_the_plan_shows_time_to_ready_per_source(spaces_plan, plans):

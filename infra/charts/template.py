@@ -29,6 +29,13 @@ RELEASE_NAME_ANNOTATION = "meta.helm.sh/release-name"
 RELEASE_NAMESPACE_ANNOTATION = "meta.helm.sh/release-namespace"
 
 
+def is_test_hook(obj: dict[str, Any]) -> bool:
+    """A `helm.sh/hook: test` object: it exists only while `helm test` runs, never in the release's
+    steady state (Grafana's connection-test Pod), so the whole-plan invariants leave it out."""
+    hooks = ((obj.get("metadata") or {}).get("annotations") or {}).get(HOOK_ANNOTATION) or ""
+    return any(h.strip() in ("test", "test-success") for h in str(hooks).split(","))
+
+
 class ChartError(Exception):
     """A chart that cannot be loaded or templated with the given values (Helm's message)."""
 

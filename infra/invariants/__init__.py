@@ -39,8 +39,9 @@ class Findings:
 def check_plan(plan: StackPlan, objects: list[dict], resources: list[dict] = (), plan_json: dict | None = None) -> Findings:
     """Every invariant over `plan`, its rendered `objects` and its resource records (Helm releases,
     CRD manifests: what installs what)."""
-    paths = KeyPaths(plan.config)
     releases = [r for r in resources if r.get("type") == "kubernetes:helm.sh/v3:Release"]
+    paths = KeyPaths(plan.config, {str((r.get("inputs") or {}).get("name") or r.get("name")): str((r.get("inputs") or {}).get("chart", ""))
+                                   for r in releases})
     everything = list(objects) + implied_objects(list(objects), list(releases), dict(plan.cluster.system_node_selector))
     problems: list[Problem] = []
     problems += check_identity(everything, paths)

@@ -45,6 +45,19 @@ COMPILE_CACHE_GIB_PER_MODEL = 20.0  # torch.compile / Triton / AITER caches on a
 _CPU_SLUG = re.compile(r"-(\d+)vcpu-(\d+)gb")
 RESOURCES = ("cpu", "memory", "ephemeral-storage")
 RUN_TO_COMPLETION = frozenset({"Job", "CronJob"})
+# Labels the kubelet and DOKS put on every node (kubernetes.io/docs/reference/labels-annotations-
+# taints): DOKS nodes are x86-64 Linux. The per-node ones have a different value on each node, so a
+# selector on one pins a pod to one node of the pool; for capacity any node may be it.
+NODE_OS_ARCH = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+REGION_LABEL = "topology.kubernetes.io/region"
+PER_NODE_LABELS = frozenset({"kubernetes.io/hostname", "doks.digitalocean.com/node-id"})
+
+
+def well_known_labels(size: str, region: str) -> dict[str, str]:
+    """The labels every node of a pool of `size` droplets in `region` carries besides its pool's."""
+    return {**NODE_OS_ARCH, INSTANCE_TYPE_LABEL: size, REGION_LABEL: region}
 
 
 def _tiered(amount: float, tiers: tuple[tuple[float, float], ...], base: float = 0.0) -> float:
@@ -103,12 +116,13 @@ def node_groups(plan: StackPlan, paths: KeyPaths) -> list[NodeGroup]:
     if match:
         groups.append(NodeGroup(
             "system pool", paths.system_pool("size"), cfg.cluster.system_pool.size, cfg.cluster.system_pool.nodes,
-            dict(plan.cluster.system_node_selector), (), _allocatable(float(match.group(1)), float(match.group(2)), None, {}),
+            {**well_known_labels(cfg.cluster.system_pool.size, cfg.region), **plan.cluster.system_node_selector},
+            (), _allocatable(float(match.group(1)), float(match.group(2)), None, {}),
         ))
     for spec in plan.pools:
         gpu = spec.gpu
         nodes = spec.max_nodes if spec.node_count is None else spec.node_count
-        labels = {POOL_LABEL: spec.pool_name, "doks.digitalocean.com/gpu-brand": gpu.vendor,
+        labels = {**well_known_labels(gpu.slug, cfg.region), POOL_LABEL: spec.pool_name, "doks.digitalocean.com/gpu-brand": gpu.vendor,
                   "doks.digitalocean.com/gpu-model": gpu.accelerator.model, **dict(spec.labels)}
         extra = {gpu.gpu_resource_name: float(gpu.gpus)}
         groups.append(NodeGroup(spec.pool_name, paths.pool(spec.pool_name, "size") or paths.section("gpu_pools"), gpu.slug,
@@ -128,7 +142,7 @@ def _tolerates(template: PodTemplate, taint: str) -> bool:
 
 def _fits(template: PodTemplate, group: NodeGroup) -> bool:
     selector = template.spec.get("nodeSelector") or {}
-    if any(group.labels.get(k) != str(v) for k, v in selector.items()):
+    if any(k not in PER_NODE_LABELS and group.labels.get(k) != str(v) for k, v in selector.items()):
         return False
     return all(_tolerates(template, t) for t in group.taints)
 
@@ -196,7 +210,7 @@ def check_capacity(plan: StackPlan, objects: list[dict], paths: KeyPaths) -> lis
                 g.daemonsets.append(describe(template.owner))
             continue
         if not where:
-            problems.append(Problem(_owner_key(paths, template) or paths.section("gpu_pools"),
+            problems.append(Problem(_owner_key(paths, template) or paths.release(template.owner) or paths.section("gpu_pools"),
                                     f"pods of {describe(template.owner)} fit no node pool: node selector "
                                     f"{template.spec.get('nodeSelector') or {}}, tolerating {[t.get('key') for t in template.spec.get('tolerations') or []]}"))
             continue

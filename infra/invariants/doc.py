@@ -5,7 +5,15 @@ INVARIANTS_DOC = """## Plan invariants
 After the keys are valid and the planner has chosen layouts, every plan is checked as a whole, over
 the Kubernetes objects it renders plus those its controllers, charts and DOKS create (the Service
 and proxy Deployment the gateway controller makes for its Gateway, each chart's pods with the
-requests its values set, DOKS' own DaemonSets and CoreDNS). The checks are generic over kinds
+requests its values set, DOKS' own DaemonSets, kube-proxy and CoreDNS). When a release's chart is
+templated (docs/charts.md) its real objects are checked instead of the assumed pods, as errors like
+the project's own, with what its operators and hooks create at run time: the StatefulSet
+prometheus-operator makes for a `Prometheus`/`Alertmanager` (the CR's replicas, nodeSelector,
+tolerations and requests), Secrets a pod writes (`--secret-name=`, `--cert-secret-name=`); `helm
+test` hooks are left out, and a problem in a chart's objects names the stack section that gives
+the chart its values. Every node carries `kubernetes.io/os: linux`, `kubernetes.io/arch: amd64`,
+`node.kubernetes.io/instance-type` (its size) and `topology.kubernetes.io/region` besides its
+pool's labels; a selector on `kubernetes.io/hostname` picks one node. The checks are generic over kinds
 (`infra/invariants/`), so a new feature's objects are covered without new code. A broken invariant
 is a configuration error naming the stack key responsible (exit 2, one line per problem);
 `infra plan`, `infra diff` and the Pulumi program itself (in a fresh interpreter before anything is

@@ -2,7 +2,8 @@
 
 Helm charts and controllers create objects of their own: the Service and Deployment an
 Agentgateway controller makes for each Gateway (named after the Gateway, in its namespace), the
-pods of each chart release, the DaemonSets DOKS runs on every node. The invariants must see them —
+pods of each chart release, the DaemonSets DOKS runs on every node, and what the charts' operators
+and hook Jobs create from the chart's objects (operator_objects.py). The invariants must see them —
 a model named like the Gateway takes the controller's Service name; a 1-vCPU system node cannot
 hold a monitoring stack it never saw — so they are added here as plain manifests, marked
 `inference-platform/implied`.
@@ -18,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.invariants.objects import identity
+from infra.invariants.operator_objects import operator_objects
 
 IMPLIED = "inference-platform/implied"
 HELM_RELEASE_ANNOTATION = "meta.helm.sh/release-name"
@@ -54,10 +56,13 @@ CHART_FOOTPRINT: dict[str, tuple[tuple[str, str, int, str, str, bool], ...]] = {
     ),
     "gpu-operator-charts": (("amd-gpu-operator-controller-manager", "controllerManager", 1, "100m", "256Mi", False),),
 }
-# What DOKS runs on every node (Cilium, CSI node plugin, node agent, konnectivity) and once per
-# cluster (CoreDNS ×2, Cilium operator), on the system pool: assumed, DOKS publishes no figures.
+# What DOKS runs on every node (Cilium, CSI node plugin, node agent, konnectivity, kube-proxy) and
+# once per cluster (CoreDNS ×2, Cilium operator), on the system pool: assumed, DOKS publishes no
+# figures. CoreDNS and kube-proxy carry the `k8s-app` labels of upstream Kubernetes' manifests, which
+# kube-prometheus-stack's kube-system Services select.
 DOKS_PER_NODE = ("doks-node-daemons", "250m", "600Mi")
-DOKS_CLUSTER = (("coredns", 2, "100m", "170Mi"), ("cilium-operator", 1, "50m", "128Mi"))
+DOKS_CLUSTER = (("coredns", 2, "100m", "170Mi", {"k8s-app": "kube-dns"}), ("cilium-operator", 1, "50m", "128Mi", {}))
+DOKS_KUBE_PROXY_LABELS = {"k8s-app": "kube-proxy"}  # its requests are in DOKS_PER_NODE
 
 
 def _workload(kind: str, name: str, namespace: str, pods: int, cpu: str, memory: str, *, node_selector: dict | None,
@@ -143,9 +148,13 @@ def implied_objects(objects: list[dict], releases: list[dict], system_node_selec
     why = "run by DOKS itself (assumed footprint)"
     out.append(_workload("DaemonSet", DOKS_PER_NODE[0], "kube-system", 1, DOKS_PER_NODE[1], DOKS_PER_NODE[2],
                          node_selector=None, tolerate_all=True, why=why))
-    for name, pods, cpu, memory in DOKS_CLUSTER:
+    out.append(_workload("DaemonSet", "kube-proxy", "kube-system", 1, "0", "0", node_selector=None, tolerate_all=True,
+                         why=why, labels=DOKS_KUBE_PROXY_LABELS))
+    for name, pods, cpu, memory, pod_labels in DOKS_CLUSTER:
         out.append(_workload("Deployment", name, "kube-system", pods, cpu, memory, node_selector=system_node_selector,
-                             tolerate_all=False, why=why))
+                             tolerate_all=False, why=why, labels=pod_labels))
+    assumed = {component: (cpu, memory) for component, _, _, cpu, memory, _ in CHART_FOOTPRINT["kube-prometheus-stack"]}
+    out += operator_objects(list(objects), assumed)
     return out
 
 

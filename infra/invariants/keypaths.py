@@ -9,18 +9,27 @@ as the invariants themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infra.config import NS, StackConfig
 from infra.invariants.objects import labels
 
 MODEL_LABEL = "inference-platform/model"
 POOL_LABEL = "doks.digitalocean.com/node-pool"
+RELEASE_ANNOTATION = "meta.helm.sh/release-name"  # on every object a Helm release installs
+# The stack section whose keys give each chart its values (what a user changes when a chart's
+# objects do not fit): the chart as the release names it, without its repository.
+CHART_SECTIONS = {
+    "kube-prometheus-stack": "observability", "keda": "models", "lws": "models",
+    "agentgateway": "router.gateway", "agentgateway-crds": "router.gateway",
+    "gpu-operator-charts": "gpu_runtime", "cert-manager": "gpu_runtime",
+}
 
 
 @dataclass(frozen=True)
 class KeyPaths:
     cfg: StackConfig
+    releases: dict[str, str] = field(default_factory=dict)  # Helm release name → its chart
 
     def model_index(self, name: str | None) -> int | None:
         for i, model in enumerate(self.cfg.models):
@@ -53,6 +62,15 @@ class KeyPaths:
     def section(self, key: str) -> str:
         return f"{NS}{key}"
 
+    def release(self, obj: dict) -> str | None:
+        """The stack section behind `obj` when a Helm release installed it (chart objects)."""
+        release = ((obj.get("metadata") or {}).get("annotations") or {}).get(RELEASE_ANNOTATION)
+        if release is None:
+            return None
+        chart = self.releases.get(str(release), "").rsplit("/", 1)[-1]
+        return self.section(CHART_SECTIONS[chart]) if chart in CHART_SECTIONS else None
+
     def of_object(self, obj: dict, key: str = "name") -> str:
-        """The key responsible for `obj`: its model's, else the front door's (`router`)."""
-        return self.model(labels(obj).get(MODEL_LABEL), key) or self.section("router")
+        """The key responsible for `obj`: its model's, else its Helm release's section, else the
+        front door's (`router`)."""
+        return self.model(labels(obj).get(MODEL_LABEL), key) or self.release(obj) or self.section("router")

@@ -16,7 +16,7 @@ from infra.stack_plan import StackPlan
 BUILT_IN_GROUPS = frozenset({
     "", "apps", "batch", "policy", "rbac.authorization.k8s.io", "networking.k8s.io", "storage.k8s.io",
     "apiextensions.k8s.io", "autoscaling", "coordination.k8s.io", "scheduling.k8s.io", "admissionregistration.k8s.io",
-    "discovery.k8s.io", "node.k8s.io", "certificates.k8s.io",
+    "discovery.k8s.io", "node.k8s.io", "certificates.k8s.io", "apiregistration.k8s.io",
 })
 # Chart → the CRD groups its release installs.
 CHART_CRDS = {

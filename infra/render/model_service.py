@@ -38,11 +38,13 @@ from infra.render.scan_exceptions import accept
 from infra.render.vllm_args import ServeOptions, vllm_serve_args
 from infra.render.warm_start import (
     PREFETCH_SCRATCH_GIB,
+    CompileCacheWarmup,
     SpacesWeights,
     compile_cache_env,
     compile_cache_key,
     compile_cache_volume,
     prefetch_to_spaces_command,
+    render_compile_cache_warmup,
     s3_env,
     streamer_args,
 )
@@ -365,9 +367,26 @@ def rollout_waves(spec: ModelServiceSpec) -> int:
     return max(1, math.ceil(spec.max_replicas / per_wave))
 
 
+def warms_compile_cache(spec: ModelServiceSpec) -> bool:
+    """Init containers warm the keyed compile cache and copy it into the pod (render/warm_start.py);
+    a replica spanning nodes cannot run alone, so its engines use the per-node directory directly."""
+    return spec.compile_cache is not None and not spec.layout.multi_node
+
+
+def warmup_budget_seconds(spec: ModelServiceSpec) -> int:
+    """Extra time the first pod of a new compile-cache key spends in its warm-up."""
+    return startup_budget_seconds(spec) if warms_compile_cache(spec) else 0
+
+
+def pod_ready_budget_seconds(spec: ModelServiceSpec) -> int:
+    """From scheduling to Ready for one pod: pull, warm-up (a cold cache key), load."""
+    return startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS + warmup_budget_seconds(spec)
+
+
 def deployment_timeout_seconds(spec: ModelServiceSpec) -> int:
-    """How long Pulumi waits for the Deployment: every rollout wave pulls and loads the model."""
-    return rollout_waves(spec) * (startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS)
+    """How long Pulumi waits for the Deployment: every rollout wave pulls and loads the model;
+    the first wave also warms a new compile-cache key."""
+    return rollout_waves(spec) * (startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS) + warmup_budget_seconds(spec)
 
 
 def prefetch_timeout_seconds(spec: ModelServiceSpec) -> int:
@@ -653,28 +672,36 @@ def render_deployment(spec: ModelServiceSpec, node_role: str | None = None) -> d
     else:
         volumes.append({"name": "scratch", "emptyDir": {}})
         mounts.append({"name": "scratch", "mountPath": "/scratch"})
-    if spec.compile_cache is not None:
-        volume, mount = compile_cache_volume(
-            spec.compile_cache, compile_cache_dir_key(spec), spec.cache.pvc_name if spec.cache else None
-        )
+    resources = {
+        "requests": {"cpu": str(cpu_request(spec)), "memory": memory, gpu_resource: str(spec.gpus_per_pod)},
+        "limits": {"memory": memory, gpu_resource: str(spec.gpus_per_pod)},
+    }
+    command = engine_command_with_lmcache(spec.kv_offload) if uses_lmcache_server(spec.kv_offload) else list(VLLM_COMMAND)
+    args, env = serve_args(spec, node_role), engine_env(spec)
+    pvc_name = spec.cache.pvc_name if spec.cache else None
+    if warms_compile_cache(spec):
+        cache_volumes, warm_init, mount = render_compile_cache_warmup(CompileCacheWarmup(
+            kind=spec.compile_cache, key=compile_cache_dir_key(spec), pvc_name=pvc_name, image=spec.resolved_image,
+            command=command, args=args, env=[e for e in env if e["name"] != "VLLM_API_KEY"],  # loopback: no key
+            resources=resources, security=container_security, budget_seconds=startup_budget_seconds(spec),
+            mounts=list(mounts),
+        ))  # fmt: skip
+        volumes += cache_volumes
+        init_containers += warm_init
+        mounts.append(mount)
+    elif spec.compile_cache is not None:
+        volume, mount = compile_cache_volume(spec.compile_cache, compile_cache_dir_key(spec), pvc_name)
         volumes.append(volume)
         mounts.append(mount)
 
     container = {
         "name": "vllm",
         "image": spec.resolved_image,
-        "command": engine_command_with_lmcache(spec.kv_offload) if uses_lmcache_server(spec.kv_offload) else list(VLLM_COMMAND),
-        "args": serve_args(spec, node_role),
+        "command": command,
+        "args": args,
         "ports": [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
-        "env": engine_env(spec),
-        "resources": {
-            "requests": {
-                "cpu": str(cpu_request(spec)),
-                "memory": memory,
-                gpu_resource: str(spec.gpus_per_pod),
-            },
-            "limits": {"memory": memory, gpu_resource: str(spec.gpus_per_pod)},
-        },
+        "env": env,
+        "resources": resources,
         "startupProbe": _probe("/health", STARTUP_PROBE_PERIOD_SECONDS, startup_failure_threshold(spec), 5),
         "readinessProbe": _probe("/health", 10, 3, 5),
         "livenessProbe": _probe("/health", 20, 6, 10),
@@ -720,7 +747,7 @@ def render_deployment(spec: ModelServiceSpec, node_role: str | None = None) -> d
             "replicas": spec.replicas,
             "revisionHistoryLimit": 3,
             # A new pod becoming available counts as progress; one model load must fit inside.
-            "progressDeadlineSeconds": startup_budget_seconds(spec) + IMAGE_PULL_ALLOWANCE_SECONDS,
+            "progressDeadlineSeconds": pod_ready_budget_seconds(spec),
             "selector": {"matchLabels": engine_selector(spec)},
             "strategy": {
                 "type": "RollingUpdate",

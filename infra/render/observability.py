@@ -179,6 +179,17 @@ def prometheus_url(namespace: str = "monitoring", release: str = HELM_RELEASE_NA
     return f"http://{fullname[:26].rstrip('-')}-prometheus.{namespace}.svc:9090"
 
 
+# DOKS manages the control plane outside the cluster: no kube-controller-manager, kube-scheduler or
+# etcd pod exists to scrape. The chart's Services for them would select nothing (the plan's
+# invariants refuse that) and its KubeControllerManagerDown / KubeSchedulerDown / etcd alerts would
+# fire for ever; `enabled: false` drops the Services, ServiceMonitors and those rule groups.
+MANAGED_CONTROL_PLANE_VALUES = {
+    "kubeControllerManager": {"enabled": False},
+    "kubeScheduler": {"enabled": False},
+    "kubeEtcd": {"enabled": False},
+}
+
+
 def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
     """Helm values for kube-prometheus-stack.
 
@@ -216,6 +227,7 @@ def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
     retention_size_gb = max(1, int(settings.storage_gib * 1.073741824 * 0.85))
     return {
         "crds": {"enabled": True},
+        **MANAGED_CONTROL_PLANE_VALUES,
         "prometheusOperator": {
             "nodeSelector": node_selector,
             "admissionWebhooks": {"patch": {"nodeSelector": node_selector}},

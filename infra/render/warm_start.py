@@ -21,9 +21,25 @@ Compile caches. vLLM's torch.compile cache (VLLM_CACHE_ROOT), Triton's (TRITON_C
 AITER's JIT modules (AITER_JIT_DIR, ROCm) are kept in a directory keyed by everything that changes
 the compiled code — image, checkpoint, revision, layout, engine flags and env — so a new image or
 layout starts a new directory instead of reading a stale one. With the NFS cache the directory is
-on the share (every replica of the same key reuses it, on any node; vLLM's default `binary` save
-format is documented as safe for several processes, vllm/envs.py); without NFS (kind spaces or
+on the share (every replica of the same key reuses it, on any node); without NFS (kind spaces or
 none) it is a hostPath on the node's disk, reused by every restart on that node.
+
+No serving container writes that keyed directory (issue 30): a replica answers untrusted prompts,
+and a kernel it planted in a shared cache would run in every later replica. Two init containers
+of the engine pod do the writing before the engine sees any traffic: `compile-cache-warmup` runs
+the engine's own command bound to 127.0.0.1 with the directory read-write until /health answers
+(compilation, AITER JIT and graph capture are done by then), marks it warm and exits — at once
+when it is already warm; `compile-cache-seed` copies it, mounted read-only, into a per-pod
+emptyDir, which is where the engine's VLLM_CACHE_ROOT / TRITON_CACHE_DIR / AITER_JIT_DIR point,
+at the same path, so kernels compiled on first use (shapes the warm-up did not meet) land in the
+pod's own copy (vLLM documents copying `torch_compile_cache` between machines as supported). The
+engine container does not mount the keyed directory at all. A warm-up that does not reach
+/health within the startup budget leaves no mark and the pod starts anyway (it compiles, as
+cold). Not a Job: GPU pools have no spare GPUs (maxSurge 0), so a warm-up Job would wait for a
+replica's GPUs or hold a rollout; the init container uses the GPUs its own pod already holds.
+Multi-node replicas cannot warm up alone (one pod is one node's share of a replica): their
+engines keep the per-node directory read-write, so what one of them writes reaches only the
+later engines of that node (docs/security.md).
 
 Image pre-pull: a DaemonSet per GPU pool whose init containers are the pool's vLLM images
 (each runs `true` and exits), kept alive by a pause container, so an image upgrade is pulled on
@@ -39,6 +55,7 @@ from dataclasses import dataclass
 
 from infra.catalog import versions
 from infra.catalog.spaces import endpoint_url
+from infra.catalog.vllm_flags import VLLM_PORT
 from infra.render import scan_exceptions
 from infra.render.pod_security import restricted_container, restricted_pod
 from infra.render.scan_exceptions import accept
@@ -46,6 +63,10 @@ from infra.render.scan_exceptions import accept
 COMPILE_CACHE_MOUNT = "/compile-cache"
 COMPILE_CACHE_SUBDIR = "compile-cache"  # on the NFS share
 NODE_CACHE_ROOT = "/var/lib/inference-platform/compile-cache"  # hostPath on the node
+COMPILE_CACHE_SEED_MOUNT = "/compile-cache-seed"  # the keyed directory, read-only, in the seed container
+COMPILE_CACHE_WARM_MARKER = ".warm"  # written by the warm-up once the engine answered /health
+WARMUP_CONTAINER = "compile-cache-warmup"
+SEED_CONTAINER = "compile-cache-seed"
 SPACES_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"  # keys inside the Spaces key Secrets
 SPACES_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - a key name, not a value
 SPACES_READ_SECRET = "spaces-weights-read"
@@ -209,6 +230,97 @@ def compile_cache_volume(kind: str, key: str, pvc_name: str | None) -> tuple[dic
         volume = {"name": "compile-cache", "hostPath": {"path": f"{NODE_CACHE_ROOT}/{key}", "type": "DirectoryOrCreate"}}
         return volume, {"name": "compile-cache", "mountPath": COMPILE_CACHE_MOUNT}
     raise ValueError(f"compile cache kind must be shared or node, got {kind!r}")
+
+
+# Runs the engine's command (in "$@") on loopback until /health answers; python3 is in every
+# vLLM image, curl is not.
+WARMUP_SH = f"""\
+budget=$1; shift
+marker={COMPILE_CACHE_MOUNT}/{COMPILE_CACHE_WARM_MARKER}
+if [ -f "$marker" ]; then echo "compile cache already warm"; exit 0; fi
+"$@" &
+engine=$!
+waited=0
+while kill -0 "$engine" 2>/dev/null && [ "$waited" -lt "$budget" ]; do
+  if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:{VLLM_PORT}/health', timeout=5)" 2>/dev/null; then
+    touch "$marker"
+    echo "compile cache written after ${{waited}}s"
+    exit 0
+  fi
+  sleep 10
+  waited=$((waited + 10))
+done
+echo "the warm-up engine did not answer /health within ${{budget}}s; the replica compiles what it needs" >&2
+exit 0
+"""
+
+# A failed copy (disk full) must not leave truncated cache files behind: start empty instead.
+SEED_SH = f"""\
+if cp -R {COMPILE_CACHE_SEED_MOUNT}/. {COMPILE_CACHE_MOUNT}/; then
+  echo "compile cache copied: $(du -sh {COMPILE_CACHE_MOUNT} | cut -f1)"
+else
+  echo "copying the compile cache failed; the engine starts with an empty one" >&2
+  find {COMPILE_CACHE_MOUNT} -mindepth 1 -delete
+fi
+"""
+
+
+def loopback_args(args: Sequence[str]) -> list[str]:
+    """The engine's arguments with `--host 127.0.0.1`: the warm-up answers nobody but itself."""
+    out = list(args)
+    at = out.index("--host")
+    out[at + 1] = "127.0.0.1"
+    return out
+
+
+@dataclass(frozen=True)
+class CompileCacheWarmup:
+    """What the warm-up needs of the engine: the same image, command, arguments, environment,
+    GPUs and securityContext, so that it compiles exactly what the engine will load."""
+
+    kind: str  # "shared" | "node"
+    key: str
+    pvc_name: str | None
+    image: str
+    command: Sequence[str]
+    args: Sequence[str]
+    env: Sequence[Mapping]
+    resources: Mapping
+    security: Mapping
+    budget_seconds: int
+    mounts: Sequence[Mapping] = ()  # the engine's other mounts (/dev/shm for RCCL, weights, scratch)
+
+
+def render_compile_cache_warmup(w: CompileCacheWarmup) -> tuple[list[dict], list[dict], dict]:
+    """(volumes, init containers, the engine's mount): the keyed directory as volume
+    `compile-cache-shared`, written only by the warm-up and read by the seed, and the per-pod
+    emptyDir `compile-cache` the engine mounts."""
+    source, writable = compile_cache_volume(w.kind, w.key, w.pvc_name)
+    source = {**source, "name": "compile-cache-shared"}
+    writable = {**writable, "name": "compile-cache-shared"}
+    read_only = {**writable, "mountPath": COMPILE_CACHE_SEED_MOUNT, "readOnly": True}
+    per_pod = {"name": "compile-cache", "mountPath": COMPILE_CACHE_MOUNT}
+    warmup = {
+        "name": WARMUP_CONTAINER,
+        "image": w.image,
+        "command": ["/bin/sh", "-c", WARMUP_SH, "warmup", str(w.budget_seconds), *w.command],
+        "args": loopback_args(w.args),
+        "env": [dict(e) for e in w.env],
+        "resources": dict(w.resources),
+        "securityContext": dict(w.security),
+        "volumeMounts": [*(dict(m) for m in w.mounts), writable],
+    }
+    seed = {
+        "name": SEED_CONTAINER,
+        "image": w.image,  # already on the node for the engine
+        "command": ["/bin/sh", "-c", SEED_SH],
+        "resources": {"requests": {"cpu": "1", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+        # Root like the engine, so the engine (root without CAP_DAC_OVERRIDE) owns what it adds to.
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [read_only, per_pod],
+    }
+    volumes = [source, {"name": "compile-cache", "emptyDir": {}}]
+    return volumes, [warmup, seed], per_pod
 
 
 # --- image pre-pull ----------------------------------------------------------------------------

@@ -6,9 +6,13 @@ good ratios, read back with `query_range` over `--since`. The time range is cut 
 aligned to the clock (WINDOW_S; so a second run sees the same windows), and a window is an
 observation only when it is *steady*:
 
-  complete   every step has every series (a scrape gap, or a model not yet serving, is not steady);
+  complete   every series is there at the window's first step and at all but MAX_MISSING_SHARE of
+             its steps (one missed scrape of a busy engine — busy engines are the ones that miss
+             them — must not discard a loaded window; a longer gap, or a model not yet serving, is
+             not steady);
   no scaling the number of nodes serving did not change in the window nor in the RATE_LAG_S before
-             it (5 m rates still mix the old and the new replica count for that long);
+             it (5 m rates still mix the old and the new replica count for that long); a one-step
+             dip is a missed scrape, not a change;
   no restart no engine counter reset in the window or the lag before it (a restarted engine
              starts cold: empty prefix cache, first-request compilation);
   not idle   at least MIN_IN_FLIGHT_PER_NODE requests in flight per node and MIN_SERVED_RPS served
@@ -35,6 +39,7 @@ from infra.tuning.prometheus import PrometheusClient, Series
 WINDOW_S = 900  # 15 min: long enough to average a bursty minute, short enough to find steady ones
 RATE_LAG_S = 300  # the recording rules' rate window
 MAX_LOAD_CV = 0.25
+MAX_MISSING_SHARE = 0.1  # of a window's steps a series may miss (failed scrapes); means use the rest
 MIN_IN_FLIGHT_PER_NODE = 1.0
 MIN_SERVED_RPS = 100 / 3600  # the burn-rate alerts' traffic guard (slo_rules.MIN_REQUESTS_PER_HOUR)
 
@@ -124,6 +129,16 @@ def windows(start: float, end: float, window_s: int = WINDOW_S) -> list[tuple[in
     return [(t, t + window_s) for t in range(int(first), int(end) - window_s + 1, window_s)]
 
 
+def without_blips(values: list[float]) -> list[float]:
+    """`values` without one-step departures: a node count that differs at one step from equal
+    neighbours is a missed scrape (`up` was 0 once), not a scaling event — a replica that really
+    came or went stays changed."""
+    return [
+        v for i, v in enumerate(values)
+        if not (0 < i < len(values) - 1 and values[i - 1] == values[i + 1] != v)
+    ]
+
+
 def judge_window(
     series: dict[str, dict[int, float]], start: int, end: int, step_s: int
 ) -> tuple[WindowVerdict, dict[str, list[float]] | None]:
@@ -132,13 +147,12 @@ def judge_window(
     values: dict[str, list[float]] = {}
     for name in REQUIRED:
         got = [series.get(name, {}).get(t) for t in steps]
-        if any(v is None for v in got):
-            missing = sum(v is None for v in got)
+        missing = sum(v is None for v in got)
+        if got[0] is None or missing > MAX_MISSING_SHARE * len(steps):
             return WindowVerdict(start, end, False, f"incomplete: {name} missing at {missing}/{len(steps)} steps"), None
-        values[name] = got  # type: ignore[assignment]
+        values[name] = [v for v in got if v is not None]
     lag_steps = list(range(start - RATE_LAG_S, end, step_s))
-    nodes = [series["nodes"].get(t) for t in lag_steps]
-    known = [n for n in nodes if n is not None]
+    known = without_blips([n for n in (series["nodes"].get(t) for t in lag_steps) if n is not None])
     if len({round(n, 6) for n in known}) > 1:
         return WindowVerdict(start, end, False, f"scaling event: nodes serving went {min(known):g}..{max(known):g}"), None
     if known and known[0] <= 0:

@@ -35,13 +35,7 @@ def test_leaves_are_open():
 
 
 def _pins():
-    return {
-        (versions.KUBE_PROMETHEUS_STACK_CHART, versions.KUBE_PROMETHEUS_STACK_CHART_VERSION),
-        (versions.KEDA_CHART, versions.KEDA_CHART_VERSION),
-        (versions.LWS_CHART, versions.LWS_CHART_VERSION),
-        (versions.AGENTGATEWAY_CHART, versions.AGENTGATEWAY_CHART_VERSION),
-        (versions.AGENTGATEWAY_CRDS_CHART, versions.AGENTGATEWAY_CHART_VERSION),
-    }
+    return {(chart, version) for chart, version, *_ in versions.PINNED_CHARTS}
 
 
 def test_every_committed_index_is_of_a_pinned_chart_version():

@@ -79,13 +79,31 @@ def test_a_steady_window_is_an_observation_with_its_means():
         ({"resets": lambda t: 1.0 if t == T0 + 420 else 0.0}, "engine restart"),
         ({"in_flight_per_node": lambda t: 0.2, "served_rps_per_node": lambda t: 0.01}, "idle"),
         ({"served_rps_per_node": lambda t: 1.0 if (t // STEP) % 2 else 5.0}, "unstable load"),
-        ({"output_tokens_per_s_per_node": lambda t: None if t == T0 + 120 else 600.0}, "incomplete"),
+        ({"output_tokens_per_s_per_node": lambda t: None if T0 + 120 <= t < T0 + 300 else 600.0}, "incomplete"),
+        ({"nodes": lambda t: None if t == T0 else 2.0}, "incomplete"),
     ],
-    ids=["scaling", "scaling-in-rate-lag", "restart", "idle", "unstable", "gap"],
+    ids=["scaling", "scaling-in-rate-lag", "restart", "idle", "unstable", "gap", "not-serving-at-start"],
 )
 def test_unsteady_windows_are_set_aside_with_why(overrides, reason):
     verdict = _verdict(**overrides)
     assert not verdict.steady and verdict.reason.startswith(reason), verdict
+
+
+def test_one_missed_scrape_does_not_discard_a_loaded_window():
+    """A busy engine is the one whose scrape times out; its window is still an observation, with
+    means over the steps that were scraped."""
+    obs, verdicts = observations(
+        _series(T0 - WINDOW, T0 + WINDOW, served_rps_per_node=lambda t: None if t == T0 + 120 else 3.0),
+        MODEL, "tp1-r1", T0, T0 + WINDOW, STEP, WINDOW,
+    )
+    assert [v.steady for v in verdicts] == [True]
+    assert obs[0].served_rps_per_node == 3.0
+
+
+def test_one_missed_scrape_of_one_engine_is_not_a_scaling_event():
+    """`up` is 0 for one scrape of one engine: the node count dips for one step and comes back."""
+    assert _verdict(nodes=lambda t: 1.0 if t == T0 + 240 else 2.0).steady
+    assert not _verdict(nodes=lambda t: 1.0 if T0 + 240 <= t < T0 + 360 else 2.0).steady
 
 
 def test_a_missed_slo_is_recorded_not_dropped():

@@ -6,6 +6,7 @@ import kubernetes_validate
 import pytest
 
 from infra.catalog import versions
+from infra.charts.values import committed_index, unknown_paths
 from infra.render import gpu_runtime as render
 
 K8S_VERSION = "1.33"
@@ -128,35 +129,19 @@ def test_gpu_operator_values_leave_driver_and_discovery_to_doks():
     assert render.render_cert_manager_values() == {"crds": {"enabled": True}}
 
 
-def _leaves(tree: dict, prefix: str = "") -> set[str]:
-    out = set()
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        out |= _leaves(value, path + ".") if isinstance(value, dict) else {path}
-    return out
-
-
-# Value paths of ROCm/gpu-operator helm-charts-k8s/values.yaml at tag v1.5.0 that the platform may
-# set (a value the chart does not read is silently ignored by Helm, as `controllerManager.
-# nodeAffinity` was).
-GPU_OPERATOR_V150_KEYS = {
-    "node-feature-discovery.enabled",
-    "installdefaultNFDRule",
-    "kmm.enabled",
-    "kmm.watch",
-    "remediation.enabled",
-    "remediation.installCRDs",
-    "crds.defaultCR.install",
-    "crds.defaultCR.upgrade",
-    "controllerManager.affinity",
-    "controllerManager.nodeSelector",
-    "upgradeCRD",
-}
-
-
-def test_gpu_operator_values_are_keys_the_pinned_chart_reads():
-    assert versions.AMD_GPU_OPERATOR_CHART_VERSION == "v1.5.0", "re-check the key list against the new chart"
-    assert _leaves(render.render_gpu_operator_values()) <= GPU_OPERATOR_V150_KEYS
+def test_gpu_operator_and_cert_manager_values_are_keys_the_pinned_charts_read():
+    """Checked against the committed value index of each pinned chart (scripts/chart_index.py,
+    derived from the chart's own default values and schema): a value the chart does not read is
+    silently ignored by Helm, as `controllerManager.nodeAffinity` was."""
+    for chart, version, values in (
+        (versions.AMD_GPU_OPERATOR_CHART, versions.AMD_GPU_OPERATOR_CHART_VERSION, render.render_gpu_operator_values()),
+        (versions.CERT_MANAGER_CHART, versions.CERT_MANAGER_CHART_VERSION, render.render_cert_manager_values()),
+    ):
+        index = committed_index(chart, version)
+        assert index is not None, f"no value index for {chart} {version}: run scripts/chart_index.py on its archive"
+        assert unknown_paths(values, index["values"], index["schema"]) == []
+    index = committed_index(versions.AMD_GPU_OPERATOR_CHART, versions.AMD_GPU_OPERATOR_CHART_VERSION)
+    assert unknown_paths({"kmm": {"wach": False}}, index["values"], index["schema"]) == ["kmm.wach"]
     # The chart's controller affinity only prefers control-plane nodes; nothing to override on DOKS.
     assert "controllerManager" not in render.render_gpu_operator_values()
 

@@ -510,11 +510,10 @@ def test_label_values_are_escaped():
 def test_observed_models_carry_the_pool_price_and_gpu_share(monkeypatch):
     from types import SimpleNamespace as NS
 
-    from infra import stack_plan
-    from infra.stack_plan import ModelFacts, observed_models
+    from infra.stack_plan import ModelFacts, monitoring, observed_models
 
     # Only the spec's name matters here (the Deployment's name).
-    monkeypatch.setattr(stack_plan, "model_service_spec", lambda m, _cache_pvc: NS(name=m.config.name))
+    monkeypatch.setattr(monitoring, "model_service_spec", lambda m, _cache_pvc: NS(name=m.config.name))
 
     def facts(name: str, pool, tp: int, dp: int, rpn: int) -> ModelFacts:
         layout = NS(replicas_per_node=rpn, gpus_per_replica=tp * dp, gpus_per_node_used=tp * dp * rpn, multi_node=False,

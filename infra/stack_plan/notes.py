@@ -1,0 +1,137 @@
+"""The notes a reader of the plan should see about a model or the stack: a P/D layout that would
+carry more, a thin KV cache, a peak beyond the pool, a measurement off the prediction, images
+pinned by tag only, how clients get the API key. Notes never stop a plan; problems do.
+"""
+
+from __future__ import annotations
+
+from infra.catalog import versions
+from infra.planner.choice import MIN_KV_SHARE, held_back_reason
+from infra.planner.search import NEAR_TIE
+from infra.render.model_service import ModelServiceSpec
+from infra.render.router import RouterSpec
+from infra.stack_plan.facts import ModelFacts
+
+# Measured below this share of the prediction: the factors are off enough to mislead the search.
+CALIBRATE_BELOW = 0.7
+
+
+def pd_notes(m: ModelFacts, efficiency=None) -> list[str]:
+    """`layout: auto` plans colocated layouts; when a prefill/decode layout would carry clearly more
+    (beyond the near-tie margin), say so: switching is the user's call (a second router, a KV
+    connector, no autoscaling for a unit over nodes — docs/serving.md)."""
+    from infra.planner.disaggregation import pd_candidates
+    from infra.planner.efficiency import load_efficiency
+
+    chosen = m.plan.chosen
+    if not chosen.fits or chosen.goodput_rps_per_node <= 0:
+        return []
+    table = efficiency if efficiency is not None else load_efficiency()
+    gpu = m.pool.gpu
+    pds = pd_candidates(
+        m.arch, gpu, m.config.workload.to_workload(), m.config.slo.to_slo(), table.for_family(gpu.accelerator.family, moe=m.arch.is_moe),
+        table.band(gpu.accelerator.family, m.arch.is_moe), m.pool.node_usd_per_hour, fabric=m.pool.fabric,
+        pool_nodes=m.pool.max_node_count,
+    )
+    best = min((c for c in pds if c.fits), key=lambda c: (-c.goodput_rps_per_node, c.name), default=None)
+    if best is None or best.goodput_rps_per_node <= chosen.goodput_rps_per_node * (1 + NEAR_TIE):
+        return []
+    ratio = best.goodput_rps_per_node / chosen.goodput_rps_per_node
+    workload, slo = m.config.workload.to_workload(), m.config.slo.to_slo()
+    thin = held_back_reason(best, workload, slo)
+    advice = (
+        f"but {thin}, so it is not advised unmeasured (planner/choice.py): bench it first"
+        if thin
+        else f"set layout: {best.name} to serve it disaggregated (docs/serving.md, P/D), and measure both"
+    )
+    return [
+        f"model {m.config.name}: prefill/decode layout {best.name} would carry {best.goodput_rps_per_node:.2f} req/s per node, "
+        f"{ratio:.2f}× {chosen.name} ({best.short_reason}); {advice} with `infra bench`"
+    ]
+
+
+# Below this share of the memory budget left for KV cache, a layout's fit rests on the memory
+# model's estimate of everything else: `layout: auto` does not choose such a layout unmeasured
+# (planner/choice.py, the same margin); an explicit one gets this note.
+THIN_KV_SHARE = MIN_KV_SHARE
+
+
+def thin_kv_notes(m: ModelFacts, stack: str) -> list[str]:
+    """A chosen, unmeasured layout whose KV cache is a sliver of the GPU's memory: say how thin, and
+    name the best layout with room to spare, so the bench compares the two before production."""
+    chosen = m.plan.chosen
+    memory = chosen.memory
+    if m.measured is not None or not chosen.fits or memory.budget_gb <= 0:
+        return []
+    share = memory.kv_cache_gb / memory.budget_gb
+    if share >= THIN_KV_SHARE:
+        return []
+    roomy = next(
+        (c for c in m.plan.candidates
+         if c.fits and c is not chosen and c.goodput_rps_per_node > 0
+         and c.memory.kv_cache_gb / c.memory.budget_gb >= THIN_KV_SHARE),
+        None,
+    )
+    alternative = (
+        f"; the best layout with room, {roomy.layout.name}, predicts {roomy.goodput_rps_per_node:.2f} req/s/node "
+        f"with {roomy.memory.kv_cache_gb:.0f} GB of KV per GPU. Bench both: `infra bench {stack} {m.config.name} "
+        f"--layouts {chosen.layout.name},{roomy.layout.name}`"
+        if roomy is not None
+        else ""
+    )
+    return [
+        f"model {m.config.name}: {chosen.layout.name} leaves {memory.kv_cache_gb:.1f} GB of the "
+        f"{memory.budget_gb:.0f} GB budget per GPU for KV cache ({share:.0%}); its fit rests on the memory "
+        f"model's estimate of everything else, and a few GB more in the real engine leave no room{alternative}"
+    ]
+
+
+def sizing_notes(m: ModelFacts, stack: str) -> list[str]:
+    """A peak beyond the pool, and a measurement that contradicts the prediction."""
+    notes = []
+    name, pool, peak = m.config.name, m.pool, m.config.workload.peak_rps
+    needed = m.nodes_needed
+    if peak and needed and needed > pool.max_node_count:
+        notes.append(
+            f"model {name}: peak {peak:g} req/s needs {needed} nodes of {pool.name} at the "
+            + (f"measured goodput ({m.goodput_rps_per_node:.2f} req/s/node); " if m.measured else
+               f"predicted goodput's low end ({m.plan.chosen.goodput_low_rps_per_node:.2f} req/s/node); ")
+            + f"the pool allows at most {pool.max_node_count}"
+        )
+    if m.measured is None:
+        return notes
+    predicted = m.plan.chosen.goodput_rps_per_node
+    measured = float(m.measured.measured_goodput_rps)
+    if predicted > 0 and measured < CALIBRATE_BELOW * predicted:
+        notes.append(
+            f"model {name}: measured goodput {measured:.2f} req/s/node ({m.measured.label()}) is "
+            f"{measured / predicted:.2f}× the planner's {predicted:.2f} for {m.layout.name}; the pool is sized from "
+            f"the measurement. Re-fit the {pool.gpu.accelerator.family} factors: "
+            f"`infra tune calibrate <results> --stack {stack} --model {name}` (docs/tuning.md §6)"
+        )
+    changes = m.measured.changed_conditions(m.config.slo.to_slo(), m.config.workload.to_workload(), pool.gpu.slug)
+    if changes:
+        notes.append(
+            f"model {name}: the measured goodput of {m.layout.name} ({m.measured.label()}) was measured under "
+            f"other conditions ({'; '.join(changes)}); it still sizes the pool. Re-run infra bench: "
+            f"`infra bench {stack} {name}`, then `infra tune ingest <results> --stack {stack} --model {name} --write`"
+        )
+    return notes
+
+
+def tag_only_image_notes(services: tuple[ModelServiceSpec, ...], router: RouterSpec) -> list[str]:
+    """prod: images pinned by tag only (a tag can be moved under you; a digest cannot). Every
+    image key accepts `image@sha256:<digest>` (issue 30)."""
+    images = {s.resolved_image for s in services}
+    if router.uses_router:
+        images.add(router.image or versions.ROUTER_BASE_IMAGE)
+    tag_only = sorted(i for i in images if "@sha256:" not in i)
+    if not tag_only:
+        return []
+    return [f"prod: images pinned by tag only: {', '.join(tag_only)}; pin by digest with models[].image / router.image = <image>@sha256:<digest>"]
+
+
+def api_key_note(given: bool) -> str:
+    """How clients get the key every serving path checks (issue 30)."""
+    source = "the stack's api_key secret" if given else "none set: `pulumi up` generates one (pulumi-random, a secret in the stack's state)"
+    return f"API key on every serving path ({source}); clients send `Authorization: Bearer <key>`; read it with `pulumi stack output api_key --show-secrets`"

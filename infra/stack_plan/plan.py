@@ -1,0 +1,370 @@
+"""Decide everything about a stack, as a plain value: `plan_stack(config) -> StackPlan`.
+
+Pure Python, importable without Pulumi. From the validated config it resolves every model's
+layout with the planner, sizes the pools, prices the stack, collects the notes a reader should
+see, and builds every component's spec (`infra.specs`, the renderers' specs). Every problem it
+finds — an SLO no layout meets, an autoscaling target no replica reaches — is raised together as
+one `ConfigError`. `declare(plan, secrets)` then only turns the specs into resources; `infra plan`
+prints, diffs and records the same value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.catalog.cpu_sizes import CPU_PRICES_AS_OF, CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
+from infra.catalog.gpus import HOURS_PER_MONTH
+from infra.config import NS, GpuPoolConfig, StackConfig
+from infra.errors import ConfigError, Problem
+from infra.front_door import FrontDoor
+from infra.layout_fit import require_layouts_fit
+from infra.render.autoscaling import AutoscalingSpec, render_scaled_object
+from infra.render.gateway import GatewaySpec, gateway_front_door
+from infra.render.model_cache import MODEL_CACHE_PVC_NAME
+from infra.render.model_service import ModelServiceSpec, render_namespace
+from infra.render.network_policy import NetworkPolicySpec, network_policy_spec
+from infra.render.observability import MonitoringSettings, ObservabilitySpec
+from infra.render.router import RouterSpec
+from infra.rollout_plan import candidate_service_spec
+from infra.specs import (
+    ClusterSpec,
+    FabricSpec,
+    GpuPoolSpec,
+    GpuRuntimeSpec,
+    ImagePrepullSpec,
+    ModelCacheSpec,
+    NetworkSpec,
+    ProjectSpec,
+    WeightBucketSpec,
+    gpu_addon_flags,
+    standard_tags,
+)
+from infra.stack_plan.autoscaling import autoscaling_json, scaling_specs
+from infra.stack_plan.cluster import fabric_spec, plus_extra, project_name
+from infra.stack_plan.facts import ModelFacts
+from infra.stack_plan.gateway import gateway_spec
+from infra.stack_plan.models import plan_models
+from infra.stack_plan.monitoring import gpu_runtime_facts, observed_models, rollouts_observed
+from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
+from infra.stack_plan.notes import tag_only_image_notes
+from infra.stack_plan.router import front_door, router_spec
+from infra.stack_plan.services import image_prepull_spec, model_service_spec
+from infra.stack_plan.weights import weight_bucket_spec
+
+
+@dataclass(frozen=True)
+class StackPlan:
+    """Everything the program will declare and why, as plain data.
+
+    `models` carry the planner's decisions; the specs are what each component builds, in the
+    order `declare` instantiates them. `problems` is empty unless the plan was made with
+    `allow_problems=True` (benchmarks measure a model whose SLO no layout is predicted to meet).
+    """
+
+    config: StackConfig
+    models: tuple[ModelFacts, ...]
+    notes: tuple[str, ...]
+    network: NetworkSpec
+    cluster: ClusterSpec
+    pools: tuple[GpuPoolSpec, ...]
+    gpu_runtime: GpuRuntimeSpec
+    namespace: dict[str, Any]  # the inference namespace object
+    model_cache: ModelCacheSpec | None
+    services: tuple[ModelServiceSpec, ...]  # one per model, same order
+    router: RouterSpec  # the one router of the environment (kind service: renders nothing)
+    front_door: FrontDoor
+    observability: ObservabilitySpec | None
+    autoscaling: AutoscalingSpec | None
+    project: ProjectSpec
+    problems: tuple[Problem, ...] = field(default=())
+    weight_bucket: WeightBucketSpec | None = None  # model_cache.kind spaces
+    prepull: ImagePrepullSpec | None = None  # image pre-pull DaemonSets on the GPU pools
+    gateway: GatewaySpec | None = None  # router.kind gateway (issue 17): replaces the router
+    fabric: FabricSpec | None = None  # a fabric pool: LWS, Multus and the fabric NIC attachments
+    network_policies: NetworkPolicySpec | None = None  # default-deny + the flows the plan needs (issue 30)
+    candidates: tuple[ModelServiceSpec, ...] = ()  # rollout candidates' engines (models[].rollout)
+
+    @property
+    def stack(self) -> str:
+        return self.config.stack
+
+    def model(self, name: str) -> ModelFacts:
+        return next(m for m in self.models if m.config.name == name)
+
+    def service(self, name: str) -> ModelServiceSpec:
+        return next(s for s in self.services if s.name == name)
+
+    def candidate(self, name: str) -> ModelServiceSpec | None:
+        return next((s for s in self.candidates if s.name == name), None)
+
+    def rollout_nodes(self, pool: str) -> int:
+        """Nodes the pool gets on top of its configured count for rollout candidates."""
+        return sum(m.rollout.extra_nodes for m in self.models if m.rollout is not None and m.pool.name == pool)
+
+    # --- the plan file's views ----------------------------------------------------------------
+
+    def models_json(self) -> list[dict[str, Any]]:
+        out = []
+        for m in self.models:
+            chosen = m.plan.chosen
+            layout = chosen.layout
+            entry = {
+                "name": m.config.name,
+                "source": m.config.source,
+                "pool": m.pool.name,
+                "layout_source": "auto" if m.config.layout is None else "explicit",
+                "layout": {"name": layout.name, **layout.fields()},
+                "replicas": {
+                    "min": layout.replicas_for_nodes(m.pool.min_node_count),
+                    "max": layout.replicas_for_nodes(m.pool.max_node_count),
+                    "autoscaling": autoscaling_json(m),
+                },
+                "predicted": _rounded(chosen.to_json()),
+                "reason": m.plan.reason,
+                "alternatives": [c.layout.name for c in m.plan.candidates[1:4] if c.fits],
+            }
+            if m.plan.choice_rules:
+                entry["choice_rules"] = m.plan.choice_rules
+            if m.measured is not None:
+                entry["measured"] = _rounded(m.measured_json())
+            if m.readiness is not None:
+                entry["time_to_ready"] = m.readiness.to_json()
+            if m.sessions is not None:
+                entry["prefix_cache"] = _rounded(m.sessions.to_json())
+            if m.kv_offload is not None:
+                entry["kv_offload"] = {"kind": m.kv_offload.kind, "size_gib": m.kv_offload.size_gib}
+            if m.rollout is not None:
+                entry["rollout"] = m.rollout.to_json(m.config.name)
+            out.append(entry)
+        return out
+
+    def pools_json(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": p.name,
+                "size": p.size,
+                "gpus_per_node": p.gpu.gpus,
+                "gpu": p.gpu.accelerator.model,
+                "autoscale": p.autoscale,
+                "min_nodes": p.min_node_count,
+                "max_nodes": p.max_node_count,
+                "usd_per_node_hour": p.node_usd_per_hour,
+                "price_source": "config" if p.usd_per_hour is not None else ("catalog" if p.gpu.usd_per_hour else "unknown"),
+                "price_as_of": None if p.usd_per_hour is not None else p.gpu.price_as_of,
+                **({"rollout_nodes": self.rollout_nodes(p.name)} if self.rollout_nodes(p.name) else {}),
+            }
+            for p in self.config.gpu_pools
+        ]
+
+    def cost_json(self) -> dict[str, Any]:
+        """Hourly and monthly cost at the pools' minimum and maximum sizes."""
+        cfg = self.config
+        lines = []
+        unknown = []
+        for p in cfg.gpu_pools:
+            price = p.node_usd_per_hour
+            if price is None:
+                unknown.append(f"gpu pool {p.name} ({p.size}: contract price; set gpu_pools[].usd_per_hour)")
+                continue
+            lines.append(("gpu:" + p.name, price * p.min_node_count, price * p.max_node_count, _gpu_price_basis(p)))
+        for m in self.models:
+            if m.rollout is not None and m.rollout.extra_nodes and m.rollout.usd_per_hour_extra is not None:
+                extra = m.rollout.usd_per_hour_extra
+                lines.append((f"rollout:{m.config.name}", extra, extra, f"{m.rollout.extra_nodes} extra {m.pool.name} node(s) for the candidate"))
+        sys_month = CPU_USD_PER_MONTH.get(cfg.cluster.system_pool.size)
+        cpu_basis = f"CPU list price of {CPU_PRICES_AS_OF}" if CPU_PRICES_AS_OF else "CPU list price, date not recorded"
+        if sys_month is None:
+            unknown.append(f"system pool ({cfg.cluster.system_pool.size}: not in the CPU price list)")
+        else:
+            hourly = sys_month / HOURS_PER_MONTH * cfg.cluster.system_pool.nodes
+            lines.append(("system_pool", hourly, hourly, cpu_basis))
+        if cfg.cluster.ha:
+            ha = HA_CONTROL_PLANE_USD_PER_MONTH / HOURS_PER_MONTH
+            lines.append(("ha_control_plane", ha, ha, cpu_basis.replace("CPU", "DOKS", 1)))
+        if cfg.model_cache.kind == "nfs":
+            unknown.append("NFS weight cache (priced per GiB by DO; not included)")
+        elif cfg.model_cache.kind == "spaces":
+            unknown.append("Spaces weight bucket (priced per GiB stored and transferred by DO; not included)")
+        return {
+            "currency": "USD",
+            "hours_per_month": HOURS_PER_MONTH,
+            "items": [
+                {"item": name, "usd_per_hour_min": round(lo, 2), "usd_per_hour_max": round(hi, 2), "price": basis}
+                for name, lo, hi, basis in lines
+            ],
+            "usd_per_hour_min": round(sum(line[1] for line in lines), 2),
+            "usd_per_hour_max": round(sum(line[2] for line in lines), 2),
+            "usd_per_month_min": round(sum(line[1] for line in lines) * HOURS_PER_MONTH, 0),
+            "usd_per_month_max": round(sum(line[2] for line in lines) * HOURS_PER_MONTH, 0),
+            "not_included": unknown,
+        }
+
+
+def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
+    """Decide the whole stack (pure). Raises one ConfigError with every planning problem, unless
+    `allow_problems`, which keeps them in `plan.problems` (for `infra bench`). A layout that does not
+    fit its model or node is refused first, whatever `allow_problems` says: nothing can be planned
+    (or benchmarked) on it."""
+    require_layouts_fit(cfg, source=f"stacks/Pulumi.{cfg.stack}.yaml")
+    models, notes, problems = plan_models(cfg)
+    if problems and not allow_problems:
+        raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")
+    prefix = cfg.stack
+    env = cfg.environment
+    tags = tuple(standard_tags(env))
+    protect = cfg.protect
+    cluster = ClusterSpec(
+        name=f"{prefix}-doks",
+        region=cfg.region,
+        version=cfg.cluster.version,
+        version_key=f"{NS}cluster.version",
+        system_pool_size=cfg.cluster.system_pool.size,
+        system_pool_nodes=cfg.cluster.system_pool.nodes,
+        ha=bool(cfg.cluster.ha),
+        auto_upgrade=cfg.cluster.auto_upgrade,
+        surge_upgrade=cfg.cluster.surge_upgrade,
+        maintenance_day=cfg.cluster.maintenance.day,
+        maintenance_start_time=cfg.cluster.maintenance.start_time,
+        control_plane_allowed_cidrs=tuple(cfg.cluster.control_plane_allowed_cidrs),
+        cluster_subnet=cfg.network.cluster_subnet,
+        service_subnet=cfg.network.service_subnet,
+        kubeconfig_expire_seconds=cfg.cluster.kubeconfig_expire_seconds,
+        # prod keeps its volumes and load balancers on destroy (docs/architecture.md: manual cleanup).
+        destroy_all_associated_resources=env != "prod",
+        gpu_flags=gpu_addon_flags({p.gpu.vendor for p in cfg.gpu_pools}, cfg.gpu_runtime.mode, bool(cfg.observability.enabled)),
+        protect=protect,
+        tags=tags,
+    )
+    extra_nodes = {p.name: sum(m.rollout.extra_nodes for m in models if m.rollout and m.pool.name == p.name) for p in cfg.gpu_pools}
+    pools = tuple(
+        GpuPoolSpec(
+            name=f"{prefix}-pool-{pool.name}",
+            pool_name=pool.name,
+            gpu=pool.gpu,
+            node_count=plus_extra(pool.nodes, extra_nodes[pool.name]),
+            min_nodes=plus_extra(pool.min_nodes, extra_nodes[pool.name]),
+            max_nodes=plus_extra(pool.max_nodes, extra_nodes[pool.name]),
+            partition_mode=pool.partition_mode,
+            labels=dict(pool.labels),
+            tags=tags,
+            protect=protect,
+        )
+        for pool in cfg.gpu_pools
+    )
+    cache = None
+    if cfg.model_cache.kind == "nfs":
+        cache = ModelCacheSpec(
+            name=f"{prefix}-weights",
+            region=cfg.region,
+            size_gib=cfg.model_cache.size_gib,
+            tier=cfg.model_cache.tier,
+            namespace=INFERENCE_NAMESPACE,
+            protect=protect,
+            tags=tags,
+        )
+    cache_pvc = MODEL_CACHE_PVC_NAME if cache else None
+    bucket, weights = weight_bucket_spec(cfg)
+    # The offline plan and `pulumi up` store a secret that is set, or required (offline: a placeholder).
+    secrets = cfg.secrets_set | set(cfg.secrets_required)
+    services = tuple(
+        model_service_spec(
+            m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node",
+            key_path=f"{NS}models[{[c.name for c in cfg.models].index(m.config.name)}]",
+        )
+        for m in models
+    )
+    candidates = tuple(
+        candidate_service_spec(service, m.config, m.rollout) for m, service in zip(models, services, strict=True) if m.rollout
+    )
+    router = router_spec(cfg, models, services, cluster.system_node_selector)
+    if router.uses_router and router.public and not router.allowed_source_cidrs:
+        notes = [*notes, (
+            "router.public without allowed_source_cidrs: vllm-router 0.1.17's admin routes (/workers, "
+            "/flush_cache) have no authentication; restrict the load balancer to your clients' CIDRs "
+            "(docs/serving.md#authentication)"
+        )]
+    observability = None
+    if cfg.observability.enabled:
+        obs = cfg.observability
+        observability = ObservabilitySpec(
+            name=f"{prefix}-observability",
+            settings=MonitoringSettings(
+                retention=obs.retention,
+                storage_gib=obs.storage_gib,
+                system_node_selector=cluster.system_node_selector,
+                alert_receiver=obs.alert_receiver.kind,
+                alert_slack_channel=obs.alert_receiver.channel,
+                runbook_url=obs.runbook_url,
+            ),
+            models=tuple(observed_models(models)),
+            gpu=gpu_runtime_facts(cfg),
+            rollouts=rollouts_observed(models),
+        )
+    gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
+    scaled = tuple(
+        (m.config.name, render_scaled_object(s)) for m in models if m.config.autoscaling.enabled for s in scaling_specs(m)
+    )
+    autoscaling = (
+        AutoscalingSpec(name=f"{prefix}-autoscaling", scaled_objects=scaled, system_node_selector=cluster.system_node_selector)
+        if scaled
+        else None
+    )
+    if cfg.environment == "prod":
+        notes = [*notes, *tag_only_image_notes(services, router)]
+    return StackPlan(
+        config=cfg,
+        models=tuple(models),
+        notes=tuple(notes),
+        network=NetworkSpec(name=f"{prefix}-net", region=cfg.region, vpc_cidr=cfg.network.vpc_cidr, protect=protect),
+        cluster=cluster,
+        pools=pools,
+        gpu_runtime=GpuRuntimeSpec(
+            name=f"{prefix}-gpu-runtime",
+            mode=cfg.gpu_runtime.mode,
+            amd_pools=tuple(p.name for p in cfg.gpu_pools if p.gpu.vendor == "amd"),
+            disable_numa_balancing=cfg.gpu_runtime.disable_numa_balancing,
+            metrics_exporter=bool(cfg.observability.enabled),
+        ),
+        namespace=render_namespace(INFERENCE_NAMESPACE),
+        model_cache=cache,
+        services=services,
+        router=router,
+        front_door=gateway_front_door(gateway) if gateway is not None else front_door(router, services),
+        observability=observability,
+        autoscaling=autoscaling,
+        project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=env),
+        problems=tuple(problems),
+        weight_bucket=bucket,
+        prepull=image_prepull_spec(prefix, services + candidates),  # a candidate image is pre-pulled too
+        gateway=gateway,
+        fabric=fabric_spec(prefix, cfg),
+        network_policies=network_policy_spec(
+            namespace=INFERENCE_NAMESPACE, vpc_cidr=cfg.network.vpc_cidr, services=services, router=router, gateway=gateway,
+            observability=observability, keda=autoscaling is not None,
+        ),  # fmt: skip
+        candidates=candidates,
+    )
+
+
+def _gpu_price_basis(pool: GpuPoolConfig) -> str:
+    """Where a GPU pool's hourly price comes from, with its date: `infra plan` prints it."""
+    if pool.usd_per_hour is not None:
+        return "gpu_pools[].usd_per_hour"
+    kind = "spot price" if pool.gpu.spot else "list price"
+    return f"catalog {kind} of {pool.gpu.price_as_of or 'unknown date'}"
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        if math.isinf(value) or math.isnan(value):
+            return None
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+

@@ -1,0 +1,73 @@
+"""The model-service renderer's input from a planned model, and the image pre-pull DaemonSets of
+the pools that serve them.
+"""
+
+from __future__ import annotations
+
+from infra.render.model_service import CacheSpec, ModelServiceSpec, api_key_secret_name, hf_token_secret_name
+from infra.render.warm_start import PrepullSpec, SpacesWeights, render_prepull_daemonset
+from infra.specs import ImagePrepullSpec
+from infra.stack_plan.facts import ModelFacts
+from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
+
+
+def model_service_spec(
+    model: ModelFacts,
+    cache_pvc: str | None,
+    *,
+    secrets: frozenset[str] | set[str] = frozenset(),
+    weights: SpacesWeights | None = None,
+    compile_cache: str | None = None,
+    key_path: str = "",
+) -> ModelServiceSpec:
+    """Config + planned layout → the model-service renderer's input.
+
+    `secrets`: the secret keys the stack stores; each becomes a Kubernetes Secret the pods read.
+    `weights`: the Spaces bucket (model_cache.kind spaces); `compile_cache`: "shared" (NFS) or
+    "node". The startup probe's budget is the readiness plan's: every replica of the first
+    rollout loading at once, caches cold.
+    """
+    layout = model.layout
+    load_s = model.readiness.probe_budget_s if model.readiness is not None else 600
+    return ModelServiceSpec(
+        name=model.config.name,
+        source=model.config.source,
+        revision=model.config.revision,
+        served_model_name=model.config.api_model_name,
+        layout=layout,
+        nodes_min=model.pool.min_node_count,
+        nodes_max=model.pool.max_node_count,
+        gpu=model.pool.gpu,
+        pool_name=model.pool.name,
+        namespace=INFERENCE_NAMESPACE,
+        image=model.config.image,
+        extra_args=tuple(model.config.extra_args),
+        env=dict(model.config.env),
+        cache=CacheSpec(pvc_name=cache_pvc) if cache_pvc else None,
+        hf_token_secret=hf_token_secret_name(model.config.name) if "huggingface_token" in secrets else None,
+        # issue 30: every engine checks a key in every environment (the stack's, or a generated one)
+        api_key_secret=api_key_secret_name(model.config.name),
+        estimated_load_seconds=load_s,
+        max_model_len=layout.max_model_len,
+        moe=bool(model.arch.is_moe),
+        autoscaled=bool(model.config.autoscaling.enabled),
+        weights=weights,
+        compile_cache=compile_cache,
+        kv_offload=model.kv_offload,
+        key_path=key_path,
+    )
+
+
+def image_prepull_spec(prefix: str, services: tuple[ModelServiceSpec, ...]) -> ImagePrepullSpec | None:
+    """One pre-pull DaemonSet per GPU pool that serves a model, with the images its models run."""
+    by_pool: dict[str, tuple[str, set[str]]] = {}
+    for s in services:
+        taint, images = by_pool.setdefault(s.pool_name, (s.gpu.taint_key, set()))
+        images.add(s.resolved_image)
+    if not by_pool:
+        return None
+    daemonsets = tuple(
+        render_prepull_daemonset(PrepullSpec(pool_name=pool, images=tuple(sorted(images)), taint_key=taint, namespace=INFERENCE_NAMESPACE))
+        for pool, (taint, images) in sorted(by_pool.items())
+    )
+    return ImagePrepullSpec(name=f"{prefix}-image-prepull", daemonsets=daemonsets)
