@@ -6,8 +6,8 @@ each policy's `inference-platform/why` annotation).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -17,11 +17,14 @@ from infra.render.network_policy import NetworkPolicySpec, render_network_polici
 
 @dataclass(frozen=True)
 class NetworkPoliciesArgs:
-    """spec: the plan's policy facts; depends_on: the namespaces the policies live in."""
+    """spec: the plan's policy facts; depends_on: what every policy waits for (the namespaces the
+    stack declares); namespace_depends_on: per namespace, what creates it when a Helm release does
+    (`create_namespace`: keda, lws-system) — a policy sent before its namespace exists fails."""
 
     spec: NetworkPolicySpec
     provider: k8s.Provider | None = None
     depends_on: Sequence[pulumi.Resource] = ()
+    namespace_depends_on: Mapping[str, Sequence[pulumi.Resource]] = field(default_factory=dict)
     deleted_with: pulumi.Resource | None = None
 
 
@@ -30,15 +33,16 @@ class NetworkPolicies(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkPoliciesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:security:NetworkPolicies", name, None, opts)
-        child = pulumi.ResourceOptions(
-            parent=self, provider=args.provider, depends_on=list(args.depends_on), deleted_with=args.deleted_with
-        )
+        def child(namespace: str) -> pulumi.ResourceOptions:
+            deps = [*args.depends_on, *args.namespace_depends_on.get(namespace, ())]
+            return pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=deps, deleted_with=args.deleted_with)
+
         self.policies = [
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-{obj['metadata']['namespace']}-{obj['metadata']['name']}",
                 metadata=obj["metadata"],
                 spec=obj["spec"],
-                opts=child,
+                opts=child(obj["metadata"]["namespace"]),
             )
             for obj in render_network_policies(args.spec)
         ]

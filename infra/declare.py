@@ -66,7 +66,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
         )
         for spec in plan.pools
     }
-    GpuRuntime(
+    runtime = GpuRuntime(
         plan.gpu_runtime.name,
         GpuRuntimeArgs(
             spec=plan.gpu_runtime, provider=cluster.provider, depends_on=list(pools.values()), deleted_with=cluster.cluster
@@ -151,25 +151,33 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
                 spec=plan.gateway, api_key=api_key, provider=cluster.provider, depends_on=[namespace, *services], monitoring=monitoring
             ),
         )
-    if plan.network_policies is not None:
-        NetworkPolicies(
-            f"{plan.stack}-netpol",
-            NetworkPoliciesArgs(
-                spec=plan.network_policies,
-                provider=cluster.provider,
-                depends_on=[namespace, *([monitoring] if monitoring else [])],
-                deleted_with=cluster.cluster,
-            ),
-        )
+    autoscaling = None
     if plan.autoscaling is not None:
         by_model = {s.spec.name: s for s in services}
-        ReplicaAutoscaling(
+        autoscaling = ReplicaAutoscaling(
             plan.autoscaling.name,
             ReplicaAutoscalingArgs(
                 spec=plan.autoscaling,
                 waits_for={model: [by_model[model]] for model, _ in plan.autoscaling.scaled_objects},
                 provider=cluster.provider,
                 depends_on=[monitoring] if monitoring else [],
+                deleted_with=cluster.cluster,
+            ),
+        )
+    if plan.network_policies is not None:
+        # The controllers' namespaces exist once what installs them does (Helm `create_namespace`).
+        np = plan.network_policies
+        made_by = ((np.keda_namespace, autoscaling and autoscaling.release), (np.gateway_controller_namespace, gateway and gateway.controller),
+                   (np.lws_namespace, fabric and fabric.lws), (np.gpu_operator_namespace, runtime.gpu_operator),
+                   (np.cert_manager_namespace, runtime.cert_manager))  # fmt: skip
+        creators = {ns: [creator] for ns, creator in made_by if ns is not None and creator is not None}
+        NetworkPolicies(
+            f"{plan.stack}-netpol",
+            NetworkPoliciesArgs(
+                spec=plan.network_policies,
+                provider=cluster.provider,
+                depends_on=[namespace, *([monitoring] if monitoring else [])],
+                namespace_depends_on=creators,
                 deleted_with=cluster.cluster,
             ),
         )

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import gc
 import json
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -349,6 +349,8 @@ def run_program(
     previous_loop = getattr(asyncio.get_event_loop_policy()._local, "_loop", None)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    worker_loops = _WorkerLoops()
+    loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="pulumi-mock", initializer=worker_loops.open))
     settings.reset_options()
     pulumi.runtime.set_all_config({}, [])
     pulumi_mocks.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor, logger=log.logger)
@@ -363,7 +365,7 @@ def run_program(
         loop.run_until_complete(run_pulumi_func(body))
     finally:
         loop.close()
-        _close_stray_event_loops(keep=previous_loop)
+        worker_loops.close()
         if previous_loop is None or previous_loop.is_closed():
             # Leave a usable loop behind, as a fresh interpreter has one; closed at exit.
             previous_loop = asyncio.new_event_loop()
@@ -391,16 +393,31 @@ def resolve(output: Any) -> tuple[Any, bool]:
     return value, bool(secret)
 
 
-def _close_stray_event_loops(keep: asyncio.AbstractEventLoop | None = None) -> None:
-    """Close the event loops Pulumi's mock monitor opens in its worker threads and never closes.
+class _WorkerLoops:
+    """The event loops of the worker threads Pulumi's mock monitor runs in, one per thread.
 
-    Left open, they are closed by the garbage collector at interpreter exit, after their file
-    descriptors are gone, which prints a spurious "Exception ignored ... Invalid file descriptor"
-    traceback on stderr.
+    The monitor's calls run in the program loop's default executor and await there through
+    `_sync_await`, which opens an event loop for its thread and never closes it. Left open, they
+    are closed by the garbage collector at interpreter exit, after their file descriptors are gone,
+    which prints a spurious "Exception ignored ... Invalid file descriptor" traceback on stderr.
+    Each worker thread is given its loop here when it starts (so `_sync_await` finds it instead of
+    opening one), and the loops are closed when the program is done — instead of searching the
+    whole heap for stray loops afterwards, which cost a plan more than its invariants do.
     """
-    for obj in gc.get_objects():
-        if isinstance(obj, asyncio.AbstractEventLoop) and obj is not keep and not obj.is_running() and not obj.is_closed():
-            obj.close()
+
+    def __init__(self) -> None:
+        self.loops: list[asyncio.AbstractEventLoop] = []
+
+    def open(self) -> None:
+        """The executor's initializer: runs in each new worker thread."""
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self.loops.append(loop)
+
+    def close(self) -> None:
+        for loop in self.loops:
+            if not loop.is_running() and not loop.is_closed():
+                loop.close()
 
 
 class _EngineLog(logging.Handler):

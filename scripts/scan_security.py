@@ -4,7 +4,7 @@
     .venv/bin/python scripts/scan_security.py [--checkov PATH] [NAME ...]
 
 Plans each stack offline (tests/security_variants.py: dev, staging, prod, and the public-router,
-gateway, P/D, multi-node and Spaces variants), writes its objects as YAML, runs checkov 3.3.30's
+gateway, P/D, multi-node, Spaces and GPU-operator variants), writes its objects as YAML, runs checkov 3.3.30's
 Kubernetes framework on them and fails (exit 1) on any failed check. An accepted finding is not a
 failure only when the object carries checkov's skip annotation with a written reason
 (`checkov.io/skip<N>: CKV_K8S_<id>=<reason>`, added where the object is rendered); a skip without

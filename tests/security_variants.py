@@ -1,6 +1,6 @@
 """The stacks the security checks cover: the shipped dev/staging/prod plus one variant per front
 door and layout family the shipped stacks do not exercise (public router, gateway, P/D on a
-fabric pool, multi-node replicas, Spaces weights). Shared by the connectivity test, the checkov
+fabric pool, multi-node replicas, Spaces weights, the AMD GPU operator). Shared by the connectivity test, the checkov
 scan (scripts/scan_security.py) and the policy-pack test, so every security check sees the same
 set of plans."""
 
@@ -53,6 +53,10 @@ def _spaces(config) -> None:
     config["inference-platform:model_cache"] = {"kind": "spaces", "bucket": "acme-staging-weights"}
 
 
+def _gpu_operator(config) -> None:
+    config["inference-platform:gpu_runtime"] = {"mode": "gpu-operator"}
+
+
 # variant name → (the shipped stack it starts from, the change)
 VARIANTS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "prod-public-router": ("prod", _public_router),
@@ -60,6 +64,7 @@ VARIANTS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "staging-pd-fabric": ("staging", _pd),
     "prod-multi-node": ("prod", _multi_node),
     "staging-spaces": ("staging", _spaces),
+    "staging-gpu-operator": ("staging", _gpu_operator),
 }
 NAMES = SHIPPED + tuple(VARIANTS)
 

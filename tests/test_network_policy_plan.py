@@ -159,6 +159,65 @@ def test_pods_that_watch_the_api_reach_it(matrix):
         assert not matrix.ok(engine, api, 6443)
 
 
+# The controllers' pods come from their Helm charts (not in the plan): their labels as the charts
+# set them (kedacore/charts keda 2.18, agentgateway v1.4, lws 0.10), and their ports.
+API_SERVER = Endpoint("kubernetes-api", ip="165.227.0.10")
+CONTROLLER_PODS = {
+    "keda": [
+        Endpoint("keda-operator", "keda", {"app.kubernetes.io/name": "keda-operator"}, {"metricsservice": 9666}),
+        Endpoint("keda-metrics-apiserver", "keda", {"app.kubernetes.io/name": "keda-operator-metrics-apiserver"}, {"https": 6443}),
+        Endpoint("keda-admission-webhooks", "keda", {"app.kubernetes.io/name": "keda-admission-webhooks"}, {"https": 9443}),
+    ],
+    "agentgateway-system": [Endpoint("agentgateway", "agentgateway-system", {"app.kubernetes.io/name": "agentgateway"}, {"agw-grpc": 9978})],
+    "lws-system": [Endpoint("lws-controller-manager", "lws-system", {"control-plane": "controller-manager"}, {"webhook-server": 9443})],
+    "kube-amd-gpu": [
+        Endpoint("amd-gpu-operator", "kube-amd-gpu", {"app.kubernetes.io/name": "gpu-operator-charts"}, {"health": 8081}),
+        Endpoint("device-metrics-exporter", "kube-amd-gpu", {"app.kubernetes.io/name": "metrics-exporter"}, {"exporter-port": 5000}),
+    ],
+    "cert-manager": [Endpoint("cert-manager-webhook", "cert-manager", {"app.kubernetes.io/name": "webhook"}, {"https": 10250})],
+}
+# What each controller namespace must accept from the API server, and the rest of its flows.
+FROM_API_SERVER = {"keda": (9443, 6443), "agentgateway-system": (), "lws-system": (9443,), "kube-amd-gpu": (), "cert-manager": (10250,)}
+
+
+def test_controller_namespaces_deny_by_default_and_allow_exactly_their_flows(matrix):
+    """Issue 30: the namespaces of the controllers the stack installs (KEDA with autoscaling,
+    agentgateway with the gateway, LeaderWorkerSet with a fabric pool, the GPU operator and
+    cert-manager) deny by default; the API server reaches their webhooks, they reach DNS, the API
+    and each other; no client or engine reaches any other port of theirs."""
+    installed = {p["metadata"]["namespace"] for p in matrix.policies} & set(CONTROLLER_PODS)
+    assert ("agentgateway-system" in installed) == (matrix.door == "gateway")
+    for ns in installed:
+        assert any(p["metadata"]["namespace"] == ns and p["metadata"]["name"] == "default-deny" for p in matrix.policies), ns
+        pods = CONTROLLER_PODS[ns]
+        for pod in pods:
+            assert matrix.ok(pod, DNS, 53, "UDP") and matrix.ok(pod, API_SERVER, 443), pod.name
+            assert not matrix.ok(pod, METADATA, 80) and not matrix.ok(pod, INTERNET, 80), pod.name
+            assert not any(matrix.ok(pod, e, 8000) for e in matrix.engines()), pod.name
+            for port in {*pod.named_ports.values(), 8080, 8443} - set(FROM_API_SERVER[ns]):  # + the charts' metrics ports
+                assert not matrix.ok(CLIENT, pod, port) and not matrix.ok(OTHER_NS_POD, pod, port), (pod.name, port)
+                assert not any(matrix.ok(e, pod, port) for e in matrix.engines()), (pod.name, port)
+            for port in FROM_API_SERVER[ns]:
+                # Open to any source (the API server's address is not matchable on DOKS: see
+                # _controller_policies); what they serve are TLS admission reviews.
+                assert matrix.ok(API_SERVER, pod, port), (pod.name, port)
+        assert all(matrix.ok(a, b, port) for a in pods for b in pods for port in b.named_ports.values())
+    if "keda" in installed:
+        assert matrix.ok(CONTROLLER_PODS["keda"][0], PROMETHEUS, 9090)
+        assert not matrix.ok(CONTROLLER_PODS["keda"][0], GRAFANA, 3000)
+    if "agentgateway-system" in installed:
+        assert matrix.ok(GATEWAY_PROXY, CONTROLLER_PODS["agentgateway-system"][0], 9978)
+    if "kube-amd-gpu" in installed:
+        assert matrix.ok(PROMETHEUS, CONTROLLER_PODS["kube-amd-gpu"][1], 5000) == matrix.monitoring
+
+
+def test_every_controller_namespace_of_the_variants_is_covered(plans):
+    """KEDA (prod autoscales), agentgateway (the gateway variant), LWS (fabric pools), the GPU
+    operator and cert-manager (the gpu-operator variant) all appear."""
+    seen = {p["metadata"]["namespace"] for plan in plans.values() for p in kubernetes_objects(plan) if p["kind"] == "NetworkPolicy"}
+    assert set(CONTROLLER_PODS) <= seen
+
+
 def test_semantics_of_the_evaluator():
     """The evaluator itself, on the documented examples: unselected pods are open; a policy
     selecting a pod closes the directions it lists; rules are ORed; ipBlock excepts."""

@@ -18,7 +18,6 @@ from pathlib import Path
 import yaml
 
 from infra.catalog.doks import is_exact_version
-from infra.commands import tables
 from infra.commands.files import check_output_dir, check_output_file, write_failed
 from infra.errors import Problem, UserError
 from infra.front_door import FrontDoor
@@ -127,6 +126,8 @@ def _version_label(version: str) -> str:
 
 
 def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
+    from infra.commands import tables  # rich: only a printed summary needs it, not `--quiet` or `--json -`
+
     s = plan.summary
     lines = [
         f"Stack {plan.stack} — environment {s['environment']}, region {s['region']}, "

@@ -33,6 +33,8 @@ AMD_NODE_SELECTOR = {"doks.digitalocean.com/gpu-brand": "amd"}
 RUNTIME_NAMESPACE = "kube-system"
 GPU_OPERATOR_NAMESPACE = "kube-amd-gpu"
 CERT_MANAGER_NAMESPACE = "cert-manager"
+METRICS_EXPORTER_PORT = 5000  # the DeviceConfig's metricsExporter.port (Prometheus scrapes it)
+CERT_MANAGER_WEBHOOK_PORT = 10250  # cert-manager chart `webhook.securePort` default
 PART_OF = {"app.kubernetes.io/part-of": "inference-platform"}
 
 NODE_TUNING_NAME = "gpu-node-tuning"
@@ -220,7 +222,7 @@ def render_device_config(
                 "enable": metrics_exporter_enabled,
                 "image": metrics_exporter_image,
                 "serviceType": "ClusterIP",
-                "port": 5000,
+                "port": METRICS_EXPORTER_PORT,
                 "tolerations": toleration,
             },
             "selector": dict(AMD_NODE_SELECTOR),

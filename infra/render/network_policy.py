@@ -33,6 +33,16 @@ monitoring namespace (observability on)
   server (:10250); egress: Prometheus scrapes every port, the others reach the namespace, the API
   and webhooks (:443).
 
+controller namespaces the stack installs (keda with autoscaling, agentgateway-system with the
+gateway, lws-system with a fabric pool, kube-amd-gpu and cert-manager with the GPU operator)
+  default-deny; every pod: DNS, the Kubernetes API (:443) and its own namespace; the API server
+  (any source: see `_controller_policies`) → the chart's webhooks and aggregated APIs (KEDA: admission webhooks :9443, the external-metrics
+  API server :6443; LWS: webhooks :9443; cert-manager: its webhook :10250); the KEDA operator →
+  Prometheus :9090 (ScaledObject queries); the gateway proxies → the agentgateway controller's xDS
+  :9978; Prometheus → the GPU operator's device-metrics exporter :5000. Ports are the charts'
+  defaults, which the stack does not override (`CONTROLLERS` below names each one's source).
+  Nothing else scrapes the controllers (their charts' monitors are off).
+
 Every egress to addresses outside the cluster excepts the node metadata address 169.254.169.254
 (droplet metadata: user data, the node's bootstrap secrets). `:443 to the internet` is the
 narrowest a NetworkPolicy can express for the Kubernetes API on DOKS (its address is not known at
@@ -43,6 +53,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from infra.render.gpu_runtime import (
+    CERT_MANAGER_NAMESPACE,
+    CERT_MANAGER_WEBHOOK_PORT,
+    GPU_OPERATOR_NAMESPACE,
+    METRICS_EXPORTER_PORT,
+)
 
 METADATA_CIDR = "169.254.169.254/32"  # DigitalOcean droplet metadata (and every cloud's)
 ANYWHERE = "0.0.0.0/0"
@@ -98,6 +115,9 @@ class NetworkPolicySpec:
     monitoring_namespace: str | None = None
     keda_namespace: str | None = None  # KEDA queries Prometheus for ScaledObjects
     gateway_controller_namespace: str | None = None
+    lws_namespace: str | None = None  # the LeaderWorkerSet controller (fabric pools)
+    gpu_operator_namespace: str | None = None  # gpu_runtime.mode gpu-operator: the AMD GPU operator
+    cert_manager_namespace: str | None = None  # ... and the cert-manager it needs
     labels: dict[str, str] = field(default_factory=lambda: {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"})
 
 
@@ -323,18 +343,99 @@ def _monitoring_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+# --------------------------------------------------------------------------- controller namespaces
+
+
+@dataclass(frozen=True)
+class ControllerFlows:
+    """What one Helm-installed controller namespace needs beyond DNS, the API and itself."""
+
+    role: str  # which spec field names its namespace
+    why: str
+    from_api_server: tuple[int, ...] = ()  # admission webhooks, aggregated API servers
+    from_gateway_proxies: tuple[int, ...] = ()  # xDS: the proxies fetch their configuration
+    to_prometheus: bool = False  # queries Prometheus (KEDA's prometheus scaler)
+    from_prometheus: tuple[int, ...] = ()  # metrics Prometheus scrapes (when observability is on)
+
+
+AGENTGATEWAY_XDS_PORT = 9978  # agentgateway chart values `controller.service.ports.agwGrpc`
+
+CONTROLLERS = (
+    ControllerFlows(
+        "keda_namespace",
+        "KEDA: the API server calls its admission webhooks and its external-metrics API server; the operator queries Prometheus",
+        # kedacore/charts keda: webhooks.port default 9443, service.portHttpsTarget 6443; the
+        # metrics server reaches the operator on :9666 inside the namespace.
+        from_api_server=(9443, 6443),
+        to_prometheus=True,
+    ),
+    ControllerFlows(
+        "gateway_controller_namespace",
+        "agentgateway controller: the gateway proxies fetch their configuration over xDS; it watches the API",
+        from_gateway_proxies=(AGENTGATEWAY_XDS_PORT,),
+    ),
+    ControllerFlows(
+        "lws_namespace",
+        "LeaderWorkerSet controller: the API server calls its webhooks; it watches the API",
+        from_api_server=(9443,),  # lws chart: the webhook Service's targetPort 9443
+    ),
+    ControllerFlows(
+        "gpu_operator_namespace",
+        "AMD GPU operator: it and its node labeller watch the API; Prometheus scrapes the device-metrics exporter",
+        # gpu-operator-charts v1.5.0: no webhook; the device plugin talks to the kubelet over a socket.
+        from_prometheus=(METRICS_EXPORTER_PORT,),
+    ),
+    ControllerFlows(
+        "cert_manager_namespace",
+        "cert-manager (the GPU operator's certificates): the API server calls its webhook; it watches the API",
+        from_api_server=(CERT_MANAGER_WEBHOOK_PORT,),
+    ),
+)
+
+
+def _controller_policies(spec: NetworkPolicySpec, flows: ControllerFlows) -> list[dict[str, Any]]:
+    ns = getattr(spec, flows.role)
+    assert ns is not None
+    ingress: list[dict[str, Any]] = [{"from": [{"podSelector": {}}]}]
+    if flows.from_api_server:
+        # From any source: the API server's calls may arrive through DOKS's control-plane tunnel
+        # from a node, which Cilium does not match by ipBlock, and an unreachable webhook fails
+        # every create it guards (LWS's pod webhook). These ports serve TLS admission reviews and
+        # an aggregated API that authenticates the API server; every other port stays closed.
+        ingress.append({"ports": _ports(*flows.from_api_server)})
+    if flows.from_gateway_proxies:
+        proxies = _pods_in(spec.namespace, {GATEWAY_NAME_LABEL: spec.gateway_name})
+        ingress.append({"from": [proxies], "ports": _ports(*flows.from_gateway_proxies)})
+    if flows.from_prometheus and spec.monitoring_namespace:
+        ingress.append({"from": _prometheus(spec), "ports": _ports(*flows.from_prometheus)})
+    egress = [_dns_egress(), {"to": [{"podSelector": {}}]}, _api_egress()]
+    if flows.to_prometheus and spec.monitoring_namespace:
+        egress.append({"to": [_pods_in(spec.monitoring_namespace, PROMETHEUS_LABELS)], "ports": _ports(9090)})
+    return [
+        _policy(spec, ns, "default-deny", {}, "deny every flow the plan does not list below", ingress=[], egress=[]),
+        _policy(spec, ns, "controller", {}, flows.why, ingress=ingress, egress=egress),
+    ]
+
+
 def render_network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     """Every NetworkPolicy of the stack, namespace by namespace (deterministic order)."""
     out = _inference_policies(spec)
     if spec.monitoring_namespace:
         out += _monitoring_policies(spec)
+    for flows in CONTROLLERS:
+        if getattr(spec, flows.role) is not None:
+            out += _controller_policies(spec, flows)
     return out
 
 
-def network_policy_spec(*, namespace: str, vpc_cidr: str, services, router, gateway, observability, keda: bool) -> NetworkPolicySpec:
+def network_policy_spec(
+    *, namespace: str, vpc_cidr: str, services, router, gateway, observability, keda: bool, lws: bool = False,
+    gpu_operator: bool = False,
+) -> NetworkPolicySpec:
     """The policy facts of a plan: its model services, router or gateway, observability, KEDA.
 
     Engines download from the model hub themselves when there is no shared cache (`weights: hub`)."""
+    from infra.catalog.versions import LWS_NAMESPACE
     from infra.render.gateway import CONTROLLER_NAMESPACE, GATEWAY_NAME, LISTENER_PORT, PROXY_METRICS_PORT
     from infra.render.pd_service import MORIIO_PROXY_PING_PORT
     from infra.render.router import client_port
@@ -365,4 +466,7 @@ def network_policy_spec(*, namespace: str, vpc_cidr: str, services, router, gate
         monitoring_namespace=observability.settings.namespace if observability is not None else None,
         keda_namespace="keda" if keda else None,
         gateway_controller_namespace=CONTROLLER_NAMESPACE if gateway is not None else None,
+        lws_namespace=LWS_NAMESPACE if lws else None,
+        gpu_operator_namespace=GPU_OPERATOR_NAMESPACE if gpu_operator else None,
+        cert_manager_namespace=CERT_MANAGER_NAMESPACE if gpu_operator else None,
     )

@@ -313,6 +313,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
     )
     if cfg.environment == "prod":
         notes = [*notes, *tag_only_image_notes(services, router)]
+    fabric = fabric_spec(prefix, cfg)
     return StackPlan(
         config=cfg,
         models=tuple(models),
@@ -339,10 +340,11 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         weight_bucket=bucket,
         prepull=image_prepull_spec(prefix, services + candidates),  # a candidate image is pre-pulled too
         gateway=gateway,
-        fabric=fabric_spec(prefix, cfg),
+        fabric=fabric,
         network_policies=network_policy_spec(
             namespace=INFERENCE_NAMESPACE, vpc_cidr=cfg.network.vpc_cidr, services=services, router=router, gateway=gateway,
-            observability=observability, keda=autoscaling is not None,
+            observability=observability, keda=autoscaling is not None, lws=fabric is not None,
+            gpu_operator=cfg.gpu_runtime.mode == "gpu-operator" and any(p.gpu.vendor == "amd" for p in cfg.gpu_pools),
         ),  # fmt: skip
         candidates=candidates,
     )
