@@ -3,8 +3,8 @@
 Nothing is decided here. Every spec comes from `plan_stack`; this function wires the specs to
 the Pulumi handles each component needs (the VPC id, the cluster's Kubernetes provider, the
 secrets, what to wait for), in dependency order: network → cluster → GPU pools → GPU runtime →
-namespace and weight cache → the fabric (fabric pools only) → model services → the router → observability →
-NetworkPolicies → autoscaling → project.
+namespace and weight cache → the fabric (fabric pools only) → model services → the router → observability → the gateway →
+autoscaling → NetworkPolicies (after the releases that create the controllers' namespaces) → project.
 The real program (`infra/__main__.py`) and the offline plan (`infra plan`, under the mock
 runtime) both call it with the same plan value.
 """
@@ -54,10 +54,54 @@ def client_api_key(plan: StackPlan, secrets: Secrets) -> Any:
     return generated.result
 
 
+@dataclass(frozen=True)
+class Foundation:
+    """What every later component stands on: the VPC, the cluster (its provider), the GPU pools by
+    pool name, the GPU runtime (its operator releases), and the inference namespace."""
+
+    network: Network
+    cluster: DoksCluster
+    pools: dict[str, GpuNodePool]
+    runtime: GpuRuntime
+    namespace: Any
+
+
 def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
-    """Declare every component of the plan; returns the stack outputs."""
+    """Declare every component of the plan, in dependency order; returns the stack outputs."""
     for note in plan.notes:
         pulumi.log.info(note)
+    base = declare_foundation(plan)
+    weight_deps = declare_weights(plan, base)
+    fabric = declare_fabric(plan, base)
+    api_key = client_api_key(plan, secrets)
+    services = declare_model_services(plan, base, secrets, api_key, weight_deps, fabric)
+    router = None
+    if plan.gateway is None:  # router.kind gateway: the gateway below is every model's front door
+        router = Router(
+            f"{plan.stack}-router",
+            # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on
+            # destroy so that DOKS removes the DO load balancer (docs/architecture.md).
+            RouterArgs(spec=plan.router, provider=base.cluster.provider, depends_on=services),
+        )
+    monitoring = declare_observability(plan, base, secrets, services)
+    gateway = None
+    if plan.gateway is not None:
+        gateway = InferenceGateway(
+            plan.gateway.name,
+            # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on destroy.
+            InferenceGatewayArgs(
+                spec=plan.gateway, api_key=api_key, provider=base.cluster.provider, depends_on=[base.namespace, *services],
+                monitoring=monitoring,
+            ),
+        )
+    autoscaling = declare_autoscaling(plan, base, services, monitoring)
+    declare_network_policies(plan, base, monitoring, autoscaling=autoscaling, gateway=gateway, fabric=fabric)
+    EnvironmentProject(plan.project.name, EnvironmentProjectArgs(spec=plan.project, resources=[base.cluster.cluster.cluster_urn]))
+    return stack_outputs(plan, base, api_key, services, router, gateway)
+
+
+def declare_foundation(plan: StackPlan) -> Foundation:
+    """Network → cluster → GPU pools → GPU runtime → the inference namespace."""
     network = Network(plan.network.name, plan.network)
     cluster = DoksCluster(plan.cluster.name, DoksClusterArgs(spec=plan.cluster, vpc_id=network.vpc_id))
     pools = {
@@ -75,13 +119,19 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
     k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, deleted_with=cluster.cluster)
     ns_meta = plan.namespace["metadata"]
     namespace = k8s.core.v1.Namespace(f"{plan.stack}-ns-{ns_meta['name']}", metadata=ns_meta, opts=k8s_opts)
+    return Foundation(network=network, cluster=cluster, pools=pools, runtime=runtime, namespace=namespace)
+
+
+def declare_weights(plan: StackPlan, base: Foundation) -> list[pulumi.Resource]:
+    """The NFS weight cache, the Spaces weight bucket and the image pre-pull DaemonSets (issue 20),
+    whichever the plan has: what every engine waits for."""
+    cluster, namespace = base.cluster, base.namespace
     cache = None
     if plan.model_cache is not None:
         cache = ModelCache(
             plan.model_cache.name,
-            ModelCacheArgs(spec=plan.model_cache, vpc_id=network.vpc_id, provider=cluster.provider, depends_on=[namespace]),
+            ModelCacheArgs(spec=plan.model_cache, vpc_id=base.network.vpc_id, provider=cluster.provider, depends_on=[namespace]),
         )
-    # Issue 20: the Spaces weight bucket (model_cache.kind spaces) and the image pre-pull DaemonSets.
     bucket = None
     if plan.weight_bucket is not None:
         bucket = WeightBucket(
@@ -93,19 +143,30 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
         prepull = ImagePrepull(
             plan.prepull.name,
             ImagePrepullArgs(
-                spec=plan.prepull, provider=cluster.provider, depends_on=[namespace, *pools.values()], deleted_with=cluster.cluster
+                spec=plan.prepull, provider=cluster.provider, depends_on=[namespace, *base.pools.values()],
+                deleted_with=cluster.cluster,
             ),
         )
-    weight_deps = [r for r in (cache, bucket, prepull) if r is not None]
-    fabric = None
-    if plan.fabric is not None:  # a fabric pool: LWS, Multus and the fabric NIC attachments
-        fabric = Fabric(
-            plan.fabric.name,
-            FabricArgs(
-                spec=plan.fabric, provider=cluster.provider, depends_on=[namespace, *pools.values()], deleted_with=cluster.cluster
-            ),
-        )
-    api_key = client_api_key(plan, secrets)
+    return [r for r in (cache, bucket, prepull) if r is not None]
+
+
+def declare_fabric(plan: StackPlan, base: Foundation) -> Fabric | None:
+    """LWS, Multus and the fabric NIC attachments, on a cluster with a fabric pool."""
+    if plan.fabric is None:
+        return None
+    return Fabric(
+        plan.fabric.name,
+        FabricArgs(
+            spec=plan.fabric, provider=base.cluster.provider, depends_on=[base.namespace, *base.pools.values()],
+            deleted_with=base.cluster.cluster,
+        ),
+    )
+
+
+def declare_model_services(
+    plan: StackPlan, base: Foundation, secrets: Secrets, api_key: Any, weight_deps: list[pulumi.Resource], fabric: Fabric | None
+) -> list[ModelService]:
+    """Every model's engines (and rollout candidate), after its pool, the weights and the fabric its NICs need."""
     services = []
     for model, service_spec in zip(plan.models, plan.services, strict=True):
         service = ModelService(
@@ -113,79 +174,92 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             ModelServiceArgs(
                 spec=service_spec,
                 candidate=plan.candidate(service_spec.name),
-                provider=cluster.provider,
+                provider=base.cluster.provider,
                 hf_token=secrets.huggingface_token,
                 api_key=api_key,
-                depends_on=[namespace, pools[model.pool.name], *weight_deps],
+                depends_on=[base.namespace, base.pools[model.pool.name], *weight_deps],
                 engine_depends_on=[fabric] if fabric is not None and service_spec.layout.fabric_nics else [],
             ),
-            pulumi.ResourceOptions(deleted_with=cluster.cluster),
+            pulumi.ResourceOptions(deleted_with=base.cluster.cluster),
         )
         services.append(service)
-    router = gateway = None
-    if plan.gateway is None:  # router.kind gateway: the gateway below is every model's front door
-        router = Router(
-            f"{plan.stack}-router",
-            # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on
-            # destroy so that DOKS removes the DO load balancer (docs/architecture.md).
-            RouterArgs(spec=plan.router, provider=cluster.provider, depends_on=services),
-        )
-    monitoring = None
-    if plan.observability is not None:
-        monitoring = Observability(
-            plan.observability.name,
-            ObservabilityArgs(
-                spec=plan.observability,
-                provider=cluster.provider,
-                grafana_admin_password=secrets.grafana_admin_password,
-                alert_webhook_url=secrets.alert_webhook_url,
-                deleted_with=cluster.cluster,
-            ),
-            pulumi.ResourceOptions(depends_on=services),
-        )
-    if plan.gateway is not None:
-        gateway = InferenceGateway(
-            plan.gateway.name,
-            # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on destroy.
-            InferenceGatewayArgs(
-                spec=plan.gateway, api_key=api_key, provider=cluster.provider, depends_on=[namespace, *services], monitoring=monitoring
-            ),
-        )
-    autoscaling = None
-    if plan.autoscaling is not None:
-        by_model = {s.spec.name: s for s in services}
-        autoscaling = ReplicaAutoscaling(
-            plan.autoscaling.name,
-            ReplicaAutoscalingArgs(
-                spec=plan.autoscaling,
-                waits_for={model: [by_model[model]] for model, _ in plan.autoscaling.scaled_objects},
-                provider=cluster.provider,
-                depends_on=[monitoring] if monitoring else [],
-                deleted_with=cluster.cluster,
-            ),
-        )
-    if plan.network_policies is not None:
-        # The controllers' namespaces exist once what installs them does (Helm `create_namespace`).
-        np = plan.network_policies
-        made_by = ((np.keda_namespace, autoscaling and autoscaling.release), (np.gateway_controller_namespace, gateway and gateway.controller),
-                   (np.lws_namespace, fabric and fabric.lws), (np.gpu_operator_namespace, runtime.gpu_operator),
-                   (np.cert_manager_namespace, runtime.cert_manager))  # fmt: skip
-        creators = {ns: [creator] for ns, creator in made_by if ns is not None and creator is not None}
-        NetworkPolicies(
-            f"{plan.stack}-netpol",
-            NetworkPoliciesArgs(
-                spec=plan.network_policies,
-                provider=cluster.provider,
-                depends_on=[namespace, *([monitoring] if monitoring else [])],
-                namespace_depends_on=creators,
-                deleted_with=cluster.cluster,
-            ),
-        )
-    EnvironmentProject(plan.project.name, EnvironmentProjectArgs(spec=plan.project, resources=[cluster.cluster.cluster_urn]))
+    return services
+
+
+def declare_observability(
+    plan: StackPlan, base: Foundation, secrets: Secrets, services: list[ModelService]
+) -> Observability | None:
+    """Prometheus, Grafana, the SLO rules and alerts, once the engines they watch exist."""
+    if plan.observability is None:
+        return None
+    return Observability(
+        plan.observability.name,
+        ObservabilityArgs(
+            spec=plan.observability,
+            provider=base.cluster.provider,
+            grafana_admin_password=secrets.grafana_admin_password,
+            alert_webhook_url=secrets.alert_webhook_url,
+            deleted_with=base.cluster.cluster,
+        ),
+        pulumi.ResourceOptions(depends_on=services),
+    )
+
+
+def declare_autoscaling(
+    plan: StackPlan, base: Foundation, services: list[ModelService], monitoring: Observability | None
+) -> ReplicaAutoscaling | None:
+    """The ScaledObjects, each waiting for its model's engines, after the Prometheus they query."""
+    if plan.autoscaling is None:
+        return None
+    by_model = {s.spec.name: s for s in services}
+    return ReplicaAutoscaling(
+        plan.autoscaling.name,
+        ReplicaAutoscalingArgs(
+            spec=plan.autoscaling,
+            waits_for={model: [by_model[model]] for model, _ in plan.autoscaling.scaled_objects},
+            provider=base.cluster.provider,
+            depends_on=[monitoring] if monitoring else [],
+            deleted_with=base.cluster.cluster,
+        ),
+    )
+
+
+def declare_network_policies(
+    plan: StackPlan, base: Foundation, monitoring: Observability | None, *, autoscaling: ReplicaAutoscaling | None,
+    gateway: InferenceGateway | None, fabric: Fabric | None,
+) -> None:
+    """Default deny and the flows the plan needs (issue 30), each policy after the namespace it
+    lives in: the controllers' namespaces exist once what installs them does (Helm `create_namespace`)."""
+    if plan.network_policies is None:
+        return
+    np = plan.network_policies
+    runtime = base.runtime
+    made_by = ((np.keda_namespace, autoscaling and autoscaling.release), (np.gateway_controller_namespace, gateway and gateway.controller),
+               (np.lws_namespace, fabric and fabric.lws), (np.gpu_operator_namespace, runtime.gpu_operator),
+               (np.cert_manager_namespace, runtime.cert_manager))  # fmt: skip
+    creators = {ns: [creator] for ns, creator in made_by if ns is not None and creator is not None}
+    NetworkPolicies(
+        f"{plan.stack}-netpol",
+        NetworkPoliciesArgs(
+            spec=plan.network_policies,
+            provider=base.cluster.provider,
+            depends_on=[base.namespace, *([monitoring] if monitoring else [])],
+            namespace_depends_on=creators,
+            deleted_with=base.cluster.cluster,
+        ),
+    )
+
+
+def stack_outputs(
+    plan: StackPlan, base: Foundation, api_key: Any, services: list[ModelService], router: Router | None,
+    gateway: InferenceGateway | None,
+) -> dict[str, Any]:
+    """The stack outputs: where the cluster and the front door are, the layouts, the (secret) API key."""
+    cluster = base.cluster
     return {
         "environment": plan.config.environment,
         "region": plan.config.region,
-        "vpc_id": network.vpc_id,
+        "vpc_id": base.network.vpc_id,
         "cluster_id": cluster.cluster_id,
         "kubernetes_version": cluster.version,
         "kubeconfig": cluster.kubeconfig,

@@ -96,34 +96,59 @@ def _daemon_config() -> str:
     )
 
 
+# The thick plugin's host paths: (volume, host path, mount path, mount propagation).
+_MULTUS_HOST_PATHS = (
+    ("cni", "/etc/cni/net.d", "/host/etc/cni/net.d", None),
+    ("cnibin", "/opt/cni/bin", "/opt/cni/bin", None),  # must be the same path as on the host
+    ("host-run", "/run", "/host/run", None),
+    ("host-var-lib-cni-multus", "/var/lib/cni/multus", "/var/lib/cni/multus", None),
+    ("host-var-lib-kubelet", "/var/lib/kubelet", "/var/lib/kubelet", "HostToContainer"),
+    ("host-run-k8s-cni-cncf-io", "/run/k8s.cni.cncf.io", "/run/k8s.cni.cncf.io", None),
+    ("host-run-netns", "/run/netns/", "/run/netns", "HostToContainer"),
+    ("hostroot", "/", "/hostroot", "HostToContainer"),
+    ("multus-conf-dir", "/etc/cni/multus/net.d", "/etc/cni/multus/net.d", None),
+)
+
+
 def render_multus(fabric_pools: tuple[str, ...], image: str = versions.MULTUS_IMAGE) -> list[dict[str, Any]]:
     """Multus thick plugin objects, in apply order (CRD first)."""
     labels = {**LABELS, "app": MULTUS_NAME, "tier": "node"}
-    host = [
-        # (volume, host path, mount path, propagation)
-        ("cni", "/etc/cni/net.d", "/host/etc/cni/net.d", None),
-        ("cnibin", "/opt/cni/bin", "/opt/cni/bin", None),  # must be the same path as on the host
-        ("host-run", "/run", "/host/run", None),
-        ("host-var-lib-cni-multus", "/var/lib/cni/multus", "/var/lib/cni/multus", None),
-        ("host-var-lib-kubelet", "/var/lib/kubelet", "/var/lib/kubelet", "HostToContainer"),
-        ("host-run-k8s-cni-cncf-io", "/run/k8s.cni.cncf.io", "/run/k8s.cni.cncf.io", None),
-        ("host-run-netns", "/run/netns/", "/run/netns", "HostToContainer"),
-        ("hostroot", "/", "/hostroot", "HostToContainer"),
-        ("multus-conf-dir", "/etc/cni/multus/net.d", "/etc/cni/multus/net.d", None),
+    daemonset = _multus_daemonset(fabric_pools, image, labels)
+    accept(daemonset, scan_exceptions.MULTUS)
+    return [
+        render_nad_crd(),
+        *_multus_rbac(labels),
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "multus-daemon-config", "namespace": MULTUS_NAMESPACE, "labels": labels},
+            "data": {"daemon-config.json": _daemon_config()},
+        },
+        daemonset,
     ]
+
+
+def _multus_volumes() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the daemon's volume mounts, the pod's volumes): the host paths and the daemon config."""
     mounts = []
-    for volume, _path, mount, propagation in host:
+    for volume, _path, mount, propagation in _MULTUS_HOST_PATHS:
         m = {"name": volume, "mountPath": mount}
         if propagation:
             m["mountPropagation"] = propagation
         mounts.append(m)
     mounts.append({"name": "multus-daemon-config", "mountPath": "/etc/cni/net.d/multus.d", "readOnly": True})
-    volumes = [{"name": v, "hostPath": {"path": p}} for v, p, _m, _prop in host]
+    volumes = [{"name": v, "hostPath": {"path": p}} for v, p, _m, _prop in _MULTUS_HOST_PATHS]
     volumes.append(
         {"name": "multus-daemon-config", "configMap": {"name": "multus-daemon-config", "items": [{"key": "daemon-config.json", "path": "daemon-config.json"}]}}
     )
+    return mounts, volumes
+
+
+def _multus_daemonset(fabric_pools: tuple[str, ...], image: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The thick plugin's DaemonSet on the fabric pools' nodes: privileged, host network and PID."""
+    mounts, volumes = _multus_volumes()
     privileged = {"privileged": True}
-    daemonset = {
+    return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": MULTUS_DAEMONSET, "namespace": MULTUS_NAMESPACE, "labels": {**labels, "name": MULTUS_NAME}},
@@ -179,9 +204,11 @@ def render_multus(fabric_pools: tuple[str, ...], image: str = versions.MULTUS_IM
             },
         },
     }
-    accept(daemonset, scan_exceptions.MULTUS)
+
+
+def _multus_rbac(labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The daemon's ClusterRole (network attachments, pods, events), its binding and ServiceAccount."""
     return [
-        render_nad_crd(),
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
@@ -200,13 +227,6 @@ def render_multus(fabric_pools: tuple[str, ...], image: str = versions.MULTUS_IM
             "subjects": [{"kind": "ServiceAccount", "name": MULTUS_NAME, "namespace": MULTUS_NAMESPACE}],
         },
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": MULTUS_NAME, "namespace": MULTUS_NAMESPACE, "labels": labels}},
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "multus-daemon-config", "namespace": MULTUS_NAMESPACE, "labels": labels},
-            "data": {"daemon-config.json": _daemon_config()},
-        },
-        daemonset,
     ]
 
 

@@ -655,44 +655,17 @@ def render_deployment(spec: ModelServiceSpec, node_role: str | None = None) -> d
     """The engines' Deployment; `node_role` renders one node's pod of a replica that spans nodes
     (the LeaderWorkerSet takes its template, render/multi_node.py)."""
     validate_spec(spec)
-    gpu_resource = spec.gpu.gpu_resource_name
-    memory = f"{memory_request_gib(spec)}Gi"
     container_security, pod_security = engine_security(spec)
-    volumes: list[dict] = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_size_gib(spec)}Gi"}}
-    ]
-    mounts: list[dict] = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    init_containers: list[dict] = []
-    if spec.cache is not None:
-        volumes.append(
-            {"name": "cache", "persistentVolumeClaim": {"claimName": spec.cache.pvc_name, "readOnly": True}}
-        )
-        mounts.append({"name": "cache", "mountPath": spec.cache.mount_path, "readOnly": True})
-        init_containers.append(_wait_for_cache_container(spec))
-    else:
-        volumes.append({"name": "scratch", "emptyDir": {}})
-        mounts.append({"name": "scratch", "mountPath": "/scratch"})
-    resources = {
-        "requests": {"cpu": str(cpu_request(spec)), "memory": memory, gpu_resource: str(spec.gpus_per_pod)},
-        "limits": {"memory": memory, gpu_resource: str(spec.gpus_per_pod)},
-    }
+    volumes, mounts, init_containers = _engine_storage(spec)
+    resources = _engine_resources(spec)
     command = engine_command_with_lmcache(spec.kv_offload) if uses_lmcache_server(spec.kv_offload) else list(VLLM_COMMAND)
     args, env = serve_args(spec, node_role), engine_env(spec)
-    pvc_name = spec.cache.pvc_name if spec.cache else None
-    if warms_compile_cache(spec):
-        cache_volumes, warm_init, mount = render_compile_cache_warmup(CompileCacheWarmup(
-            kind=spec.compile_cache, key=compile_cache_dir_key(spec), pvc_name=pvc_name, image=spec.resolved_image,
-            command=command, args=args, env=[e for e in env if e["name"] != "VLLM_API_KEY"],  # loopback: no key
-            resources=resources, security=container_security, budget_seconds=startup_budget_seconds(spec),
-            mounts=list(mounts),
-        ))  # fmt: skip
-        volumes += cache_volumes
-        init_containers += warm_init
-        mounts.append(mount)
-    elif spec.compile_cache is not None:
-        volume, mount = compile_cache_volume(spec.compile_cache, compile_cache_dir_key(spec), pvc_name)
-        volumes.append(volume)
-        mounts.append(mount)
+    cache_volumes, cache_init, cache_mounts = _compile_cache_storage(
+        spec, command=command, args=args, env=env, resources=resources, security=container_security, mounts=mounts
+    )
+    volumes += cache_volumes
+    init_containers += cache_init
+    mounts += cache_mounts
 
     container = {
         "name": "vllm",
@@ -709,30 +682,7 @@ def render_deployment(spec: ModelServiceSpec, node_role: str | None = None) -> d
         "securityContext": container_security,
         "volumeMounts": mounts,
     }
-    pod_spec: dict = {
-        "enableServiceLinks": False,
-        "automountServiceAccountToken": False,
-        "terminationGracePeriodSeconds": termination_grace_seconds(),
-        "nodeSelector": {DOKS_POOL_LABEL: spec.pool_name},
-        "tolerations": [{"key": spec.gpu.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": "kubernetes.io/hostname",
-                # GPU requests already cap replicas per node; spreading is a preference so a node
-                # being drained never blocks scheduling.
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": selector_labels(spec.name)},
-            }
-        ],
-        "containers": [container],
-        "volumes": volumes,
-    }
-    if pod_security:
-        pod_spec["securityContext"] = pod_security
-    if init_containers:
-        pod_spec["initContainers"] = init_containers
-
+    pod_spec = _engine_pod_spec(spec, container, volumes, init_containers, pod_security)
     annotations = {PULUMI_TIMEOUT_ANNOTATION: str(deployment_timeout_seconds(spec))}
     if not spec.autoscaled:
         # The count is ours: take .spec.replicas back from an HPA (autoscaling just switched
@@ -767,6 +717,88 @@ def render_deployment(spec: ModelServiceSpec, node_role: str | None = None) -> d
         },
     }
     return accept(deployment, scan_exceptions.ENGINE)
+
+
+def _engine_resources(spec: ModelServiceSpec) -> dict:
+    """The engine's CPU, memory and GPU requests; memory and GPUs limited at the request."""
+    gpu_resource = spec.gpu.gpu_resource_name
+    memory = f"{memory_request_gib(spec)}Gi"
+    return {
+        "requests": {"cpu": str(cpu_request(spec)), "memory": memory, gpu_resource: str(spec.gpus_per_pod)},
+        "limits": {"memory": memory, gpu_resource: str(spec.gpus_per_pod)},
+    }
+
+
+def _engine_storage(spec: ModelServiceSpec) -> tuple[list[dict], list[dict], list[dict]]:
+    """(volumes, mounts, init containers) for /dev/shm and the weights: the NFS cache read-only
+    (with the init container that waits for it), else a scratch directory for the download."""
+    volumes: list[dict] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_size_gib(spec)}Gi"}}
+    ]
+    mounts: list[dict] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    init_containers: list[dict] = []
+    if spec.cache is not None:
+        volumes.append(
+            {"name": "cache", "persistentVolumeClaim": {"claimName": spec.cache.pvc_name, "readOnly": True}}
+        )
+        mounts.append({"name": "cache", "mountPath": spec.cache.mount_path, "readOnly": True})
+        init_containers.append(_wait_for_cache_container(spec))
+    else:
+        volumes.append({"name": "scratch", "emptyDir": {}})
+        mounts.append({"name": "scratch", "mountPath": "/scratch"})
+    return volumes, mounts, init_containers
+
+
+def _compile_cache_storage(
+    spec: ModelServiceSpec, *, command: list[str], args: list[str], env: list[dict], resources: dict, security: dict,
+    mounts: list[dict],
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """(volumes, init containers, mounts) the compile cache adds: the warm-up init containers and the
+    read-only copy the engine uses, or the per-node directory; nothing without a compile cache.
+    The warm-up runs the engine's command on loopback, with the engine's `mounts` so far."""
+    pvc_name = spec.cache.pvc_name if spec.cache else None
+    if warms_compile_cache(spec):
+        cache_volumes, warm_init, mount = render_compile_cache_warmup(CompileCacheWarmup(
+            kind=spec.compile_cache, key=compile_cache_dir_key(spec), pvc_name=pvc_name, image=spec.resolved_image,
+            command=command, args=args, env=[e for e in env if e["name"] != "VLLM_API_KEY"],  # loopback: no key
+            resources=resources, security=security, budget_seconds=startup_budget_seconds(spec),
+            mounts=list(mounts),
+        ))  # fmt: skip
+        return list(cache_volumes), list(warm_init), [mount]
+    if spec.compile_cache is not None:
+        volume, mount = compile_cache_volume(spec.compile_cache, compile_cache_dir_key(spec), pvc_name)
+        return [volume], [], [mount]
+    return [], [], []
+
+
+def _engine_pod_spec(
+    spec: ModelServiceSpec, container: dict, volumes: list[dict], init_containers: list[dict], pod_security: dict | None
+) -> dict:
+    """The engine pod: on its pool's GPU nodes (tolerating their taint), spread across nodes."""
+    pod_spec: dict = {
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": termination_grace_seconds(),
+        "nodeSelector": {DOKS_POOL_LABEL: spec.pool_name},
+        "tolerations": [{"key": spec.gpu.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                # GPU requests already cap replicas per node; spreading is a preference so a node
+                # being drained never blocks scheduling.
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": selector_labels(spec.name)},
+            }
+        ],
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if pod_security:
+        pod_spec["securityContext"] = pod_security
+    if init_containers:
+        pod_spec["initContainers"] = init_containers
+    return pod_spec
 
 
 def deployment_ignore_changes(spec: ModelServiceSpec) -> list[str]:

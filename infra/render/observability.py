@@ -198,6 +198,34 @@ def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
     (`url_file`). The values are therefore safe to show in plans and diffs.
     """
     node_selector = dict(settings.system_node_selector)
+    return {
+        "crds": {"enabled": True},
+        **MANAGED_CONTROL_PLANE_VALUES,
+        "prometheusOperator": {
+            "nodeSelector": node_selector,
+            "admissionWebhooks": {"patch": {"nodeSelector": node_selector}},
+        },
+        "prometheus": _prometheus_values(settings, node_selector),
+        "alertmanager": _alertmanager_values(settings, node_selector),
+        "grafana": _grafana_values(settings, node_selector),
+        "kube-state-metrics": {
+            "nodeSelector": node_selector,
+            # kube_pod_labels / kube_node_labels only carry allow-listed labels. The readiness and
+            # restart rules join on the two pod labels (as label_app_kubernetes_io_name,
+            # label_inference_platform_model); the billed-cost rules count a GPU pool's nodes by
+            # their DOKS pool label (label_doks_digitalocean_com_node_pool). The chart joins the
+            # list with "," into --metric-labels-allowlist.
+            "metricLabelsAllowlist": [
+                "pods=[app.kubernetes.io/name,inference-platform/model]",
+                "nodes=[doks.digitalocean.com/node-pool]",
+            ],
+        },
+    }
+
+
+def _alert_routing(settings: MonitoringSettings) -> tuple[dict, list[dict]]:
+    """(route, receivers): every alert to the configured receiver (webhook or Slack, its URL read
+    from a mounted Secret file), or to "null"; the always-firing Watchdog never notifies."""
     webhook_path = f"/etc/alertmanager/secrets/{ALERT_WEBHOOK_SECRET}/url"
     receivers: list[dict] = [{"name": "null"}]
     route: dict = {
@@ -222,96 +250,89 @@ def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
         raise ValueError(f"unknown alert receiver kind {settings.alert_receiver!r}")
     if len(receivers) > 1:
         route["receiver"] = "platform"
+    return route, receivers
 
+
+def _prometheus_values(settings: MonitoringSettings, node_selector: dict) -> dict:
+    """Prometheus: retention within its volume, every monitor and rule selected, on the system pool."""
     # Prometheus keeps ~15 % headroom below the volume so compaction never fills the disk.
     retention_size_gb = max(1, int(settings.storage_gib * 1.073741824 * 0.85))
     return {
-        "crds": {"enabled": True},
-        **MANAGED_CONTROL_PLANE_VALUES,
-        "prometheusOperator": {
+        "prometheusSpec": {
+            "retention": settings.retention,
+            "retentionSize": f"{retention_size_gb}GB",
+            "scrapeInterval": settings.scrape_interval,
             "nodeSelector": node_selector,
-            "admissionWebhooks": {"patch": {"nodeSelector": node_selector}},
-        },
-        "prometheus": {
-            "prometheusSpec": {
-                "retention": settings.retention,
-                "retentionSize": f"{retention_size_gb}GB",
-                "scrapeInterval": settings.scrape_interval,
-                "nodeSelector": node_selector,
-                # Select every PodMonitor/ServiceMonitor/PrometheusRule, not only the chart's own.
-                "podMonitorSelectorNilUsesHelmValues": False,
-                "serviceMonitorSelectorNilUsesHelmValues": False,
-                "ruleSelectorNilUsesHelmValues": False,
-                "storageSpec": {
-                    "volumeClaimTemplate": {
-                        "spec": {
-                            "storageClassName": "do-block-storage",
-                            "accessModes": ["ReadWriteOnce"],  # DO block storage is RWO only
-                            "resources": {"requests": {"storage": f"{settings.storage_gib}Gi"}},
-                        }
+            # Select every PodMonitor/ServiceMonitor/PrometheusRule, not only the chart's own.
+            "podMonitorSelectorNilUsesHelmValues": False,
+            "serviceMonitorSelectorNilUsesHelmValues": False,
+            "ruleSelectorNilUsesHelmValues": False,
+            "storageSpec": {
+                "volumeClaimTemplate": {
+                    "spec": {
+                        "storageClassName": "do-block-storage",
+                        "accessModes": ["ReadWriteOnce"],  # DO block storage is RWO only
+                        "resources": {"requests": {"storage": f"{settings.storage_gib}Gi"}},
                     }
-                },
-            }
-        },
-        "alertmanager": {
-            "alertmanagerSpec": {
-                "nodeSelector": node_selector,
-                **({"secrets": [ALERT_WEBHOOK_SECRET]} if settings.alert_receiver != "none" else {}),
-            },
-            "config": {
-                "global": {"resolve_timeout": "5m"},
-                "route": route,
-                "receivers": receivers,
-                # While a model's SLI pages (fast burn), its slow-burn ticket adds nothing. Scoped by
-                # alert name: `equal` treats a label missing on both sides as equal, so a bare
-                # severity rule would let any GPU page mute every warning without a model label.
-                "inhibit_rules": [
-                    {
-                        "source_matchers": [f'alertname = "Vllm{sli}SloFastBurn"'],
-                        "target_matchers": [f'alertname = "Vllm{sli}SloSlowBurn"'],
-                        "equal": ["model"],
-                    }
-                    for sli in ("Ttft", "Tpot")
-                ],
-            },
-        },
-        "grafana": {
-            "nodeSelector": node_selector,
-            "admin": {
-                "existingSecret": GRAFANA_ADMIN_SECRET,
-                "userKey": "admin-user",
-                "passwordKey": "admin-password",
-            },
-            # Least privilege (issue 30): the chart's defaults give Grafana a ClusterRole reading
-            # ConfigMaps *and Secrets* in every namespace for its sidecars. Dashboards and the
-            # datasource are ConfigMaps in this namespace: a namespaced Role, ConfigMaps only.
-            "rbac": {"namespaced": True},
-            "sidecar": {
-                "dashboards": {"enabled": True, "label": DASHBOARD_LABEL, "labelValue": "1", "resource": "configmap"},
-                "datasources": {"resource": "configmap"},
-            },
-            "persistence": (
-                {
-                    "enabled": True,
-                    "storageClassName": "do-block-storage",
-                    "size": f"{settings.grafana_storage_gib}Gi",
                 }
-                if settings.grafana_storage_gib
-                else {"enabled": False}
-            ),
-        },
-        "kube-state-metrics": {
+            },
+        }
+    }
+
+
+def _alertmanager_values(settings: MonitoringSettings, node_selector: dict) -> dict:
+    """Alertmanager: the receiver's Secret mounted, the route, and slow burns muted while a fast burn pages."""
+    route, receivers = _alert_routing(settings)
+    return {
+        "alertmanagerSpec": {
             "nodeSelector": node_selector,
-            # kube_pod_labels / kube_node_labels only carry allow-listed labels. The readiness and
-            # restart rules join on the two pod labels (as label_app_kubernetes_io_name,
-            # label_inference_platform_model); the billed-cost rules count a GPU pool's nodes by
-            # their DOKS pool label (label_doks_digitalocean_com_node_pool). The chart joins the
-            # list with "," into --metric-labels-allowlist.
-            "metricLabelsAllowlist": [
-                "pods=[app.kubernetes.io/name,inference-platform/model]",
-                "nodes=[doks.digitalocean.com/node-pool]",
+            **({"secrets": [ALERT_WEBHOOK_SECRET]} if settings.alert_receiver != "none" else {}),
+        },
+        "config": {
+            "global": {"resolve_timeout": "5m"},
+            "route": route,
+            "receivers": receivers,
+            # While a model's SLI pages (fast burn), its slow-burn ticket adds nothing. Scoped by
+            # alert name: `equal` treats a label missing on both sides as equal, so a bare
+            # severity rule would let any GPU page mute every warning without a model label.
+            "inhibit_rules": [
+                {
+                    "source_matchers": [f'alertname = "Vllm{sli}SloFastBurn"'],
+                    "target_matchers": [f'alertname = "Vllm{sli}SloSlowBurn"'],
+                    "equal": ["model"],
+                }
+                for sli in ("Ttft", "Tpot")
             ],
         },
+    }
+
+
+def _grafana_values(settings: MonitoringSettings, node_selector: dict) -> dict:
+    """Grafana: admin from a Secret, namespaced RBAC, dashboards and datasource from ConfigMaps."""
+    return {
+        "nodeSelector": node_selector,
+        "admin": {
+            "existingSecret": GRAFANA_ADMIN_SECRET,
+            "userKey": "admin-user",
+            "passwordKey": "admin-password",
+        },
+        # Least privilege (issue 30): the chart's defaults give Grafana a ClusterRole reading
+        # ConfigMaps *and Secrets* in every namespace for its sidecars. Dashboards and the
+        # datasource are ConfigMaps in this namespace: a namespaced Role, ConfigMaps only.
+        "rbac": {"namespaced": True},
+        "sidecar": {
+            "dashboards": {"enabled": True, "label": DASHBOARD_LABEL, "labelValue": "1", "resource": "configmap"},
+            "datasources": {"resource": "configmap"},
+        },
+        "persistence": (
+            {
+                "enabled": True,
+                "storageClassName": "do-block-storage",
+                "size": f"{settings.grafana_storage_gib}Gi",
+            }
+            if settings.grafana_storage_gib
+            else {"enabled": False}
+        ),
     }
 
 

@@ -4,7 +4,8 @@ One module per concern, each pure: facts.py (one planned model), models.py (ever
 notes and problems), notes.py and problems.py (what a reader sees; what stops the plan),
 autoscaling.py, monitoring.py (the models as the monitoring sees them), services.py (engines and
 image pre-pull), router.py (the router and the front door), gateway.py (router.kind gateway),
-weights.py (weight cache, Spaces bucket, readiness), cluster.py (stack-wide pieces), namespaces.py.
+weights.py (weight cache, Spaces bucket, readiness), cluster.py (cluster, pools, GPU runtime, fabric,
+project), namespaces.py.
 The names below are the package's API: import them from `infra.stack_plan`.
 """
 

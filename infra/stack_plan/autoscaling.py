@@ -12,7 +12,9 @@ from infra.render.autoscaling import (
     DEPLOYMENT_TARGET,
     LWS_TARGET,
     RUNNING_HEADROOM,
+    AutoscalingSpec,
     ScalingSpec,
+    render_scaled_object,
     scale_up_policy,
 )
 from infra.render.observability import prometheus_url
@@ -124,3 +126,13 @@ def scaling_specs(model: ModelFacts) -> list[ScalingSpec]:
             replace(base, deployment=deployment, min_replicas=floor, max_replicas=ceiling, replicas_per_node=max(1, gpus // tp), side=role)
         )
     return out
+
+
+def autoscaling_spec(prefix: str, models: list[ModelFacts], system_node_selector: dict[str, str]) -> AutoscalingSpec | None:
+    """The ScaledObjects of every autoscaled model (one per P/D side); None when no model autoscales."""
+    scaled = tuple(
+        (m.config.name, render_scaled_object(s)) for m in models if m.config.autoscaling.enabled for s in scaling_specs(m)
+    )
+    if not scaled:
+        return None
+    return AutoscalingSpec(name=f"{prefix}-autoscaling", scaled_objects=scaled, system_node_selector=system_node_selector)

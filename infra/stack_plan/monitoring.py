@@ -7,7 +7,7 @@ from __future__ import annotations
 from infra.config import StackConfig
 from infra.render import pd_service
 from infra.render.model_service import deployment_name
-from infra.render.observability import GpuRuntimeFacts
+from infra.render.observability import GpuRuntimeFacts, MonitoringSettings, ObservabilitySpec
 from infra.render.planner_prediction import prediction_of
 from infra.render.rollout_rules import RolloutObserved
 from infra.render.slo_rules import ObservedModel, PdObserved
@@ -90,3 +90,24 @@ def rollouts_observed(models: list[ModelFacts]) -> tuple[RolloutObserved, ...]:
 def gpu_runtime_facts(cfg: StackConfig) -> GpuRuntimeFacts:
     amd = any(p.gpu.vendor == "amd" for p in cfg.gpu_pools)
     return GpuRuntimeFacts(vendor="amd" if amd else "nvidia", mode=cfg.gpu_runtime.mode, metrics_exporter=amd)
+
+
+def observability_spec(cfg: StackConfig, models: list[ModelFacts], system_node_selector: dict[str, str]) -> ObservabilitySpec | None:
+    """Prometheus, Grafana and the SLO rules and alerts of every model (observability.enabled), else None."""
+    if not cfg.observability.enabled:
+        return None
+    obs = cfg.observability
+    return ObservabilitySpec(
+        name=f"{cfg.stack}-observability",
+        settings=MonitoringSettings(
+            retention=obs.retention,
+            storage_gib=obs.storage_gib,
+            system_node_selector=system_node_selector,
+            alert_receiver=obs.alert_receiver.kind,
+            alert_slack_channel=obs.alert_receiver.channel,
+            runbook_url=obs.runbook_url,
+        ),
+        models=tuple(observed_models(models)),
+        gpu=gpu_runtime_facts(cfg),
+        rollouts=rollouts_observed(models),
+    )

@@ -16,6 +16,7 @@ from infra.stack_plan.facts import ModelFacts
 CALIBRATE_BELOW = 0.7
 
 
+
 def pd_notes(m: ModelFacts, efficiency=None) -> list[str]:
     """`layout: auto` plans colocated layouts; when a prefill/decode layout would carry clearly more
     (beyond the near-tie margin), say so: switching is the user's call (a second router, a KV
@@ -135,3 +136,14 @@ def api_key_note(given: bool) -> str:
     """How clients get the key every serving path checks (issue 30)."""
     source = "the stack's api_key secret" if given else "none set: `pulumi up` generates one (pulumi-random, a secret in the stack's state)"
     return f"API key on every serving path ({source}); clients send `Authorization: Bearer <key>`; read it with `pulumi stack output api_key --show-secrets`"
+
+
+def open_router_notes(router: RouterSpec) -> list[str]:
+    """A public vllm-router open to every source: its admin routes have no authentication."""
+    if router.uses_router and router.public and not router.allowed_source_cidrs:
+        return [
+            "router.public without allowed_source_cidrs: vllm-router 0.1.17's admin routes (/workers, "
+            "/flush_cache) have no authentication; restrict the load balancer to your clients' CIDRs "
+            "(docs/serving.md#authentication)"
+        ]
+    return []

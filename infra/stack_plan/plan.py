@@ -16,16 +16,16 @@ from typing import Any
 
 from infra.catalog.cpu_sizes import CPU_PRICES_AS_OF, CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
 from infra.catalog.gpus import HOURS_PER_MONTH
-from infra.config import NS, GpuPoolConfig, StackConfig
+from infra.config import GpuPoolConfig, StackConfig
 from infra.errors import ConfigError, Problem
 from infra.front_door import FrontDoor
 from infra.layout_fit import require_layouts_fit
-from infra.render.autoscaling import AutoscalingSpec, render_scaled_object
+from infra.render.autoscaling import AutoscalingSpec
 from infra.render.gateway import GatewaySpec, gateway_front_door
 from infra.render.model_cache import MODEL_CACHE_PVC_NAME
 from infra.render.model_service import ModelServiceSpec, render_namespace
 from infra.render.network_policy import NetworkPolicySpec, network_policy_spec
-from infra.render.observability import MonitoringSettings, ObservabilitySpec
+from infra.render.observability import ObservabilitySpec
 from infra.render.router import RouterSpec
 from infra.rollout_plan import candidate_service_spec
 from infra.specs import (
@@ -38,20 +38,26 @@ from infra.specs import (
     NetworkSpec,
     ProjectSpec,
     WeightBucketSpec,
-    gpu_addon_flags,
-    standard_tags,
 )
-from infra.stack_plan.autoscaling import autoscaling_json, scaling_specs
-from infra.stack_plan.cluster import fabric_spec, plus_extra, project_name
+from infra.stack_plan.autoscaling import autoscaling_json, autoscaling_spec
+from infra.stack_plan.cluster import (
+    cluster_spec,
+    fabric_spec,
+    gpu_runtime_spec,
+    pool_specs,
+    project_name,
+)
 from infra.stack_plan.facts import ModelFacts
 from infra.stack_plan.gateway import gateway_spec
 from infra.stack_plan.models import plan_models
-from infra.stack_plan.monitoring import gpu_runtime_facts, observed_models, rollouts_observed
+from infra.stack_plan.monitoring import (
+    observability_spec,
+)
 from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
-from infra.stack_plan.notes import tag_only_image_notes
+from infra.stack_plan.notes import open_router_notes, tag_only_image_notes
 from infra.stack_plan.router import front_door, router_spec
-from infra.stack_plan.services import image_prepull_spec, model_service_spec
-from infra.stack_plan.weights import weight_bucket_spec
+from infra.stack_plan.services import image_prepull_spec, model_service_specs
+from infra.stack_plan.weights import model_cache_spec, weight_bucket_spec
 
 
 @dataclass(frozen=True)
@@ -212,105 +218,20 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
     if problems and not allow_problems:
         raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")
     prefix = cfg.stack
-    env = cfg.environment
-    tags = tuple(standard_tags(env))
-    protect = cfg.protect
-    cluster = ClusterSpec(
-        name=f"{prefix}-doks",
-        region=cfg.region,
-        version=cfg.cluster.version,
-        version_key=f"{NS}cluster.version",
-        system_pool_size=cfg.cluster.system_pool.size,
-        system_pool_nodes=cfg.cluster.system_pool.nodes,
-        ha=bool(cfg.cluster.ha),
-        auto_upgrade=cfg.cluster.auto_upgrade,
-        surge_upgrade=cfg.cluster.surge_upgrade,
-        maintenance_day=cfg.cluster.maintenance.day,
-        maintenance_start_time=cfg.cluster.maintenance.start_time,
-        control_plane_allowed_cidrs=tuple(cfg.cluster.control_plane_allowed_cidrs),
-        cluster_subnet=cfg.network.cluster_subnet,
-        service_subnet=cfg.network.service_subnet,
-        kubeconfig_expire_seconds=cfg.cluster.kubeconfig_expire_seconds,
-        # prod keeps its volumes and load balancers on destroy (docs/architecture.md: manual cleanup).
-        destroy_all_associated_resources=env != "prod",
-        gpu_flags=gpu_addon_flags({p.gpu.vendor for p in cfg.gpu_pools}, cfg.gpu_runtime.mode, bool(cfg.observability.enabled)),
-        protect=protect,
-        tags=tags,
-    )
-    extra_nodes = {p.name: sum(m.rollout.extra_nodes for m in models if m.rollout and m.pool.name == p.name) for p in cfg.gpu_pools}
-    pools = tuple(
-        GpuPoolSpec(
-            name=f"{prefix}-pool-{pool.name}",
-            pool_name=pool.name,
-            gpu=pool.gpu,
-            node_count=plus_extra(pool.nodes, extra_nodes[pool.name]),
-            min_nodes=plus_extra(pool.min_nodes, extra_nodes[pool.name]),
-            max_nodes=plus_extra(pool.max_nodes, extra_nodes[pool.name]),
-            partition_mode=pool.partition_mode,
-            labels=dict(pool.labels),
-            tags=tags,
-            protect=protect,
-        )
-        for pool in cfg.gpu_pools
-    )
-    cache = None
-    if cfg.model_cache.kind == "nfs":
-        cache = ModelCacheSpec(
-            name=f"{prefix}-weights",
-            region=cfg.region,
-            size_gib=cfg.model_cache.size_gib,
-            tier=cfg.model_cache.tier,
-            namespace=INFERENCE_NAMESPACE,
-            protect=protect,
-            tags=tags,
-        )
+    cluster = cluster_spec(cfg)
+    pools = pool_specs(cfg, models)
+    cache = model_cache_spec(cfg)
     cache_pvc = MODEL_CACHE_PVC_NAME if cache else None
     bucket, weights = weight_bucket_spec(cfg)
-    # The offline plan and `pulumi up` store a secret that is set, or required (offline: a placeholder).
-    secrets = cfg.secrets_set | set(cfg.secrets_required)
-    services = tuple(
-        model_service_spec(
-            m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node",
-            key_path=f"{NS}models[{[c.name for c in cfg.models].index(m.config.name)}]",
-        )
-        for m in models
-    )
+    services = model_service_specs(cfg, models, cache_pvc, weights)
     candidates = tuple(
         candidate_service_spec(service, m.config, m.rollout) for m, service in zip(models, services, strict=True) if m.rollout
     )
     router = router_spec(cfg, models, services, cluster.system_node_selector)
-    if router.uses_router and router.public and not router.allowed_source_cidrs:
-        notes = [*notes, (
-            "router.public without allowed_source_cidrs: vllm-router 0.1.17's admin routes (/workers, "
-            "/flush_cache) have no authentication; restrict the load balancer to your clients' CIDRs "
-            "(docs/serving.md#authentication)"
-        )]
-    observability = None
-    if cfg.observability.enabled:
-        obs = cfg.observability
-        observability = ObservabilitySpec(
-            name=f"{prefix}-observability",
-            settings=MonitoringSettings(
-                retention=obs.retention,
-                storage_gib=obs.storage_gib,
-                system_node_selector=cluster.system_node_selector,
-                alert_receiver=obs.alert_receiver.kind,
-                alert_slack_channel=obs.alert_receiver.channel,
-                runbook_url=obs.runbook_url,
-            ),
-            models=tuple(observed_models(models)),
-            gpu=gpu_runtime_facts(cfg),
-            rollouts=rollouts_observed(models),
-        )
+    notes = [*notes, *open_router_notes(router)]
+    observability = observability_spec(cfg, models, cluster.system_node_selector)
     gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
-    scaled = tuple(
-        (m.config.name, render_scaled_object(s)) for m in models if m.config.autoscaling.enabled for s in scaling_specs(m)
-    )
-    autoscaling = (
-        AutoscalingSpec(name=f"{prefix}-autoscaling", scaled_objects=scaled, system_node_selector=cluster.system_node_selector)
-        if scaled
-        else None
-    )
+    autoscaling = autoscaling_spec(prefix, models, cluster.system_node_selector)
     if cfg.environment == "prod":
         notes = [*notes, *tag_only_image_notes(services, router)]
     fabric = fabric_spec(prefix, cfg)
@@ -318,16 +239,10 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         config=cfg,
         models=tuple(models),
         notes=tuple(notes),
-        network=NetworkSpec(name=f"{prefix}-net", region=cfg.region, vpc_cidr=cfg.network.vpc_cidr, protect=protect),
+        network=NetworkSpec(name=f"{prefix}-net", region=cfg.region, vpc_cidr=cfg.network.vpc_cidr, protect=cfg.protect),
         cluster=cluster,
         pools=pools,
-        gpu_runtime=GpuRuntimeSpec(
-            name=f"{prefix}-gpu-runtime",
-            mode=cfg.gpu_runtime.mode,
-            amd_pools=tuple(p.name for p in cfg.gpu_pools if p.gpu.vendor == "amd"),
-            disable_numa_balancing=cfg.gpu_runtime.disable_numa_balancing,
-            metrics_exporter=bool(cfg.observability.enabled),
-        ),
+        gpu_runtime=gpu_runtime_spec(cfg),
         namespace=render_namespace(INFERENCE_NAMESPACE),
         model_cache=cache,
         services=services,
@@ -335,7 +250,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         front_door=gateway_front_door(gateway) if gateway is not None else front_door(router, services),
         observability=observability,
         autoscaling=autoscaling,
-        project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=env),
+        project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=cfg.environment),
         problems=tuple(problems),
         weight_bucket=bucket,
         prepull=image_prepull_spec(prefix, services + candidates),  # a candidate image is pre-pulled too

@@ -4,6 +4,7 @@ the pools that serve them.
 
 from __future__ import annotations
 
+from infra.config import NS, StackConfig
 from infra.render.model_service import CacheSpec, ModelServiceSpec, api_key_secret_name, hf_token_secret_name
 from infra.render.warm_start import PrepullSpec, SpacesWeights, render_prepull_daemonset
 from infra.specs import ImagePrepullSpec
@@ -71,3 +72,18 @@ def image_prepull_spec(prefix: str, services: tuple[ModelServiceSpec, ...]) -> I
         for pool, (taint, images) in sorted(by_pool.items())
     )
     return ImagePrepullSpec(name=f"{prefix}-image-prepull", daemonsets=daemonsets)
+
+
+def model_service_specs(
+    cfg: StackConfig, models: list[ModelFacts], cache_pvc: str | None, weights: SpacesWeights | None
+) -> tuple[ModelServiceSpec, ...]:
+    """Every model's engines, in the models' order. The offline plan and `pulumi up` store a secret
+    that is set, or required (offline: a placeholder); the compile cache is shared on NFS, else per node."""
+    secrets = cfg.secrets_set | set(cfg.secrets_required)
+    return tuple(
+        model_service_spec(
+            m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node",
+            key_path=f"{NS}models[{[c.name for c in cfg.models].index(m.config.name)}]",
+        )
+        for m in models
+    )

@@ -9,7 +9,7 @@ from infra.config import StackConfig
 from infra.domain import Provenance
 from infra.planner import ReadinessPlan, WeightSource, plan_readiness
 from infra.render.warm_start import SPACES_READ_SECRET, SPACES_WRITE_SECRET, SpacesWeights
-from infra.specs import WeightBucketSpec
+from infra.specs import ModelCacheSpec, WeightBucketSpec, standard_tags
 from infra.stack_plan.facts import ModelFacts
 from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
 
@@ -78,3 +78,18 @@ def cold_start_notes(cfg: StackConfig) -> list[str]:
                 f"vLLM ≥ {versions.VLLM_RUNAI_STREAMER_MIN_VERSION} with the runai-model-streamer s3 extra"
             )
     return notes
+
+
+def model_cache_spec(cfg: StackConfig) -> ModelCacheSpec | None:
+    """The NFS weight cache (model_cache.kind nfs), else None."""
+    if cfg.model_cache.kind != "nfs":
+        return None
+    return ModelCacheSpec(
+        name=f"{cfg.stack}-weights",
+        region=cfg.region,
+        size_gib=cfg.model_cache.size_gib,
+        tier=cfg.model_cache.tier,
+        namespace=INFERENCE_NAMESPACE,
+        protect=cfg.protect,
+        tags=tuple(standard_tags(cfg.environment)),
+    )

@@ -146,23 +146,9 @@ def layout_goodput(
     max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION,
 ) -> LayoutGoodput:
     """Goodput of one layout from its sweep points (see the module docstring for the rules)."""
-    notes: list[str] = []
-    usable: list[SweepPoint] = []
-    for point in points:
-        reasons = point.skip_reasons()
-        if reasons:
-            notes.append(f"{point.source}: skipped, {'; '.join(reasons)}")
-        else:
-            usable.append(point)
-
+    usable, notes = _usable_points(points)
     merged = _merge_repeats(usable)
-    for rate, group in merged:
-        completed = sum(p.completed or 0 for p in group)
-        if 0 < completed < MIN_COMPLETED_FOR_STABLE_P90:
-            notes.append(f"{rate:g} rps: only {completed} requests completed; its p90 is unstable (use more --num-prompts)")
-        if len(group) > 1:
-            notes.append(f"{rate:g} rps: {len(group)} repeated runs merged (median p90)")
-
+    notes += _merge_notes(merged)
     rates = [rate for rate, _ in merged]
     ttft = [statistics.median(p.ttft_p90_ms for p in g) for _, g in merged]
     tpot = [statistics.median(p.tpot_p90_ms for p in g) for _, g in merged]
@@ -183,15 +169,10 @@ def layout_goodput(
         tpot_fit[i] = tpot_fit_values[k]
 
     fit_rates = [rates[i] for i in fit_index]
-    crossings: dict[str, float] = {}
-    for key, fitted, slo in (("ttft", ttft_fit_values, ttft_p90_ms), ("tpot", tpot_fit_values, tpot_p90_ms)):
-        crossing = _crossing(fit_rates, fitted, slo)
-        if crossing is not None:
-            crossings[key] = crossing
-    error_rates = [rates[i] for i, bad in enumerate(errors) if bad]
-    if error_rates:
-        below = [r for r in fit_rates if r < error_rates[0]]
-        crossings["errors"] = max(below) if below else 0.0
+    crossings = _crossings(
+        fit_rates, {"ttft": (ttft_fit_values, ttft_p90_ms), "tpot": (tpot_fit_values, tpot_p90_ms)},
+        [rates[i] for i, bad in enumerate(errors) if bad],
+    )
 
     verdicts = []
     for i, rate in enumerate(rates):
@@ -213,24 +194,75 @@ def layout_goodput(
                 sources=tuple(p.source for p in merged[i][1]),
             )
         )
-        if ttft_fit[i] is not None and (
-            _differs(ttft[i], ttft_fit[i]) or _differs(tpot[i], tpot_fit[i])
-        ):
-            notes.append(
-                f"{rate:g} rps: non-monotonic p90 (TTFT {ttft[i]:.0f} ms, TPOT {tpot[i]:.1f} ms measured; "
-                f"{ttft_fit[i]:.0f} ms / {tpot_fit[i]:.1f} ms after the monotone fit)"
-            )
+        notes += _fit_notes(rate, ttft[i], tpot[i], ttft_fit[i], tpot_fit[i])
 
     if not rates:
         return LayoutGoodput(name, 0.0, False, None, None, None, (), tuple(notes), "no usable sweep points")
+    return _goodput(name, rates, fit_rates, crossings, throughput, verdicts, notes)
 
-    # `crossings` holds only limits that were actually hit; none hit means a lower bound.
+
+def _usable_points(points: list[SweepPoint]) -> tuple[list[SweepPoint], list[str]]:
+    """Rule 1: (the usable points, a note for each point set aside saying why)."""
+    notes: list[str] = []
+    usable: list[SweepPoint] = []
+    for point in points:
+        reasons = point.skip_reasons()
+        if reasons:
+            notes.append(f"{point.source}: skipped, {'; '.join(reasons)}")
+        else:
+            usable.append(point)
+    return usable, notes
+
+
+def _merge_notes(merged: list[tuple[float, list[SweepPoint]]]) -> list[str]:
+    """Rule 2's notes: rates with too few requests for a stable p90, and repeated runs merged."""
+    notes = []
+    for rate, group in merged:
+        completed = sum(p.completed or 0 for p in group)
+        if 0 < completed < MIN_COMPLETED_FOR_STABLE_P90:
+            notes.append(f"{rate:g} rps: only {completed} requests completed; its p90 is unstable (use more --num-prompts)")
+        if len(group) > 1:
+            notes.append(f"{rate:g} rps: {len(group)} repeated runs merged (median p90)")
+    return notes
+
+
+def _crossings(
+    fit_rates: list[float], fits: dict[str, tuple[list[float], float]], error_rates: list[float]
+) -> dict[str, float]:
+    """Rules 5 and 3: each metric's SLO crossing ({metric: (fitted values, SLO)}) and the error cap,
+    only the limits actually hit."""
+    crossings: dict[str, float] = {}
+    for key, (fitted, slo) in fits.items():
+        crossing = _crossing(fit_rates, fitted, slo)
+        if crossing is not None:
+            crossings[key] = crossing
+    if error_rates:
+        below = [r for r in fit_rates if r < error_rates[0]]
+        crossings["errors"] = max(below) if below else 0.0
+    return crossings
+
+
+def _fit_notes(rate: float, ttft: float, tpot: float, ttft_fit: float | None, tpot_fit: float | None) -> list[str]:
+    """Rule 4's note for a rate whose measured p90 disagrees with the monotone fit."""
+    if ttft_fit is not None and (_differs(ttft, ttft_fit) or _differs(tpot, tpot_fit)):
+        return [
+            f"{rate:g} rps: non-monotonic p90 (TTFT {ttft:.0f} ms, TPOT {tpot:.1f} ms measured; "
+            f"{ttft_fit:.0f} ms / {tpot_fit:.1f} ms after the monotone fit)"
+        ]
+    return []
+
+
+def _goodput(
+    name: str, rates: list[float], fit_rates: list[float], crossings: dict[str, float],
+    throughput: list[float | None], verdicts: list[RatePoint], notes: list[str],
+) -> LayoutGoodput:
+    """Rule 6: goodput is the lowest limit hit; none hit makes the highest fitted rate a lower bound."""
     if crossings:
         limited_by, goodput = min(crossings.items(), key=lambda item: item[1])
     else:
         limited_by, goodput = None, (fit_rates[-1] if fit_rates else 0.0)
     lower_bound = not crossings and bool(fit_rates)
-    result = LayoutGoodput(
+    return LayoutGoodput(
         name=name,
         goodput_rps=goodput,
         lower_bound=lower_bound,
@@ -240,7 +272,6 @@ def layout_goodput(
         points=tuple(verdicts),
         notes=tuple(notes),
     )
-    return result
 
 
 def compare_layouts(
