@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.chart_source import chart_args
 from components.custom_resources import custom_resource
 from infra.catalog import versions
 from infra.render.autoscaling import KEDA_NAMESPACE, KEDA_RELEASE_NAME, AutoscalingSpec, render_keda_values
@@ -48,9 +49,7 @@ class ReplicaAutoscaling(pulumi.ComponentResource):
             f"{name}-keda",
             k8s.helm.v3.ReleaseArgs(
                 name=KEDA_RELEASE_NAME,
-                chart=versions.KEDA_CHART,
-                version=args.spec.chart_version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.KEDA_CHART_REPO),
+                **chart_args(versions.KEDA_CHART, args.spec.chart_version, versions.KEDA_CHART_REPO),
                 namespace=KEDA_NAMESPACE,
                 create_namespace=True,
                 values=render_keda_values(dict(args.spec.system_node_selector)),

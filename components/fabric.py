@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.chart_source import chart_args
 from components.custom_resources import custom_resource
 from infra.catalog import versions
 from infra.render import fabric as render
@@ -57,8 +58,7 @@ class Fabric(pulumi.ComponentResource):
         self.lws = k8s.helm.v3.Release(
             f"{name}-lws",
             name="lws",
-            chart=f"{versions.LWS_CHART_REPO}/{versions.LWS_CHART}",
-            version=spec.lws_chart_version,
+            **chart_args(versions.LWS_CHART, spec.lws_chart_version, versions.LWS_CHART_REPO),
             namespace=versions.LWS_NAMESPACE,
             create_namespace=True,
             values=render.lws_values(image_tag=spec.lws_image_tag),

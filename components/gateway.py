@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.chart_source import chart_args
 from components.custom_resources import custom_resource, qualified_name
 from infra.catalog import versions
 from infra.render.epp import render_epp, render_pool_resources
@@ -77,8 +78,7 @@ class InferenceGateway(pulumi.ComponentResource):
             f"{name}-agentgateway-crds",
             k8s.helm.v3.ReleaseArgs(
                 name="agentgateway-crds",
-                chart=f"{versions.AGENTGATEWAY_CHART_REPO}/{versions.AGENTGATEWAY_CRDS_CHART}",
-                version=spec.chart_version,
+                **chart_args(versions.AGENTGATEWAY_CRDS_CHART, spec.chart_version, versions.AGENTGATEWAY_CHART_REPO),
                 namespace=CONTROLLER_NAMESPACE,
                 timeout=HELM_TIMEOUT_S,
             ),
@@ -89,8 +89,7 @@ class InferenceGateway(pulumi.ComponentResource):
             f"{name}-agentgateway",
             k8s.helm.v3.ReleaseArgs(
                 name="agentgateway",
-                chart=f"{versions.AGENTGATEWAY_CHART_REPO}/{versions.AGENTGATEWAY_CHART}",
-                version=spec.chart_version,
+                **chart_args(versions.AGENTGATEWAY_CHART, spec.chart_version, versions.AGENTGATEWAY_CHART_REPO),
                 namespace=CONTROLLER_NAMESPACE,
                 values=render_controller_values(spec),
                 timeout=HELM_TIMEOUT_S,

@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.chart_source import chart_args
 from components.custom_resources import custom_resource
 from infra.catalog import versions
 from infra.render import gpu_runtime as render
@@ -104,9 +105,7 @@ class GpuRuntime(pulumi.ComponentResource):
         self.cert_manager = k8s.helm.v3.Release(
             f"{name}-cert-manager",
             name="cert-manager",
-            chart=versions.CERT_MANAGER_CHART,
-            version=args.spec.cert_manager_chart_version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.CERT_MANAGER_CHART_REPO),
+            **chart_args(versions.CERT_MANAGER_CHART, args.spec.cert_manager_chart_version, versions.CERT_MANAGER_CHART_REPO),
             namespace=render.CERT_MANAGER_NAMESPACE,
             create_namespace=True,
             values=render.render_cert_manager_values(),
@@ -115,9 +114,8 @@ class GpuRuntime(pulumi.ComponentResource):
         self.gpu_operator = k8s.helm.v3.Release(
             f"{name}-amd-gpu-operator",
             name="amd-gpu-operator",
-            chart=versions.AMD_GPU_OPERATOR_CHART,
-            version=args.spec.gpu_operator_chart_version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.AMD_GPU_OPERATOR_CHART_REPO),
+            **chart_args(versions.AMD_GPU_OPERATOR_CHART, args.spec.gpu_operator_chart_version,
+                         versions.AMD_GPU_OPERATOR_CHART_REPO),
             namespace=render.GPU_OPERATOR_NAMESPACE,
             create_namespace=True,
             values=render.render_gpu_operator_values(),

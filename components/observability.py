@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.chart_source import chart_args
 from components.custom_resources import custom_resource, qualified_name
 from infra.catalog import versions
 from infra.render.observability import (
@@ -94,11 +95,7 @@ class Observability(pulumi.ComponentResource):
             f"{name}-kube-prometheus-stack",
             k8s.helm.v3.ReleaseArgs(
                 name=HELM_RELEASE_NAME,
-                chart=versions.KUBE_PROMETHEUS_STACK_CHART,
-                version=spec.chart_version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(
-                    repo=versions.KUBE_PROMETHEUS_STACK_CHART_REPO
-                ),
+                **chart_args(versions.KUBE_PROMETHEUS_STACK_CHART, spec.chart_version, versions.KUBE_PROMETHEUS_STACK_CHART_REPO),
                 namespace=ns,
                 values=render_kube_prometheus_stack_values(settings),
                 timeout=HELM_TIMEOUT_S,

@@ -53,7 +53,7 @@ def main() -> int:
     try:
         cfg = load_config(request["values"], stack=request["stack"], secret_keys=set(request["secret_keys"]),
                           base_dir=Path(request["base_dir"]), source=f"stack {request['stack']}")
-        offline_plan(plan_stack(cfg))
+        offline_plan(plan_stack(cfg), deploy=True)
     except UserError as err:
         print(json.dumps({"problems": [[p.path, p.message] for p in err.problems]}))
         return 0

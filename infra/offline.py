@@ -20,7 +20,7 @@ from typing import Any
 
 import pulumi
 
-from infra.charts.releases import chart_objects, template_releases, unknown_value_problems
+from infra.charts.releases import archive_problems, chart_objects, template_releases, unknown_value_problems
 from infra.charts.template import ChartError, is_test_hook
 from infra.config import NS, PROJECT, load_stack_file
 from infra.declare import Secrets, declare
@@ -121,16 +121,19 @@ def _chart_root(root: Path | None) -> Path | None:
         return None
 
 
-def offline_plan(plan: StackPlan, root: Path | None = None) -> Plan:
+def offline_plan(plan: StackPlan, root: Path | None = None, *, deploy: bool = False) -> Plan:
     """`plan` declared under the mock runtime and checked as a whole (the invariants): a plan that
     cannot work is refused here (ConfigError), so `infra plan`, `infra diff` and the check before
-    `pulumi up` (infra/invariant_gate.py) never show it as a success."""
+    `pulumi up` (infra/invariant_gate.py) never show it as a success. `deploy` (that check): a
+    release installing from a local archive whose digest was never recorded is refused, not noted."""
     cfg = plan.config
     resources, notes = record_stack_plan(plan)
     chart_root = _chart_root(root)
     unknown = unknown_value_problems(resources, chart_root)
-    if unknown:
-        raise UserError([Problem(where, what) for where, what in unknown])
+    bad_archives, archive_notes = archive_problems(resources, deploy=deploy)
+    if unknown or bad_archives:
+        raise UserError([Problem(where, what) for where, what in unknown + bad_archives])
+    notes += archive_notes
     try:
         charts, chart_notes = template_releases(resources, chart_root)
     except ChartError as err:

@@ -25,7 +25,7 @@ ROCM = {"MI300X", "MI325X", "MI355X"}
 SEMANTICS = {"max_concurrency_clients", "request_rate_open_loop", "offline_batch", "static_batch"}
 # How output lengths vary between requests: all (nearly) equal; uniform from 0 to twice the mean (a random
 # dataset with range ratio 0); ShareGPT conversation lengths (a long tail).
-OUTPUT_LENGTHS = {"fixed", "uniform", "sharegpt"}
+OUTPUT_LENGTHS = {"fixed", "equal", "uniform", "sharegpt"}
 PRECISIONS = {"FP8", "BF16", "FP16", "MXFP4", "FP4", "INT4", "INT8"}
 KV_DTYPES = {"", "fp8", "bf16", "fp16", "auto"}
 INT_FIELDS = ["gpus", "tp", "dp", "replicas", "isl", "osl", "concurrency"]
@@ -156,6 +156,8 @@ def check(path):
             err(f"concurrency_semantics {r['concurrency_semantics']!r} not in {sorted(SEMANTICS)}")
         if r["output_lengths"] not in OUTPUT_LENGTHS:
             err(f"output_lengths {r['output_lengths']!r} not in {sorted(OUTPUT_LENGTHS)}")
+        if r["output_lengths"] == "equal" and "ignore-eos" not in r["notes"]:
+            err("output_lengths 'equal' (lockstep waves) needs the notes to show --ignore-eos; else use 'fixed'")
         if model_class(r["model"]) == "?":
             err(f"model {r['model']!r} has no MoE/dense class in check_sweeps.py")
         vals = {}

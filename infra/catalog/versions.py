@@ -28,11 +28,6 @@ AMD_GPU_OPERATOR_CHART_VERSION = "v1.5.0"
 CERT_MANAGER_CHART_REPO = "https://charts.jetstack.io"
 CERT_MANAGER_CHART = "cert-manager"
 CERT_MANAGER_CHART_VERSION = "v1.19.1"
-# The sha256 of each published chart archive, beside its version (`infra charts pull` checks a
-# download against it; docs/charts.md). Empty: not confirmed from a public source yet — `infra
-# charts pull` prints the digest of what it downloaded for a reviewer to record here.
-AMD_GPU_OPERATOR_CHART_DIGEST = ""
-CERT_MANAGER_CHART_DIGEST = ""
 
 # Small helper image for node tuning and weight prefetch (huggingface_hub CLI lives in vLLM's image,
 # so the prefetch Job reuses the vLLM image instead).
@@ -47,7 +42,6 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 KUBE_PROMETHEUS_STACK_CHART_REPO = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_CHART_VERSION = "81.4.3"
-KUBE_PROMETHEUS_STACK_CHART_DIGEST = ""
 
 # KEDA: load-driven replica autoscaling for models on autoscaling pools (keda.sh/v1alpha1
 # ScaledObject, Prometheus scaler). 2.18 is the first KEDA tested on Kubernetes 1.33 (2.17: 1.30 -
@@ -57,7 +51,6 @@ KUBE_PROMETHEUS_STACK_CHART_DIGEST = ""
 KEDA_CHART_REPO = "https://kedacore.github.io/charts"
 KEDA_CHART = "keda"
 KEDA_CHART_VERSION = "2.18.3"
-KEDA_CHART_DIGEST = ""
 
 # The vLLM project's Rust request router (vllm-project/router), PyPI `vllm-router`: the build
 # tests/e2e runs. No `vllm/vllm-router:v0.1.17` Docker tag could be confirmed, so the router pod
@@ -83,8 +76,6 @@ AGENTGATEWAY_CHART_REPO = "oci://cr.agentgateway.dev/charts"
 AGENTGATEWAY_CHART = "agentgateway"
 AGENTGATEWAY_CRDS_CHART = "agentgateway-crds"
 AGENTGATEWAY_CHART_VERSION = "v1.4.1"
-AGENTGATEWAY_CHART_DIGEST = ""
-AGENTGATEWAY_CRDS_CHART_DIGEST = ""
 # - The InferencePool API (inference.networking.k8s.io/v1): the release asset with only the v1
 #   CRD (Makefile target `artifacts` @ v1.6.0 builds `v1-manifests.yaml` from config/crd).
 GATEWAY_API_INFERENCE_EXTENSION_VERSION = "v1.6.0"
@@ -154,7 +145,6 @@ CLIENT_PROXY_IMAGE = "nginxinc/nginx-unprivileged:1.28.0-alpine"
 LWS_CHART_REPO = "oci://registry.k8s.io/lws/charts"
 LWS_CHART = "lws"
 LWS_CHART_VERSION = "0.10.0"
-LWS_CHART_DIGEST = ""
 LWS_IMAGE_REPOSITORY = "registry.k8s.io/lws/lws"
 LWS_IMAGE_TAG = "v0.10.0"
 LWS_NAMESPACE = "lws-system"
@@ -167,15 +157,15 @@ MULTUS_VERSION = "v4.3.0"
 MULTUS_IMAGE = f"ghcr.io/k8snetworkplumbingwg/multus-cni:{MULTUS_VERSION}-thick"
 
 
-# Every chart the stack may install, as (chart, version, repository, digest): what `infra charts
-# pull` downloads into charts/ and `infra plan` templates (docs/charts.md).
-PINNED_CHARTS: tuple[tuple[str, str, str, str], ...] = (
-    (AMD_GPU_OPERATOR_CHART, AMD_GPU_OPERATOR_CHART_VERSION, AMD_GPU_OPERATOR_CHART_REPO, AMD_GPU_OPERATOR_CHART_DIGEST),
-    (CERT_MANAGER_CHART, CERT_MANAGER_CHART_VERSION, CERT_MANAGER_CHART_REPO, CERT_MANAGER_CHART_DIGEST),
-    (KUBE_PROMETHEUS_STACK_CHART, KUBE_PROMETHEUS_STACK_CHART_VERSION, KUBE_PROMETHEUS_STACK_CHART_REPO,
-     KUBE_PROMETHEUS_STACK_CHART_DIGEST),
-    (KEDA_CHART, KEDA_CHART_VERSION, KEDA_CHART_REPO, KEDA_CHART_DIGEST),
-    (AGENTGATEWAY_CRDS_CHART, AGENTGATEWAY_CHART_VERSION, AGENTGATEWAY_CHART_REPO, AGENTGATEWAY_CRDS_CHART_DIGEST),
-    (AGENTGATEWAY_CHART, AGENTGATEWAY_CHART_VERSION, AGENTGATEWAY_CHART_REPO, AGENTGATEWAY_CHART_DIGEST),
-    (LWS_CHART, LWS_CHART_VERSION, LWS_CHART_REPO, LWS_CHART_DIGEST),
+# Every chart the stack may install, as (chart, version, repository): what `infra charts pull`
+# downloads into charts/ and `infra plan` templates (docs/charts.md). The sha256 of each archive is
+# recorded beside these versions in chart_digests.json (infra/charts/digests.py).
+PINNED_CHARTS: tuple[tuple[str, str, str], ...] = (
+    (AMD_GPU_OPERATOR_CHART, AMD_GPU_OPERATOR_CHART_VERSION, AMD_GPU_OPERATOR_CHART_REPO),
+    (CERT_MANAGER_CHART, CERT_MANAGER_CHART_VERSION, CERT_MANAGER_CHART_REPO),
+    (KUBE_PROMETHEUS_STACK_CHART, KUBE_PROMETHEUS_STACK_CHART_VERSION, KUBE_PROMETHEUS_STACK_CHART_REPO),
+    (KEDA_CHART, KEDA_CHART_VERSION, KEDA_CHART_REPO),
+    (AGENTGATEWAY_CRDS_CHART, AGENTGATEWAY_CHART_VERSION, AGENTGATEWAY_CHART_REPO),
+    (AGENTGATEWAY_CHART, AGENTGATEWAY_CHART_VERSION, AGENTGATEWAY_CHART_REPO),
+    (LWS_CHART, LWS_CHART_VERSION, LWS_CHART_REPO),
 )

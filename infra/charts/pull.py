@@ -1,6 +1,7 @@
 """Download the pinned chart archives and check them against the catalog (online, once per bump).
 
-Each pin in infra/catalog/versions.py (`PINNED_CHARTS`) is (chart, version, repository, digest).
+Each pin in infra/catalog/versions.py (`PINNED_CHARTS`) is (chart, version, repository); its
+digest is recorded in infra/catalog/chart_digests.json (infra/charts/digests.py).
 `pull_chart` downloads `<chart>-<version>.tgz` from an HTTP repository (its index.yaml) or an
 `oci://` registry with Helm's own client; `check_archive` says what is wrong with an archive on
 disk: a different chart or version inside, or a sha256 other than the recorded digest.
@@ -41,5 +42,5 @@ def check_archive(path: Path, chart: str, version: str, digest: str) -> list[str
         problems.append(f"{path.name} holds {loaded.name} {loaded.version}, not {chart} {version}")
     actual = file_digest(path)
     if digest and actual != digest:
-        problems.append(f"{path.name} has digest {actual}; versions.py records {digest}")
+        problems.append(f"{path.name} has digest {actual}; infra/catalog/chart_digests.json records {digest}")
     return problems

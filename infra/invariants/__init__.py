@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from infra.charts.source import chart_name
 from infra.errors import ConfigError, Problem
 from infra.invariants.capacity import check_capacity, check_storage
 from infra.invariants.consistency import check_consistency
@@ -40,7 +41,8 @@ def check_plan(plan: StackPlan, objects: list[dict], resources: list[dict] = (),
     """Every invariant over `plan`, its rendered `objects` and its resource records (Helm releases,
     CRD manifests: what installs what)."""
     releases = [r for r in resources if r.get("type") == "kubernetes:helm.sh/v3:Release"]
-    paths = KeyPaths(plan.config, {str((r.get("inputs") or {}).get("name") or r.get("name")): str((r.get("inputs") or {}).get("chart", ""))
+    paths = KeyPaths(plan.config, {str((r.get("inputs") or {}).get("name") or r.get("name")):
+                                   chart_name(str((r.get("inputs") or {}).get("chart", "")), str((r.get("inputs") or {}).get("version", "")))
                                    for r in releases})
     everything = list(objects) + implied_objects(list(objects), list(releases), dict(plan.cluster.system_node_selector))
     problems: list[Problem] = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.charts.source import chart_name
 from infra.invariants.objects import identity
 from infra.invariants.operator_objects import operator_objects
 
@@ -111,7 +112,7 @@ def _gateway_objects(gateway: dict, objects: list[dict]) -> list[dict]:
 
 def _release_objects(release: dict, objects: list[dict]) -> list[dict]:
     inputs = release.get("inputs") or {}
-    chart = str(inputs.get("chart", "")).rsplit("/", 1)[-1]
+    chart = chart_name(str(inputs.get("chart", "")), str(inputs.get("version", "")))
     name = str(inputs.get("name") or release.get("name", chart))
     ns = str(inputs.get("namespace") or "default")
     if any((o.get("metadata") or {}).get("annotations", {}).get(HELM_RELEASE_ANNOTATION) == name for o in objects):

@@ -29,7 +29,7 @@ CHART_SECTIONS = {
 @dataclass(frozen=True)
 class KeyPaths:
     cfg: StackConfig
-    releases: dict[str, str] = field(default_factory=dict)  # Helm release name → its chart
+    releases: dict[str, str] = field(default_factory=dict)  # Helm release name → its chart's name
 
     def model_index(self, name: str | None) -> int | None:
         for i, model in enumerate(self.cfg.models):
@@ -67,7 +67,7 @@ class KeyPaths:
         release = ((obj.get("metadata") or {}).get("annotations") or {}).get(RELEASE_ANNOTATION)
         if release is None:
             return None
-        chart = self.releases.get(str(release), "").rsplit("/", 1)[-1]
+        chart = self.releases.get(str(release), "")
         return self.section(CHART_SECTIONS[chart]) if chart in CHART_SECTIONS else None
 
     def of_object(self, obj: dict, key: str = "name") -> str:

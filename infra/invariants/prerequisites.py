@@ -8,6 +8,7 @@ clusters only (docs.digitalocean.com/products/kubernetes/how-to/use-gateway-api)
 
 from __future__ import annotations
 
+from infra.charts.source import chart_name
 from infra.errors import Problem
 from infra.invariants.keypaths import KeyPaths
 from infra.invariants.objects import describe, group_of
@@ -42,7 +43,8 @@ def installed_groups(plan: StackPlan, objects: list[dict], resources: list[dict]
     groups = {str((o.get("spec") or {}).get("group")) for o in objects if o.get("kind") == "CustomResourceDefinition"}
     for res in resources:
         if res.get("type") == "kubernetes:helm.sh/v3:Release":
-            chart = str((res.get("inputs") or {}).get("chart", "")).rsplit("/", 1)[-1]
+            inputs = res.get("inputs") or {}
+            chart = chart_name(str(inputs.get("chart", "")), str(inputs.get("version", "")))
             groups.update(CHART_CRDS.get(chart, ()))
         elif str(res.get("type", "")).startswith("kubernetes:yaml"):
             for suffix, provided in MANIFEST_CRDS.items():

@@ -468,11 +468,14 @@ def predict_prepared(prep: Prepared, factors: dict[str, np.ndarray] | None = Non
     static = prep.load == "static"
     burst = prep.load == "offline"
     rate = prep.load == "rate"
-    closed = ~static & ~rate & ~burst
+    # A closed loop whose requests are all exactly as long runs in waves (Scenarios.lockstep).
+    lockstep = ~static & ~rate & ~burst & (prep.output_lengths == "equal")
+    closed = ~static & ~rate & ~burst & ~lockstep
     for mask, run in (
         (static, lambda sub, m: sub.static_batch(np.minimum(conc[m], cap[m]))),
         (burst, lambda sub, m: sub.burst(conc[m], cap[m], prep.output_lengths[m])),
         (closed, lambda sub, m: sub.closed_loop(conc[m], cap[m])),
+        (lockstep, lambda sub, m: sub.lockstep(conc[m], cap[m])),
         (rate, lambda sub, m: sub.at_rate(np.maximum(prep.rate[m], 1e-9), cap[m])),
     ):
         if not mask.any():

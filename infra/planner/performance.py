@@ -56,8 +56,11 @@ from infra.planner.efficiency import EfficiencyFactors
 from infra.planner.memory import weight_bytes_per_gpu
 
 INF = float("inf")
-# How output lengths vary between the requests of a burst (benchmarks/data/SOURCES.md `output_lengths`).
-OUTPUT_SPREADS = ("fixed", "uniform", "sharegpt")
+# How output lengths vary between the requests of a benchmark (benchmarks/data/SOURCES.md `output_lengths`):
+# `equal` is exactly equal lengths (a random dataset at range ratio 1.0 with --ignore-eos), `fixed` also
+# allows the near-equal lengths of range ratio ≥ 0.8.
+OUTPUT_SPREADS = ("fixed", "equal", "uniform", "sharegpt")
+EQUAL_LENGTHS = ("fixed", "equal")  # a burst of these has no thinning tail
 # A collective that leaves the node (stated assumptions, not calibrated: no multi-node measurement
 # is in the calibration set): all-to-all dispatch/combine and ring all-reduce reach this share of
 # the NIC's line rate, and pay this much more fixed latency (NIC doorbell, fabric hop) per call.
@@ -302,6 +305,18 @@ class Scenarios:
         stable = np.isfinite(t) & (rate > 0)
         return LoadPoints.build(self, rate, running, t, ttft + wait, ttft90 + wait, stable)
 
+    def lockstep(self, clients, n_max) -> LoadPoints:
+        """A closed loop of `clients` whose requests all have exactly equal lengths (spread `equal`):
+        the first wave arrives together, so every request of a wave ends at the same step and the
+        clients send the next wave together — prefill of the whole wave, then its decode steps with
+        no prompt in between, over and over: a static batch, repeated (the TTFT of such a benchmark
+        grows with the clients, moreh-mi355x-bench in benchmarks/data/SOURCES.md). More clients than
+        the engine runs queue, and the loop falls back to the steady state."""
+        c = np.broadcast_to(np.asarray(clients, dtype=float), (self.size,))
+        n_max = np.broadcast_to(np.asarray(n_max, dtype=float), (self.size,))
+        waves = self.static_batch(np.maximum(np.minimum(c, n_max), 1.0))
+        return self.closed_loop(c, n_max).where(c <= n_max, waves)
+
     def static_batch(self, batch) -> LoadPoints:
         """A batch of prompts submitted together and decoded together (a latency benchmark):
         prefill of batch × prompt tokens, then O steps at that batch."""
@@ -329,7 +344,7 @@ class Scenarios:
         n = np.broadcast_to(np.asarray(requests, dtype=float), (self.size,))
         cap = np.maximum(np.broadcast_to(np.asarray(n_max, dtype=float), (self.size,)), 1.0)
         kind = np.broadcast_to(np.asarray(spread), (self.size,))
-        fixed = kind == "fixed"
+        fixed = np.isin(kind, EQUAL_LENGTHS)
         static = self.static_batch(np.minimum(n, cap))
         steady = self.closed_loop(n, cap)
         point = steady.where(n <= cap, static)
@@ -658,4 +673,4 @@ def replica_model(arch: ModelArch, accelerator: Accelerator, node_gpus: int, lay
     return Scenarios([Scenario(arch, accelerator, node_gpus, layout, workload, factors)])
 
 
-__all__ = ["INF", "LoadPoint", "LoadPoints", "Scenario", "Scenarios", "compute_tflops", "replica_model", "slice_efficiency"]
+__all__ = ["EQUAL_LENGTHS", "INF", "OUTPUT_SPREADS", "LoadPoint", "LoadPoints", "Scenario", "Scenarios", "compute_tflops", "replica_model", "slice_efficiency"]

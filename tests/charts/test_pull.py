@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from infra.charts.digests import record_digest, recorded_digest, recorded_digests
 from infra.charts.template import file_digest
 from infra.commands.charts import run_pull
 
@@ -30,29 +31,48 @@ def _args(dest, check=False):
     return argparse.Namespace(check=check, dest=dest, root=None)
 
 
-def test_pull_downloads_and_checks_the_digest(repo, packaged_charts, tmp_path, capsys):
+def test_pull_downloads_checks_and_records_the_digest(repo, packaged_charts, tmp_path, capsys):
     digest = file_digest(packaged_charts / "keda-2.18.3.tgz")
-    dest = tmp_path / "charts"
-    assert run_pull(_args(dest), pins=[("keda", "2.18.3", repo, digest)]) == 0
+    dest, digests = tmp_path / "charts", tmp_path / "chart_digests.json"
+    assert run_pull(_args(dest, check=True), pins=[("keda", "2.18.3", repo)], digests=digests) == 1  # not there yet
+    assert run_pull(_args(dest), pins=[("keda", "2.18.3", repo)], digests=digests) == 0
     assert file_digest(dest / "keda-2.18.3.tgz") == digest
-    assert "ok      keda-2.18.3.tgz" in capsys.readouterr().out
-    assert run_pull(_args(dest, check=True), pins=[("keda", "2.18.3", repo, digest)]) == 0
+    out = capsys.readouterr().out
+    assert "ok      keda-2.18.3.tgz" in out and "recorded in chart_digests.json" in out
+    assert recorded_digest("keda", "2.18.3", digests) == digest
+    assert run_pull(_args(dest, check=True), pins=[("keda", "2.18.3", repo)], digests=digests) == 0
 
 
-def test_an_unrecorded_digest_is_printed_for_the_reviewer(repo, tmp_path, capsys):
-    assert run_pull(_args(tmp_path / "charts"), pins=[("keda", "2.18.3", repo, "")]) == 0
-    assert "no digest recorded in versions.py: record this one" in capsys.readouterr().out
+def test_check_refuses_an_archive_whose_digest_was_never_recorded(packaged_charts, tmp_path, capsys):
+    dest = tmp_path / "charts"
+    dest.mkdir()
+    shutil.copy(packaged_charts / "keda-2.18.3.tgz", dest)
+    digests = tmp_path / "chart_digests.json"
+    assert run_pull(_args(dest, check=True), pins=[("keda", "2.18.3", "https://example.invalid")], digests=digests) == 1
+    assert "no digest recorded for keda 2.18.3" in capsys.readouterr().out
+    assert not digests.exists()  # --check records nothing
 
 
 def test_a_different_digest_or_version_fails(repo, packaged_charts, tmp_path, capsys):
     dest = tmp_path / "charts"
     dest.mkdir()
     shutil.copy(packaged_charts / "keda-2.18.3.tgz", dest / "keda-2.18.4.tgz")
-    assert run_pull(_args(dest, check=True), pins=[("keda", "2.18.4", repo, "sha256:" + "0" * 64)]) == 1
+    digests = tmp_path / "chart_digests.json"
+    record_digest("keda", "2.18.4", "sha256:" + "0" * 64, digests)
+    assert run_pull(_args(dest, check=True), pins=[("keda", "2.18.4", repo)], digests=digests) == 1
     out = capsys.readouterr().out
-    assert "holds keda 2.18.3, not keda 2.18.4" in out and "versions.py records sha256:000" in out
+    assert "holds keda 2.18.3, not keda 2.18.4" in out and "chart_digests.json records sha256:000" in out
 
 
 def test_check_reports_a_missing_archive(tmp_path, capsys):
-    assert run_pull(_args(tmp_path, check=True), pins=[("keda", "2.18.3", "https://example.invalid", "")]) == 1
+    assert run_pull(_args(tmp_path, check=True), pins=[("keda", "2.18.3", "https://example.invalid")]) == 1
     assert "MISSING" in capsys.readouterr().out
+
+
+def test_every_recorded_digest_is_of_a_pinned_chart_version():
+    """A bump leaves the old version's digest behind: this names it."""
+    from infra.catalog.versions import PINNED_CHARTS
+
+    pinned = {f"{chart}-{version}" for chart, version, _ in PINNED_CHARTS}
+    assert set(recorded_digests()) <= pinned
+    assert all(d.startswith("sha256:") and len(d) == 71 for d in recorded_digests().values())

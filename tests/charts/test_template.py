@@ -36,16 +36,20 @@ def test_chart_secrets_never_carry_a_value_and_the_result_is_deterministic(chart
     assert first == again
 
 
-def test_cached_by_archive_digest_and_values(chart_env, monkeypatch):
-    calls = []
-    real = template.render_parts
-    monkeypatch.setattr(template, "render_parts", lambda *a, **k: calls.append(k["values"]) or real(*a, **k))
-    template_archive(chart_env, release="keda", namespace="keda", values={"replicaCount": 2})
-    template_archive(chart_env, release="keda", namespace="keda", values={"replicaCount": 2})
-    assert len(calls) == 1
+def test_cached_by_archive_digest_and_values_the_crds_by_digest_alone(chart_env, monkeypatch):
+    calls, crds = [], []
+    real_templates, real_crds = template.template_parts, template.crd_parts
+    monkeypatch.setattr(template, "template_parts", lambda *a, **k: calls.append(k["values"]) or real_templates(*a, **k))
+    monkeypatch.setattr(template, "crd_parts", lambda *a: crds.append(1) or real_crds(*a))
+    first = template_archive(chart_env, release="keda", namespace="keda", values={"replicaCount": 2})
+    assert template_archive(chart_env, release="keda", namespace="keda", values={"replicaCount": 2}) == first
+    assert len(calls) == 1 and len(crds) == 1
     changed = template_archive(chart_env, release="keda", namespace="keda", values={"replicaCount": 3})
-    assert len(calls) == 2
+    assert len(calls) == 2 and len(crds) == 1  # a values change does not parse the CRDs again
     assert _by_kind(changed)[("template", "Deployment")]["object"]["spec"]["replicas"] == 3
+    assert _by_kind(changed)[("crd", "CustomResourceDefinition")] == _by_kind(first)[("crd", "CustomResourceDefinition")]
+    uncached = template.render_parts(chart_env, release="keda", namespace="keda", values={"replicaCount": 3})
+    assert uncached == changed
 
 
 def test_values_the_schema_refuses_are_one_error_naming_the_value(chart_env):

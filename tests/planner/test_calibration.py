@@ -170,12 +170,14 @@ def test_the_band_holds_at_least_80_percent_of_held_out_rows_in_every_cell_with_
         family, cls, engine = key.split("/")
         band = table.band(family, cls == "moe", engine)
         # the band's edges are held-out rows themselves: re-predicted from the stored (rounded) fold
-        # factors they move by ~1e-4, so the edges get 1 % of slack
-        covered = sum(band.low * 0.99 <= r <= band.high * 1.01 for r in ratios) / len(ratios)
+        # factors they move by ~1e-4, so the edges get 0.1 % of slack (1 % let rows that lie just
+        # outside the band count as covered) and the recorded share may differ by one edge row
+        covered = sum(band.low * 0.999 <= r <= band.high * 1.001 for r in ratios) / len(ratios)
         if len(ratios) >= 10:
             assert covered >= 0.8, (key, len(ratios), band, covered)
         recorded = RESULTS["coverage"][key]
-        assert recorded["rows"] == len(ratios) and recorded["covered"] == pytest.approx(covered, abs=0.05), key
+        assert recorded["rows"] == len(ratios), key
+        assert recorded["covered"] == pytest.approx(covered, abs=1 / len(ratios) + 1e-3), key
 
 
 def test_a_sparse_cell_takes_the_widest_neighbouring_band_never_a_narrower_one():
@@ -205,8 +207,8 @@ def test_vllm_on_rocm_moe_has_factors_of_its_own_and_stops_borrowing():
 @pytest.mark.xfail(
     strict=True,
     reason="issue 23's bar is not met: 48 current vLLM-on-ROCm MoE rows (not 60) from 5 sources; leave-one-source-out "
-    "30.9 %, predicted ÷ measured 1.29 — 40 rows come from one source (Moreh's MI355X runs of vLLM 0.10.1, ~19 ms of "
-    "fixed cost per DeepSeek-R1 TP8 step) that no other source's rows predict (docs/planner.md)",
+    "25.0 %, predicted ÷ measured 1.25 — 40 rows come from one source (Moreh's MI355X runs of vLLM 0.10.1/0.11.1 at TP8), "
+    "whose small-batch steps (≤ 8 clients, over-predicted 1.51×) no other source's rows measure (docs/planner.md)",
 )
 def test_vllm_on_rocm_moe_meets_the_issue_23_bar(evidence, held_out):
     """≥ 60 current vLLM-on-ROCm MoE rows from ≥ 3 sources; held-out median error ≤ 25 % and

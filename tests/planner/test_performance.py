@@ -234,3 +234,34 @@ def test_with_factors_rebuilds_only_the_costs():
     assert float(slower.dense_s[0]) > float(base.dense_s[0])
     assert float(slower.kv_s_per_seq[0]) == float(base.kv_s_per_seq[0])
     assert slower._raw is base._raw
+
+
+def test_a_closed_loop_of_exactly_equal_requests_runs_in_waves():
+    """Equal lengths (range ratio 1.0, --ignore-eos): every client's request ends at the same step,
+    so the next wave's prompts arrive together — the whole wave's prefill, then decode steps with no
+    prompt chunk in between. TTFT grows with the clients; TPOT is the bare decode step."""
+    model = _one(Layout(tp=8, ep=True, kv_cache_dtype="fp8"), Workload(1024, 1024))
+    clients = np.asarray([4.0, 16.0, 64.0])
+    waves = model.take([0, 0, 0]).lockstep(clients, [1024.0] * 3)
+    steady = model.take([0, 0, 0]).closed_loop(clients, [1024.0] * 3)
+    assert waves.ttft_mean_s[0] < waves.ttft_mean_s[1] < waves.ttft_mean_s[2]
+    assert waves.ttft_mean_s[2] > 10 * steady.ttft_mean_s[2]  # the wave's prompts queue behind each other
+    decode = model.take([0, 0, 0]).decode_step_s(clients)
+    assert waves.tpot_mean_s == pytest.approx(decode)  # no prompt chunks between the wave's decode steps
+    assert np.all(waves.tpot_mean_s <= steady.tpot_mean_s)
+    # one wave: all prompts, then O steps; throughput is the wave's tokens over its makespan
+    makespan = waves.ttft_mean_s + 1024 * decode
+    assert waves.output_tokens_per_s == pytest.approx(clients * 1024 / makespan)
+
+
+def test_more_equal_clients_than_the_engine_runs_fall_back_to_the_steady_state():
+    model = _one(Layout(tp=8, ep=True, kv_cache_dtype="fp8"), Workload(1024, 1024))
+    over = model.lockstep([512.0], [256.0])
+    assert over.output_tokens_per_s[0] == pytest.approx(model.closed_loop([512.0], [256.0]).output_tokens_per_s[0])
+
+
+def test_a_burst_of_equal_lengths_has_no_tail_like_fixed():
+    model = _one(Layout(tp=8, ep=True, kv_cache_dtype="fp8"), Workload(1024, 1024))
+    two = model.take([0, 0])
+    point = two.burst([2000.0, 2000.0], [256.0, 256.0], ["equal", "fixed"])
+    assert point.output_tokens_per_s[0] == point.output_tokens_per_s[1]
