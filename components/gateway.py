@@ -10,7 +10,7 @@ InferenceObjectives → the monitors (after the monitoring stack, which installs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +22,9 @@ from components.custom_resources import custom_resource, qualified_name
 from infra.catalog import versions
 from infra.render.epp import render_epp, render_pool_resources
 from infra.render.gateway import (
-    API_KEY_SECRET,
     CONTROLLER_NAMESPACE,
     GatewaySpec,
+    client_api_key_entries,
     gateway_labels,
     render_controller_values,
     render_gateway_resources,
@@ -44,7 +44,8 @@ class InferenceGatewayArgs:
     """Inputs of the gateway.
 
     spec: the planned gateway (GatewaySpec); `spec.api_key_secret` set means the gateway checks keys.
-    api_key: the `api_key` Pulumi secret; lands only in the gateway's Kubernetes Secret.
+    client_keys: key name → the key (Pulumi secret Outputs); land only in the gateway's API-key Secret.
+    engine_key: the engines' key (a Pulumi secret Output); lands only in Secret `inference-gateway-engine-key`.
     provider: the cluster's Kubernetes provider.
     depends_on: the model services (their engines are the pools' endpoints).
     monitoring: the Observability component when the stack is monitored (its chart installs the
@@ -52,7 +53,8 @@ class InferenceGatewayArgs:
     """
 
     spec: GatewaySpec
-    api_key: Any = None
+    client_keys: Mapping[str, Any] | None = None
+    engine_key: Any = None
     provider: k8s.Provider | None = None
     depends_on: Sequence[pulumi.Resource] = ()
     monitoring: pulumi.Resource | None = None
@@ -98,18 +100,7 @@ class InferenceGateway(pulumi.ComponentResource):
             opts=child(controller_ns, *crds),
         )
 
-        secret_deps: list[pulumi.Resource] = []
-        if spec.api_key_secret:
-            if args.api_key is None:
-                raise ValueError("the gateway checks API keys but no api_key secret was given")
-            secret_deps.append(
-                k8s.core.v1.Secret(
-                    f"{name}-api-key",
-                    metadata={"name": API_KEY_SECRET, "namespace": spec.namespace, "labels": gateway_labels()},
-                    string_data={API_KEY_KEY: pulumi.Output.secret(args.api_key)},
-                    opts=child(),
-                )
-            )
+        secret_deps = self._key_secrets(name, args, child)
         # The public Service of the gateway (a DO load balancer) must be deleted on destroy, so
         # that DOKS removes the load balancer: nothing here is deleted_with the cluster.
         edge_opts = child(self.controller, *secret_deps)
@@ -133,6 +124,39 @@ class InferenceGateway(pulumi.ComponentResource):
 
         self.endpoint = spec.endpoint
         self.register_outputs({"endpoint": self.endpoint, "models": [p.served_model_name for p in spec.pools]})
+
+    @staticmethod
+    def _key_secrets(name: str, args: InferenceGatewayArgs, child) -> list[k8s.core.v1.Secret]:
+        """The API-key Secret (one entry per named client key) and the engine key's Secret, their
+        values built from the keys' secret Outputs only."""
+        spec, secrets = args.spec, []
+        if spec.api_key_secret:
+            if not args.client_keys:
+                raise ValueError("the gateway checks API keys but no client keys were given")
+            names = sorted(args.client_keys)
+            entries = pulumi.Output.all(*[args.client_keys[n] for n in names]).apply(
+                lambda keys: client_api_key_entries(dict(zip(names, keys, strict=True)))
+            )
+            secrets.append(
+                k8s.core.v1.Secret(
+                    f"{name}-api-key",
+                    metadata={"name": spec.api_key_secret, "namespace": spec.namespace, "labels": gateway_labels()},
+                    string_data=pulumi.Output.secret(entries),
+                    opts=child(additional_secret_outputs=["data", "stringData"]),
+                )
+            )
+        if spec.engine_key_secret:
+            if args.engine_key is None:
+                raise ValueError("the gateway sends the engine key upstream but none was given")
+            secrets.append(
+                k8s.core.v1.Secret(
+                    f"{name}-engine-key",
+                    metadata={"name": spec.engine_key_secret, "namespace": spec.namespace, "labels": gateway_labels()},
+                    string_data={API_KEY_KEY: pulumi.Output.secret(args.engine_key)},
+                    opts=child(additional_secret_outputs=["data", "stringData"]),
+                )
+            )
+        return secrets
 
     @staticmethod
     def _custom(name: str, obj: dict, opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:

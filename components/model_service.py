@@ -28,6 +28,7 @@ from infra.render.model_service import (
     ModelServiceSpec,
     deployment_ignore_changes,
     deployment_timeout_seconds,
+    engine_key_secret_name,
     pod_ready_budget_seconds,
     prefetch_timeout_seconds,
     render_deployment,
@@ -49,8 +50,9 @@ class ModelServiceArgs:
     provider: the cluster's Kubernetes provider.
     hf_token: Hugging Face token as a Pulumi secret; stored as Secret `spec.hf_token_secret`.
         None: no token, or `spec.hf_token_secret` exists already.
-    api_key: client API key as a Pulumi secret; stored as Secret `spec.api_key_secret`, which
-        the router of this model reads too. None: no key, or the Secret exists already.
+    api_key: the key the engines check, as a Pulumi secret: the engine key behind a front door,
+        else the client key; stored as Secret `spec.api_key_secret`. None: no key, or the Secret
+        exists already.
     protect: protect the children (they are stateless; usually False).
     depends_on: e.g. the namespace and the weight-cache claim.
     candidate: a rollout's candidate engines (models[].rollout): one more Deployment, reached
@@ -103,8 +105,11 @@ class ModelService(pulumi.ComponentResource):
         self.hf_token_secret = self._secret(
             f"{name}-hf-token", spec.hf_token_secret, HF_TOKEN_KEY, args.hf_token, child_opts
         )
+        # Behind a front door the engines check the engine key (Secret `<model>-engine-key`), else
+        # the client key (`<model>-api-key`); the logical name follows the Secret's.
+        key_kind = "engine-key" if spec.api_key_secret == engine_key_secret_name(spec.name) else "api-key"
         self.api_key_secret = self._secret(
-            f"{name}-api-key", spec.api_key_secret, API_KEY_KEY, args.api_key, child_opts
+            f"{name}-{key_kind}", spec.api_key_secret, API_KEY_KEY, args.api_key, child_opts
         )
         secrets = [s for s in (self.hf_token_secret, self.api_key_secret) if s is not None]
         self.candidate_deployment = None

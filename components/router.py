@@ -6,14 +6,17 @@ model's Service; the config refuses `public` with it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.render.client_proxy_keys import CLIENT_KEYS_FILE, client_keys_map, engine_key_map
 from infra.render.router import (
     RouterSpec,
+    render_client_key_secret_shapes,
     render_client_proxy_configmap,
     render_install_configmap,
     render_public_service,
@@ -31,13 +34,16 @@ from infra.render.router import (
 class RouterArgs:
     """Inputs of the environment's router.
 
-    spec: kind, models, replicas, exposure; `spec.api_key_secret` must name a Secret a model
-        service created (ModelService.spec.api_key_secret).
+    spec: kind, models, replicas, exposure, the client key names its proxy checks.
+    client_keys: key name → the key (Pulumi secret Outputs); land only in Secret `router-client-keys`.
+    engine_key: the engines' key (a Pulumi secret Output); lands only in Secret `router-upstream-key`.
     provider: the cluster's Kubernetes provider.
-    depends_on: the model services (their API-key Secrets must exist before router pods start).
+    depends_on: the model services (their engines are the router's workers).
     """
 
     spec: RouterSpec
+    client_keys: Mapping[str, Any] | None = None
+    engine_key: Any = None
     provider: k8s.Provider | None = None
     depends_on: Sequence[pulumi.Resource] = ()
 
@@ -79,6 +85,7 @@ class Router(pulumi.ComponentResource):
                 subjects=binding["subjects"],
                 opts=child_opts(depends_on=[account, role_res]),
             )
+            key_secrets = self._key_secrets(name, args, child_opts)
             maps = [render_registrar_configmap(spec), render_client_proxy_configmap(spec)]
             maps += [] if spec.image else [render_install_configmap(spec)]
             map_res = [
@@ -92,7 +99,7 @@ class Router(pulumi.ComponentResource):
                 f"{name}-deployment",
                 metadata=deployment["metadata"],
                 spec=deployment["spec"],
-                opts=child_opts(depends_on=[binding_res, *map_res]),
+                opts=child_opts(depends_on=[binding_res, *map_res, *key_secrets]),
             )
             pdb = render_router_pdb(spec)
             k8s.policy.v1.PodDisruptionBudget(
@@ -116,6 +123,34 @@ class Router(pulumi.ComponentResource):
                 self.public_address = self.public_service.status.apply(_ingress_address)
 
         self.register_outputs({"endpoint": self.endpoint, "public_address": self.public_address})
+
+    @staticmethod
+    def _key_secrets(name: str, args: RouterArgs, child_opts) -> list[k8s.core.v1.Secret]:
+        """Secrets `router-client-keys` and `router-upstream-key`: the client proxy's key files,
+        built from the keys' secret Outputs (never a plain string, never in state unencrypted)."""
+        shapes = render_client_key_secret_shapes(args.spec)
+        if not shapes:
+            return []
+        if not args.client_keys or args.engine_key is None:
+            raise ValueError("the router's client proxy checks keys but no client keys or engine key were given")
+        names = sorted(args.client_keys)
+        client_file = pulumi.Output.all(*[args.client_keys[n] for n in names]).apply(
+            lambda keys: client_keys_map(dict(zip(names, keys, strict=True)))
+        )
+        engine_file = pulumi.Output.from_input(args.engine_key).apply(engine_key_map)
+        secrets = []
+        for shape, file in shapes:
+            content = client_file if file == CLIENT_KEYS_FILE else engine_file
+            secrets.append(
+                k8s.core.v1.Secret(
+                    f"{name}-{shape['metadata']['name']}",
+                    metadata=shape["metadata"],
+                    type=shape["type"],
+                    string_data={file: pulumi.Output.secret(content)},
+                    opts=child_opts(additional_secret_outputs=["data", "stringData"]),
+                )
+            )
+        return secrets
 
 
 def _ingress_address(status) -> str:

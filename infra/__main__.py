@@ -27,6 +27,7 @@ import pulumi  # noqa: E402
 from pulumi.runtime import config as runtime_config  # noqa: E402
 
 from infra.config import NS, SECRET_KEYS, load_config  # noqa: E402
+from infra.config.client_keys import DEFAULT_KEY_NAME, ClientKeys, key_value_problems  # noqa: E402
 from infra.config.cluster import control_plane_exposure  # noqa: E402
 from infra.declare import Secrets, declare  # noqa: E402
 from infra.errors import ConfigError  # noqa: E402
@@ -41,6 +42,9 @@ def values_from_pulumi_runtime() -> tuple[dict[str, Any], set[str]]:
     secret_keys = set(runtime_config.get_config_secret_keys_env()) | {k for k in merged if runtime_config.is_config_secret(k)}
     values: dict[str, Any] = {}
     for key, value in merged.items():
+        if key == f"{NS}api_keys":  # the names of the named keys; their keys never carried past this point
+            values[key] = key_names_only(value)
+            continue
         if key in secret_keys:
             values[key] = None  # never carried past this point
             continue
@@ -51,6 +55,46 @@ def values_from_pulumi_runtime() -> tuple[dict[str, Any], set[str]]:
                 pass
         values[key] = value
     return values, secret_keys
+
+
+def key_names_only(value: Any) -> Any:
+    """`api_keys` as the config validation sees it: name → None (its names, never its keys)."""
+    if isinstance(value, str) and value[:1] == "{":
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    return {name: None for name in value} if isinstance(value, dict) else None
+
+
+def merged_value(key: str) -> Any:
+    """A config value as the Pulumi engine handed it (decrypted): only for the key checks below."""
+    merged: dict[str, Any] = dict(runtime_config.get_config_env())
+    merged.update(runtime_config.CONFIG.get())
+    value = merged.get(key)
+    if isinstance(value, str) and value[:1] == "{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    return value
+
+
+def named_keys(config: pulumi.Config, keys: ClientKeys, api_keys: Any, api_key: str | None) -> dict[str, Any] | None:
+    """Every named key as its own Pulumi secret Output, after checking the keys themselves (length,
+    alphabet; a ConfigError names the config path, never the key)."""
+    given = dict(api_keys) if isinstance(api_keys, dict) else {}
+    paths = {name: f"{NS}api_keys.{name}" for name in given}
+    checked = dict(given)
+    if api_key is not None:
+        checked[DEFAULT_KEY_NAME], paths[DEFAULT_KEY_NAME] = api_key, f"{NS}api_key"
+    problems = key_value_problems(checked, paths)
+    if problems:
+        raise ConfigError(problems)
+    if not given:
+        return None
+    whole = config.require_secret_object("api_keys")
+    return {name: whole.apply(lambda d, n=name: str(d[n])) for name in keys.names if name in given}
 
 
 def main() -> None:
@@ -72,7 +116,8 @@ def main() -> None:
         if problems:
             raise ConfigError(problems, source=f"stack {stack}")
         config = pulumi.Config("inference-platform")
-        secrets = Secrets(**{key: config.get_secret(key) for key in SECRET_KEYS})
+        secrets = Secrets(**{key: config.get_secret(key) for key in SECRET_KEYS if key != "api_keys"},
+                          api_keys=named_keys(config, cfg.client_keys, merged_value(f"{NS}api_keys"), merged_value(f"{NS}api_key")))
         outputs = declare(plan, secrets)
     except ConfigError as err:
         raise pulumi.RunError(err.render()) from None

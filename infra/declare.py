@@ -11,6 +11,7 @@ runtime) both call it with the same plan value.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from components.observability import Observability, ObservabilityArgs
 from components.router import Router, RouterArgs
 from components.warm_start import ImagePrepull, ImagePrepullArgs
 from components.weight_bucket import WeightBucket, WeightBucketArgs
+from infra.config.client_keys import DEFAULT_KEY_NAME
 from infra.stack_plan import StackPlan
 
 
@@ -41,17 +43,30 @@ class Secrets:
 
     huggingface_token: Any = None
     api_key: Any = None
+    api_keys: Mapping[str, Any] | None = None  # key name → its secret Output (names from the config)
     grafana_admin_password: Any = None
     alert_webhook_url: Any = None
 
 
-def client_api_key(plan: StackPlan, secrets: Secrets) -> Any:
-    """The key every serving path checks: the stack's `api_key` secret, or one generated once and
-    kept (a secret) in the stack's state — so no environment serves without a key (issue 30)."""
+def client_keys(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
+    """The keys clients may send, by name: the `api_keys` entries and `api_key` (named `default`),
+    or one `default` key generated once and kept (a secret) in the stack's state — so no
+    environment serves without a key (issue 30). The RandomPassword keeps its name of before
+    named keys existed, so a live stack's generated key stays the same."""
+    keys = dict(secrets.api_keys or {})
     if secrets.api_key is not None:
-        return secrets.api_key
-    generated = random.RandomPassword(f"{plan.stack}-api-key", length=48, special=False)
-    return generated.result
+        keys[DEFAULT_KEY_NAME] = secrets.api_key
+    if not keys:
+        keys[DEFAULT_KEY_NAME] = random.RandomPassword(f"{plan.stack}-api-key", length=48, special=False).result
+    return {name: keys[name] for name in sorted(keys)}
+
+
+def engine_key(plan: StackPlan) -> Any:
+    """The one key engines behind a front door check: the front door sends it upstream instead of
+    the client's key, so client keys rotate without touching (or restarting) an engine."""
+    if not plan.has_front_door:
+        return None
+    return random.RandomPassword(f"{plan.stack}-engine-key", length=48, special=False).result
 
 
 @dataclass(frozen=True)
@@ -73,15 +88,20 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
     base = declare_foundation(plan)
     weight_deps = declare_weights(plan, base)
     fabric = declare_fabric(plan, base)
-    api_key = client_api_key(plan, secrets)
-    services = declare_model_services(plan, base, secrets, api_key, weight_deps, fabric)
+    keys = client_keys(plan, secrets)
+    upstream_key = engine_key(plan)
+    # Behind a front door the engines check the engine key; without one (router.kind service) the
+    # client key (the config allows only one then).
+    engines_check = upstream_key if upstream_key is not None else next(iter(keys.values()))
+    services = declare_model_services(plan, base, secrets, engines_check, weight_deps, fabric)
     router = None
     if plan.gateway is None:  # router.kind gateway: the gateway below is every model's front door
         router = Router(
             f"{plan.stack}-router",
             # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on
             # destroy so that DOKS removes the DO load balancer (docs/architecture.md).
-            RouterArgs(spec=plan.router, provider=base.cluster.provider, depends_on=services),
+            RouterArgs(spec=plan.router, client_keys=keys, engine_key=upstream_key, provider=base.cluster.provider,
+                       depends_on=services),
         )
     monitoring = declare_observability(plan, base, secrets, services)
     gateway = None
@@ -90,14 +110,15 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             plan.gateway.name,
             # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on destroy.
             InferenceGatewayArgs(
-                spec=plan.gateway, api_key=api_key, provider=base.cluster.provider, depends_on=[base.namespace, *services],
+                spec=plan.gateway, client_keys=keys, engine_key=upstream_key, provider=base.cluster.provider,
+                depends_on=[base.namespace, *services],
                 monitoring=monitoring,
             ),
         )
     autoscaling = declare_autoscaling(plan, base, services, monitoring)
     declare_network_policies(plan, base, monitoring, autoscaling=autoscaling, gateway=gateway, fabric=fabric)
     EnvironmentProject(plan.project.name, EnvironmentProjectArgs(spec=plan.project, resources=[base.cluster.cluster.cluster_urn]))
-    return stack_outputs(plan, base, api_key, services, router, gateway)
+    return stack_outputs(plan, base, keys, services, router, gateway)
 
 
 def declare_foundation(plan: StackPlan) -> Foundation:
@@ -164,7 +185,7 @@ def declare_fabric(plan: StackPlan, base: Foundation) -> Fabric | None:
 
 
 def declare_model_services(
-    plan: StackPlan, base: Foundation, secrets: Secrets, api_key: Any, weight_deps: list[pulumi.Resource], fabric: Fabric | None
+    plan: StackPlan, base: Foundation, secrets: Secrets, engines_check: Any, weight_deps: list[pulumi.Resource], fabric: Fabric | None
 ) -> list[ModelService]:
     """Every model's engines (and rollout candidate), after its pool, the weights and the fabric its NICs need."""
     services = []
@@ -176,7 +197,7 @@ def declare_model_services(
                 candidate=plan.candidate(service_spec.name),
                 provider=base.cluster.provider,
                 hf_token=secrets.huggingface_token,
-                api_key=api_key,
+                api_key=engines_check,
                 depends_on=[base.namespace, base.pools[model.pool.name], *weight_deps],
                 engine_depends_on=[fabric] if fabric is not None and service_spec.layout.fabric_nics else [],
             ),
@@ -251,10 +272,11 @@ def declare_network_policies(
 
 
 def stack_outputs(
-    plan: StackPlan, base: Foundation, api_key: Any, services: list[ModelService], router: Router | None,
+    plan: StackPlan, base: Foundation, keys: dict[str, Any], services: list[ModelService], router: Router | None,
     gateway: InferenceGateway | None,
 ) -> dict[str, Any]:
-    """The stack outputs: where the cluster and the front door are, the layouts, the (secret) API key."""
+    """The stack outputs: where the cluster and the front door are, the layouts, the key names and
+    the (secret) key named `default`."""
     cluster = base.cluster
     return {
         "environment": plan.config.environment,
@@ -264,8 +286,9 @@ def stack_outputs(
         "kubernetes_version": cluster.version,
         "kubeconfig": cluster.kubeconfig,
         "layouts": {m.config.name: m.layout.name for m in plan.models},
-        # The key clients send (`pulumi stack output api_key --show-secrets`); a secret output.
-        "api_key": pulumi.Output.secret(api_key),
+        # The key named `default` (`pulumi stack output api_key --show-secrets`); a secret output.
+        **({"api_key": pulumi.Output.secret(keys[DEFAULT_KEY_NAME])} if DEFAULT_KEY_NAME in keys else {}),
+        "api_key_names": sorted(keys),
         "endpoints": {s.spec.name: s.endpoint for s in services},
         "front_door": (
             {"url": router.endpoint, "public_address": router.public_address}

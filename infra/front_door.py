@@ -22,6 +22,7 @@ class FrontDoor:
     models: served model names (the `model` clients send), sorted.
     routing: the routing policy in the router's own terms (e.g. `consistent_hash`).
     why: one line on what the policy does for this stack.
+    client_keys: the names of the API keys clients may send (never the keys).
     """
 
     kind: str
@@ -30,6 +31,7 @@ class FrontDoor:
     models: tuple[str, ...]
     routing: str
     why: str
+    client_keys: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -39,6 +41,7 @@ class FrontDoor:
             "models": list(self.models),
             "routing": self.routing,
             "why": self.why,
+            "client_keys": list(self.client_keys),
         }
 
     def lines(self) -> list[str]:
@@ -48,6 +51,8 @@ class FrontDoor:
         if self.public_url:
             out.append(f"  public:   {self.public_url}")
         out.append(f"  models:   {', '.join(self.models)}")
+        if self.client_keys:
+            out.append(f"  keys:     {', '.join(self.client_keys)} (names; clients send `Authorization: Bearer <key>`)")
         return out
 
 

@@ -87,7 +87,10 @@ def offline_secrets(plan: StackPlan):
     so the plan still shows every resource; the summary lists it under "secrets to set"."""
     cfg = plan.config
     stored = cfg.secrets_set | set(cfg.secrets_required)
-    return Secrets(**{key: pulumi.Output.secret(SECRET_MARKER) for key in stored})
+    # The named keys' placeholders; `default` is `api_key` itself when the shorthand is set.
+    shorthand = "default" if "api_key" in stored else None
+    named = {n: pulumi.Output.secret(SECRET_MARKER) for n in cfg.client_keys.names if not cfg.client_keys.generated and n != shorthand}
+    return Secrets(**{key: pulumi.Output.secret(SECRET_MARKER) for key in stored}, api_keys=named or None)
 
 
 def record_stack_plan(plan: StackPlan) -> tuple[list[dict[str, Any]], list[str]]:

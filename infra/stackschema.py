@@ -49,6 +49,14 @@ def render_schema() -> dict[str, Any]:
         properties[f"{NS}{key}"] = prop
     for key, what in SECRET_KEYS.items():
         properties[f"{NS}{key}"] = {"$ref": "#/$defs/Secure", "description": what}
+    # A map of secrets, each on its own path: the names stay readable, the keys encrypted.
+    properties[f"{NS}api_keys"] = {
+        "description": SECRET_KEYS["api_keys"],
+        "type": "object",
+        "propertyNames": {"pattern": "^[a-z0-9-]{1,40}$"},
+        "additionalProperties": {"$ref": "#/$defs/Secure"},
+        "minProperties": 1,
+    }
     described = {
         "digitalocean:token": "DigitalOcean API token (or DIGITALOCEAN_TOKEN in the environment).",
         "digitalocean:spacesSecretKey": "Spaces secret key for the provider's bucket calls (or SPACES_SECRET_ACCESS_KEY).",

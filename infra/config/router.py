@@ -63,7 +63,7 @@ class GatewayConfig(StrictModel):
     )
     authentication: Literal["api-key", "none"] = Field(
         "api-key",
-        description="api-key: the gateway checks `Authorization: Bearer <api_key>` before routing (the api_key secret, or the generated key; required when router.public); none: it checks nothing (internal gateways only; the engines still check the key).",
+        description="api-key: the gateway checks `Authorization: Bearer <key>` against every named key before routing (api_keys / api_key, or the generated key; required when router.public); none: it checks no client key (internal gateways only). Either way it sends the internal engine key to the engines, which check only that.",
     )
     objectives: list[GatewayObjectiveConfig] = Field(
         default_factory=list, description="Optional InferenceObjectives (priorities), each for one model, e.g. interactive vs batch."
@@ -94,7 +94,7 @@ class RouterConfig(StrictModel):
         ),
     )
     replicas: int = Field(2, ge=1, le=20, description="Router replicas (kind gateway: gateway proxy replicas); a PodDisruptionBudget keeps one up.")
-    public: bool = Field(False, description="Expose through one DigitalOcean LoadBalancer (clients send the API key: the api_key secret, or the generated one).")
+    public: bool = Field(False, description="Expose through one DigitalOcean LoadBalancer (clients send one of the API keys: api_keys / api_key, or the generated one).")
     tls_certificate_id: str | None = Field(None, description="DO certificate id for TLS termination on the LoadBalancer.")
     allowed_source_cidrs: list[Cidr] = Field(default_factory=list, description="LoadBalancer source allow-list; empty: open.")
     image: str | None = Field(

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 # validated config object; the program fetches them with `pulumi.Config.require_secret`.
 SECRET_KEYS: dict[str, str] = {
     "huggingface_token": "Hugging Face access token for gated models and higher download limits",
-    "api_key": "API key clients must send (`Authorization: Bearer ...`) to the front door and model services; generated (pulumi-random) when not set",
+    "api_key": "API key clients send (`Authorization: Bearer ...`): shorthand for the key named `default` in api_keys; one is generated (pulumi-random) when neither is set",
+    "api_keys": "Named API keys, all valid at once (rotation without downtime): a map name → key, each set on its own path (`pulumi config set --secret --path 'api_keys.ci-2026q4' <key>`); names: lowercase letters, digits, '-', 1–40 characters; keys: at least 16 characters of the bearer-token alphabet; several keys need a front door (router.kind other than service)",
     "grafana_admin_password": "Grafana admin password (required when observability is enabled)",
     "alert_webhook_url": "Alertmanager webhook URL (Slack or generic); required by receiver kinds slack and webhook",
 }

@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from infra.catalog.regions import REGIONS
 from infra.config.base import NS, StrictModel, one_of, stack_name_problems
+from infra.config.client_keys import ClientKeys, client_keys_from_config, front_door_problems
 from infra.config.cluster import ClusterConfig, check_cluster
 from infra.config.errors import problem_from_pydantic
 from infra.config.load import foreign_key_problems, read_stack_file, stack_file
@@ -75,6 +76,7 @@ class StackConfig(BaseModel):
     router: RouterConfig
     observability: ObservabilityConfig  # enabled resolved (never None)
     secrets_set: frozenset[str]  # secret keys that are set (as secrets)
+    client_keys: ClientKeys  # the names of the API keys clients may send (infra/config/client_keys.py)
     secrets_required: tuple[str, ...]  # secret keys this stack needs for `pulumi up`
     base_dir: Path | None = None  # the project root that relative paths (hf_config) start from
     spaces_credentials_set: bool = False  # digitalocean:spacesAccessId and spacesSecretKey are in the stack file
@@ -129,6 +131,7 @@ def load_config(
     secrets_set = set()
     project_values = {}
     early = stack_name_problems(stack)
+    api_keys_raw, api_keys_secret = None, False
     for key, value in values.items():
         if key in PROVIDER_SECRET_KEYS:
             if key not in secret_keys:
@@ -138,6 +141,9 @@ def load_config(
             early += foreign_key_problems(key)
             continue  # other providers' keys (kubernetes:*, pulumi:*) are theirs to validate
         short = key.removeprefix(NS)
+        if short == "api_keys":  # a map of secrets: its names are read, never its keys
+            api_keys_raw, api_keys_secret = value, f"{NS}{short}" in secret_keys or short in secret_keys
+            continue
         if short in SECRET_KEYS:
             if f"{NS}{short}" in secret_keys or short in secret_keys:
                 secrets_set.add(short)
@@ -146,6 +152,10 @@ def load_config(
             continue
         project_values[short] = value
 
+    client_keys, key_problems = client_keys_from_config(
+        api_keys_raw, api_keys_path=f"{NS}api_keys", api_key_set="api_key" in secrets_set, api_keys_secret=api_keys_secret
+    )
+    early += key_problems
     try:
         raw = StackInput.model_validate(project_values)
     except ValidationError as err:
@@ -159,7 +169,7 @@ def load_config(
     problems += check_model_cache(raw) + streamer_problems(raw)
     problems += check_gateway(raw) + endpoint_picker_name_problems(raw)
     secret_problems, required = check_secrets(raw, secrets_set, plain_secrets)
-    problems += secret_problems + check_router(raw)
+    problems += secret_problems + check_router(raw) + front_door_problems(client_keys, raw.router.kind, f"{NS}api_keys")
     if problems:
         raise ConfigError(problems, source=source)
 
@@ -177,6 +187,7 @@ def load_config(
         router=raw.router,
         observability=obs,
         secrets_set=frozenset(secrets_set),
+        client_keys=client_keys,
         secrets_required=required,
         base_dir=base_dir,
         spaces_credentials_set=all(k in values for k in SPACES_PROVIDER_KEYS),

@@ -21,9 +21,16 @@ What is rendered here (facts of agentgateway/agentgateway @ v1.4.1):
 - an `AgentgatewayPolicy` on the Gateway, phase PreRouting: the API-key check and the
   transformation `X-Gateway-Base-Model-Name = json(request.body).model` the HTTPRoutes match on
   (agentgateway_policy_types.go: PreRouting supports both; `json()` is in schema/cel-functions.md);
-- with keys, a second policy that sends the key on to the engines (`backend.auth.secretRef`): the
+- a second policy that sends the engine key on to the engines (`backend.auth.secretRef`): the
   API-key check strips `Authorization` (crates/agentgateway/src/http/apikey.rs), and its
-  `passthrough` mode restores only JWTs (src/http/auth/mod.rs), while vLLM still checks the key.
+  `passthrough` mode restores only JWTs (src/http/auth/mod.rs), while vLLM checks the engine key.
+
+Named client keys (issue 30): the API-key Secret holds one entry per named key, each
+`{"key": <key>, "metadata": {"name": <name>}}` — v1.4.1 reads every data entry of the Secret as
+one key, raw or that JSON (controller/pkg/agentgateway/plugins/traffic_plugin.go
+`processAPIKeyAuthenticationPolicy`), and re-reads the Secret when it changes, so adding or removing
+a key is a Secret update with no restart. The engines check one internal engine key (Secret
+`inference-gateway-engine-key`), which never rotates with the client keys.
 
 TLS ends on the DigitalOcean load balancer with a DO certificate, as for the router: a regional
 (HTTP) load balancer is required for that (`do-loadbalancer-type: REGIONAL`; the CCM's default
@@ -33,6 +40,7 @@ cloud-controller-manager/do/loadbalancers.go `buildRegionalNetworkForwardingRule
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from infra.catalog import versions
@@ -47,7 +55,8 @@ GATEWAY_NAME = "inference-gateway"
 GATEWAY_CLASS = "inference-platform"
 CONTROLLER_NAME = "agentgateway.dev/agentgateway"
 CONTROLLER_NAMESPACE = "agentgateway-system"
-API_KEY_SECRET = f"{GATEWAY_NAME}-api-key"
+API_KEY_SECRET = f"{GATEWAY_NAME}-api-key"  # the named client keys, one entry each
+ENGINE_KEY_SECRET = f"{GATEWAY_NAME}-engine-key"  # the key the gateway sends to the engines
 LISTENER_PORT = 80
 HTTPS_PORT = 443
 PROXY_METRICS_PORT = 15020  # the proxy pods' `metrics` port (controller/pkg/deployer/values_helpers.go)
@@ -76,7 +85,10 @@ class GatewaySpec:
     public: a DigitalOcean load balancer in front (else a ClusterIP Service).
     tls_certificate_id: DO certificate: HTTPS on 443 ends on the load balancer.
     allowed_source_cidrs: client ranges the load balancer admits (empty: everyone).
-    api_key_secret: the Secret (key `api-key`) the gateway checks keys against; None: no check.
+    api_key_secret: the Secret the gateway checks client keys against (one entry per named key,
+        `client_api_key_entries`); None: no keys at all.
+    client_key_names: the names of those keys (never the keys).
+    engine_key_secret: the Secret (key `api-key`) holding the engine key sent upstream.
     install_gateway_api_crds: install Gateway API's CRDs (false where DOKS manages them).
     system_node_selector: where the controller and proxies run.
     monitoring: the monitoring stack's settings when observability is on (PodMonitors, rules and
@@ -91,6 +103,8 @@ class GatewaySpec:
     tls_certificate_id: str | None = None
     allowed_source_cidrs: tuple[str, ...] = ()
     api_key_secret: str | None = None
+    client_key_names: tuple[str, ...] = ()
+    engine_key_secret: str | None = None
     checks_client_keys: bool = True  # authentication none: no check at the gateway, the key still sent upstream
     install_gateway_api_crds: bool = True
     system_node_selector: dict[str, str] = field(default_factory=dict)
@@ -235,9 +249,15 @@ def render_prerouting_policy(spec: GatewaySpec) -> dict:
     }
 
 
+def client_api_key_entries(keys: dict[str, str]) -> dict[str, str]:
+    """The API-key Secret's data: one entry per named key, the name also in the key's metadata
+    (for the gateway's logs). Applied to the keys' Pulumi secret Outputs by the component."""
+    return {name: json.dumps({"key": key, "metadata": {"name": name}}, sort_keys=True) for name, key in sorted(keys.items())}
+
+
 def render_backend_auth_policy(spec: GatewaySpec) -> dict | None:
-    """The key again on the way to the engines, which check it too (VLLM_API_KEY)."""
-    if not spec.api_key_secret:
+    """The engine key on the way to the engines, which check it (VLLM_API_KEY)."""
+    if not spec.engine_key_secret:
         return None
     return {
         "apiVersion": AGW_API,
@@ -245,7 +265,7 @@ def render_backend_auth_policy(spec: GatewaySpec) -> dict | None:
         "metadata": _meta(f"{spec.gateway_name}-backend-auth", spec),
         "spec": {
             "targetRefs": _gateway_target(spec),
-            "backend": {"auth": {"secretRef": {"name": spec.api_key_secret, "key": API_KEY_KEY}}},
+            "backend": {"auth": {"secretRef": {"name": spec.engine_key_secret, "key": API_KEY_KEY}}},
         },
     }
 
@@ -288,7 +308,11 @@ def gateway_front_door(spec: GatewaySpec) -> FrontDoor:
         public_url = f"{scheme}://<load balancer address>:{port}/v1"
     else:
         public_url = None
-    auth = "API key checked at the gateway" if spec.api_key_secret and spec.checks_client_keys else "no authentication at the gateway (the engines check the key)"
+    names = f" (keys {', '.join(spec.client_key_names)})" if spec.client_key_names else ""
+    auth = (
+        f"API key checked at the gateway{names}, the engine key sent upstream" if spec.api_key_secret and spec.checks_client_keys
+        else "no authentication at the gateway (it sends the engine key upstream)"
+    )
     sources = f"; clients from {', '.join(spec.allowed_source_cidrs)}" if spec.allowed_source_cidrs else ""
     return FrontDoor(
         kind="gateway",

@@ -107,8 +107,15 @@ def hf_token_secret_name(model: str) -> str:
 
 
 def api_key_secret_name(model: str) -> str:
-    """The Secret holding the client API key the model's engines check (key `api-key`)."""
+    """The Secret holding the client API key the model's engines check (key `api-key`) when no
+    front door stands before them (router.kind service)."""
     return f"{model}-api-key"
+
+
+def engine_key_secret_name(model: str) -> str:
+    """The Secret holding the internal engine key (key `api-key`) the model's engines check behind
+    a front door, which sends it upstream in place of the client's key."""
+    return f"{model}-engine-key"
 
 
 @dataclass(frozen=True)
@@ -126,7 +133,8 @@ class ModelServiceSpec:
     extra_args / env: appended to the command line / container env (validated).
     cache: the shared weight cache; None = each pod downloads to local scratch.
     hf_token_secret / api_key_secret: names of Secrets (keys `token` / `api-key`); values never
-        pass through this module.
+        pass through this module. api_key_secret holds the key the engines check: the engine key
+        behind a front door, else the client key.
     estimated_load_seconds: expected time from container start to /health OK (weights read,
         graphs captured); the startup probe tolerates 1.5× that.
     max_model_len: context length when the layout does not fix one.

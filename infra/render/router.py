@@ -22,11 +22,15 @@ vllm-router 0.1.17's manylinux x86_64 wheel and its Python dependencies, `pip in
 --require-hashes`) into an emptyDir. `router.image` names an image built from
 `images/vllm-router/Dockerfile` (the same lock) instead: no install at pod start, no PyPI access.
 
-Authentication: vllm-router 0.1.17 passes the client's `Authorization` header through to the
-engine, which checks the key (`VLLM_API_KEY` from the Secret): no key or a wrong one is refused
-with 401 at the engine (verified in tests/e2e). The router itself needs no key: its health checks
-hit the engines' unauthenticated `/health` and the registrar's `POST /workers` names the model, so
-no `--api-key` (it would put the key on the command line, which the policy pack refuses).
+Authentication (issue 30: named keys): the client proxy below checks `Authorization: Bearer <key>`
+against every named client key and sends the internal engine key upstream in its place
+(infra/render/client_proxy_keys.py: the keys come as files from Secrets, and a watch loop reloads
+nginx when they change, so keys rotate with no restart and no 401 window). vllm-router 0.1.17
+passes the header through to the engine, which checks the engine key (`VLLM_API_KEY`); a client
+key sent to an engine directly is refused (verified in tests/e2e). The router itself needs no key:
+its health checks hit the engines' unauthenticated `/health` and the registrar's `POST /workers`
+names the model, so no `--api-key` (it would put the key on the command line, which the policy
+pack refuses).
 
 Admin routes closed (issue 30): 0.1.17 serves its worker-management routes (`/workers`,
 `/add_worker`, `/remove_worker`, `/flush_cache`, `/list_workers`, `/get_loads`, ...) without
@@ -48,6 +52,17 @@ from pathlib import Path
 
 from infra.catalog import versions
 from infra.render import scan_exceptions
+from infra.render.client_proxy_keys import (
+    CLIENT_KEYS_FILE,
+    CLIENT_KEYS_SECRET,
+    ENGINE_KEY_FILE,
+    ENGINE_KEY_SECRET,
+    KEYS_DIR,
+    WATCH_SCRIPT,
+    WATCH_SCRIPT_NAME,
+    WATCH_SECONDS,
+    keys_volume,
+)
 from infra.render.model_service import (
     ANNOTATION_API_KEY_REQUIRED,
     NAMESPACE,
@@ -115,11 +130,12 @@ class RouterSpec:
     models: every model it serves (the registrar registers their ready engines).
     kind: service | session | prefix | round-robin.
     replicas: router pods (two or more survive a node drain; a PDB keeps one up).
-    public: add a DO Load Balancer; requires api_key_secret.
+    public: add a DO Load Balancer; requires client keys.
     tls_certificate_id: DO certificate id for HTTPS on 443 (HTTP on 80 then redirects).
     allowed_source_cidrs: client CIDRs allowed through the load balancer (empty = everyone).
-    api_key_secret: a Secret (key `api-key`) holding the key the engines check; clients send it,
-        the router passes it through (the router itself needs none).
+    client_key_names: the named client keys the client proxy accepts (names only: the keys are in
+        Secret `router-client-keys`, the engine key it sends upstream in `router-upstream-key`);
+        empty: no check (only tests render that).
     image: an image with `vllm-router` on PATH (images/vllm-router/Dockerfile); None: the pinned
         Python base image plus the hash-locked install in an initContainer.
     request_timeout_s: `--request-timeout-secs`, sized from the slowest model's SLO and output.
@@ -133,7 +149,7 @@ class RouterSpec:
     public: bool = False
     tls_certificate_id: str | None = None
     allowed_source_cidrs: tuple[str, ...] = ()
-    api_key_secret: str | None = None
+    client_key_names: tuple[str, ...] = ()
     image: str | None = None
     request_timeout_s: int = 1800
     node_selector: dict[str, str] = field(default_factory=dict)
@@ -141,6 +157,10 @@ class RouterSpec:
     @property
     def uses_router(self) -> bool:
         return self.kind != "service"
+
+    @property
+    def checks_keys(self) -> bool:
+        return bool(self.client_key_names)
 
     @property
     def name(self) -> str:
@@ -267,6 +287,7 @@ def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
         {"name": "registrar", "configMap": {"name": f"{spec.name}-registrar"}},
         {"name": "client-proxy", "configMap": {"name": client_proxy_configmap_name(spec)}},
         {"name": "client-proxy-tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+        *([keys_volume()] if spec.checks_keys else []),
         {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
         # The service account token, mounted into the registrar only (the pod mounts none): what
         # the kubelet's automount would put in every container, as a projected volume.
@@ -336,17 +357,26 @@ def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
 
 
 def client_proxy_container(spec: RouterSpec) -> dict:
-    """The pod's client port: nginx forwarding the client routes to the loopback-bound router."""
+    """The pod's client port: nginx forwarding the client routes to the loopback-bound router; with
+    client keys, run by the watch loop that reloads it when the mounted keys change."""
+    mounts = [
+        {"name": "client-proxy", "mountPath": "/etc/client-proxy", "readOnly": True},
+        {"name": "client-proxy-tmp", "mountPath": "/tmp"},
+    ]
+    if spec.checks_keys:
+        # Not the image's entrypoint: its scripts rewrite /etc/nginx, which is read-only here.
+        command = ["sh", f"/etc/client-proxy/{WATCH_SCRIPT_NAME}"]
+        env = [{"name": "CLIENT_PROXY_WATCH_SECONDS", "value": str(WATCH_SECONDS)}]
+        mounts.append({"name": "client-proxy-keys", "mountPath": KEYS_DIR, "readOnly": True})
+    else:
+        command, env = ["nginx", "-c", "/etc/client-proxy/nginx.conf", "-g", "daemon off;"], []
     return {
         "name": "client-proxy",
         "image": versions.CLIENT_PROXY_IMAGE,
-        # Not the image's entrypoint: its scripts rewrite /etc/nginx, which is read-only here.
-        "command": ["nginx", "-c", "/etc/client-proxy/nginx.conf", "-g", "daemon off;"],
+        "command": command,
+        "env": env,
         "ports": [{"name": "http", "containerPort": CLIENT_PORT, "protocol": "TCP"}],
-        "volumeMounts": [
-            {"name": "client-proxy", "mountPath": "/etc/client-proxy", "readOnly": True},
-            {"name": "client-proxy-tmp", "mountPath": "/tmp"},
-        ],
+        "volumeMounts": mounts,
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "securityContext": _SECURITY,  # any uid: it writes only /tmp (pid, temp files)
     }
@@ -358,14 +388,31 @@ def client_proxy_configmap_name(spec: RouterSpec) -> str:
 
 def client_proxy_config(spec: RouterSpec) -> str:
     """nginx.conf of the client proxy. Streaming: no buffering either way, so server-sent events
-    reach the client token by token; timeouts follow the router's request timeout."""
+    reach the client token by token; timeouts follow the router's request timeout.
+
+    With client keys: the API routes answer 401 unless `Authorization` is `Bearer <a named key>`
+    (the map from `client-keys.map`), and upstream the header is the engine key's; the probe paths
+    stay open (the kubelet and the load balancer send no key) and forward no `Authorization` at all."""
     timeout = f"{spec.request_timeout_s + 30}s"
     upstream = f"http://127.0.0.1:{ROUTER_PORT}"
     # proxy_pass with a URI part sends the *normalised* path (`/v1/../workers` cannot reach
     # `/workers`: nginx resolves it before matching and forwards what it matched).
     options = 'proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; proxy_request_buffering off;'
-    locations = [f"    location {p} {{ proxy_pass {upstream}{p}; {options} }}" for p in CLIENT_PREFIXES]
-    locations += [f"    location = {p} {{ proxy_pass {upstream}{p}; {options} }}" for p in CLIENT_EXACT_PATHS]
+    api_auth = probe_auth = keys = ""
+    if spec.checks_keys:
+        api_auth = (
+            'if ($client_key_name = "") { return 401 \'{"error":"Unauthorized"}\'; } '
+            "proxy_set_header Authorization $engine_authorization; "
+        )
+        probe_auth = 'proxy_set_header Authorization ""; '
+        keys = (
+            "  # The named client keys and the engine key, from Secrets (infra/render/client_proxy_keys.py).\n"
+            f'  map $http_authorization $client_key_name {{ default ""; include {KEYS_DIR}/{CLIENT_KEYS_FILE}; }}\n'
+            f'  map "" $engine_authorization {{ include {KEYS_DIR}/{ENGINE_KEY_FILE}; }}\n'
+            "  default_type application/json;"
+        )
+    locations = [f"    location {p} {{ {api_auth}proxy_pass {upstream}{p}; {options} }}" for p in CLIENT_PREFIXES]
+    locations += [f"    location = {p} {{ {probe_auth}proxy_pass {upstream}{p}; {options} }}" for p in CLIENT_EXACT_PATHS]
     return "\n".join(
         [
             "# Rendered by infra/render/router.py: only the client routes reach the router (issue 30).",
@@ -380,6 +427,7 @@ def client_proxy_config(spec: RouterSpec) -> str:
             "  server_tokens off;",
             "  client_max_body_size 64m;",
             f"  proxy_read_timeout {timeout}; proxy_send_timeout {timeout};",
+            *([keys] if keys else []),
             "  server {",
             f"    listen {CLIENT_PORT};",
             *locations,
@@ -392,12 +440,25 @@ def client_proxy_config(spec: RouterSpec) -> str:
 
 
 def render_client_proxy_configmap(spec: RouterSpec) -> dict:
+    """nginx.conf and the watch loop (no key: those are in Secrets)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(client_proxy_configmap_name(spec), spec),
-        "data": {"nginx.conf": client_proxy_config(spec)},
+        "data": {"nginx.conf": client_proxy_config(spec), WATCH_SCRIPT_NAME: WATCH_SCRIPT.read_text()},
     }
+
+
+def render_client_key_secret_shapes(spec: RouterSpec) -> list[tuple[dict, str]]:
+    """The two key Secrets without their values, each with the one file it holds: the component
+    adds the file's content from the keys' Pulumi secret Outputs (client_proxy_keys.client_keys_map
+    / engine_key_map)."""
+    if not spec.checks_keys:
+        return []
+    return [
+        ({"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": _meta(name, spec)}, file)
+        for name, file in ((CLIENT_KEYS_SECRET, CLIENT_KEYS_FILE), (ENGINE_KEY_SECRET, ENGINE_KEY_FILE))
+    ]
 
 
 def client_port(spec: RouterSpec) -> int:
@@ -406,7 +467,8 @@ def client_port(spec: RouterSpec) -> int:
 
 
 def _files_digest(spec: RouterSpec) -> str:
-    files = [REGISTRAR_FILE] + ([] if spec.image else [LOCK_FILE])
+    # Never the keys: a rotated key reaches the pods through the mounted Secret and a reload.
+    files = [REGISTRAR_FILE, WATCH_SCRIPT] + ([] if spec.image else [LOCK_FILE])
     data = b"".join(f.read_bytes() for f in files) + client_proxy_config(spec).encode()
     return hashlib.sha256(data).hexdigest()[:16]
 
@@ -462,7 +524,7 @@ def render_router_pdb(spec: RouterSpec) -> dict:
 
 
 def render_router_service(spec: RouterSpec) -> dict:
-    annotations = {ANNOTATION_API_KEY_REQUIRED: "true"} if spec.api_key_secret else None
+    annotations = {ANNOTATION_API_KEY_REQUIRED: "true"} if spec.checks_keys else None
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -8,7 +8,7 @@ from infra.catalog.epp import preset_weights
 from infra.config import NS, StackConfig, install_gateway_api_crds
 from infra.errors import ConfigError, Problem
 from infra.render.epp import FAILURE_MODES, PoolSpec, selection_conflicts
-from infra.render.gateway import GatewaySpec, route_timeout_seconds
+from infra.render.gateway import API_KEY_SECRET, ENGINE_KEY_SECRET, GatewaySpec, route_timeout_seconds
 from infra.render.model_service import ModelServiceSpec, render_deployment
 from infra.render.observability import MonitoringSettings
 from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
@@ -64,8 +64,8 @@ def gateway_spec(
     ]
     if problems:
         raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")
-    checks_keys = r.gateway.authentication == "api-key"  # the stack's key, or the generated one
-    # The engines check the key in every case (issue 30): the gateway always sends it upstream.
+    checks_keys = r.gateway.authentication == "api-key"  # the stack's named keys, or the generated one
+    # The engines check the engine key in every case (issue 30): the gateway always sends it upstream.
     return GatewaySpec(
         name=f"{cfg.stack}-gateway",
         pools=pools,
@@ -74,7 +74,9 @@ def gateway_spec(
         public=r.public,
         tls_certificate_id=r.tls_certificate_id,
         allowed_source_cidrs=tuple(r.allowed_source_cidrs),
-        api_key_secret="inference-gateway-api-key",
+        api_key_secret=API_KEY_SECRET,
+        client_key_names=cfg.client_keys.names,
+        engine_key_secret=ENGINE_KEY_SECRET,
         checks_client_keys=checks_keys,
         install_gateway_api_crds=install_gateway_api_crds(r.gateway, cfg.network),
         system_node_selector=dict(system_node_selector),

@@ -101,7 +101,7 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
         notes.append(
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
-    notes.append(api_key_note("api_key" in cfg.secrets_set))
+    notes.append(api_key_note(cfg.client_keys, front_door=cfg.router.kind != "service"))
     _, blockers, api_notes = control_plane_exposure(cfg.environment, [str(c) for c in cfg.cluster.control_plane_allowed_cidrs])
     notes += api_notes + [f"to fix before `pulumi up`: {b.path}: {b.message}" for b in blockers]
     return models, notes, problems

@@ -6,6 +6,7 @@ pinned by tag only, how clients get the API key. Notes never stop a plan; proble
 from __future__ import annotations
 
 from infra.catalog import versions
+from infra.config.client_keys import ClientKeys, key_names_note
 from infra.planner.choice import MIN_KV_SHARE, held_back_reason
 from infra.planner.search import NEAR_TIE
 from infra.render.model_service import ModelServiceSpec
@@ -132,10 +133,9 @@ def tag_only_image_notes(services: tuple[ModelServiceSpec, ...], router: RouterS
     return [f"prod: images pinned by tag only: {', '.join(tag_only)}; pin by digest with models[].image / router.image = <image>@sha256:<digest>"]
 
 
-def api_key_note(given: bool) -> str:
-    """How clients get the key every serving path checks (issue 30)."""
-    source = "the stack's api_key secret" if given else "none set: `pulumi up` generates one (pulumi-random, a secret in the stack's state)"
-    return f"API key on every serving path ({source}); clients send `Authorization: Bearer <key>`; read it with `pulumi stack output api_key --show-secrets`"
+def api_key_note(keys: ClientKeys, *, front_door: bool) -> str:
+    """Which client keys exist (names only), where they are checked, how to read one (issue 30)."""
+    return key_names_note(keys, front_door=front_door)
 
 
 def open_router_notes(router: RouterSpec) -> list[str]:

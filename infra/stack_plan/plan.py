@@ -11,7 +11,7 @@ prints, diffs and records the same value.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from infra.catalog.cpu_sizes import CPU_PRICES_AS_OF, CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
@@ -95,6 +95,11 @@ class StackPlan:
     @property
     def stack(self) -> str:
         return self.config.stack
+
+    @property
+    def has_front_door(self) -> bool:
+        """A router or gateway checks the client keys; the engines behind it check the engine key."""
+        return self.gateway is not None or self.router.uses_router
 
     def model(self, name: str) -> ModelFacts:
         return next(m for m in self.models if m.config.name == name)
@@ -247,7 +252,8 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         model_cache=cache,
         services=services,
         router=router,
-        front_door=gateway_front_door(gateway) if gateway is not None else front_door(router, services),
+        front_door=replace(gateway_front_door(gateway) if gateway is not None else front_door(router, services),
+                           client_keys=cfg.client_keys.names),
         observability=observability,
         autoscaling=autoscaling,
         project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=cfg.environment),

@@ -15,11 +15,10 @@ from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
 
 def router_spec(cfg: StackConfig, models: list[ModelFacts], services: tuple[ModelServiceSpec, ...],
                 node_selector: dict[str, str]) -> RouterSpec:
-    """The environment's one router, serving every model. The engines' API-key Secrets all hold the
-    stack's one `api_key`; the router reads the first model's (its Deployment waits for them all).
+    """The environment's one router, serving every model; its client proxy checks the stack's named
+    client keys (names here, keys in Secrets) and sends the engine key upstream.
     Under router.kind gateway no router is declared (the gateway is the front door): kind service."""
     r = cfg.router
-    keys = [s.api_key_secret for s in services if s.api_key_secret]
     if r.kind == "gateway":
         return RouterSpec(models=tuple(RoutedModel(s.name, s.served_model_name) for s in services), kind="service",
                           namespace=INFERENCE_NAMESPACE)
@@ -31,7 +30,7 @@ def router_spec(cfg: StackConfig, models: list[ModelFacts], services: tuple[Mode
         public=r.public,
         tls_certificate_id=r.tls_certificate_id,
         allowed_source_cidrs=tuple(r.allowed_source_cidrs),
-        api_key_secret=keys[0] if keys else None,
+        client_key_names=cfg.client_keys.names,
         image=r.image,
         request_timeout_s=router_timeout_seconds(
             [(m.config.slo.ttft_p90_ms, m.config.slo.tpot_p90_ms, m.config.workload.output_tokens) for m in models]

@@ -5,7 +5,13 @@ the pools that serve them.
 from __future__ import annotations
 
 from infra.config import NS, StackConfig
-from infra.render.model_service import CacheSpec, ModelServiceSpec, api_key_secret_name, hf_token_secret_name
+from infra.render.model_service import (
+    CacheSpec,
+    ModelServiceSpec,
+    api_key_secret_name,
+    engine_key_secret_name,
+    hf_token_secret_name,
+)
 from infra.render.warm_start import PrepullSpec, SpacesWeights, render_prepull_daemonset
 from infra.specs import ImagePrepullSpec
 from infra.stack_plan.facts import ModelFacts
@@ -20,6 +26,7 @@ def model_service_spec(
     weights: SpacesWeights | None = None,
     compile_cache: str | None = None,
     key_path: str = "",
+    behind_front_door: bool = False,
 ) -> ModelServiceSpec:
     """Config + planned layout → the model-service renderer's input.
 
@@ -46,8 +53,9 @@ def model_service_spec(
         env=dict(model.config.env),
         cache=CacheSpec(pvc_name=cache_pvc) if cache_pvc else None,
         hf_token_secret=hf_token_secret_name(model.config.name) if "huggingface_token" in secrets else None,
-        # issue 30: every engine checks a key in every environment (the stack's, or a generated one)
-        api_key_secret=api_key_secret_name(model.config.name),
+        # issue 30: every engine checks a key in every environment: the engine key behind a front
+        # door (client keys rotate there), else the client key
+        api_key_secret=(engine_key_secret_name if behind_front_door else api_key_secret_name)(model.config.name),
         estimated_load_seconds=load_s,
         max_model_len=layout.max_model_len,
         moe=bool(model.arch.is_moe),
@@ -84,6 +92,7 @@ def model_service_specs(
         model_service_spec(
             m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node",
             key_path=f"{NS}models[{[c.name for c in cfg.models].index(m.config.name)}]",
+            behind_front_door=cfg.router.kind != "service",
         )
         for m in models
     )

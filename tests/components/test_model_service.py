@@ -13,6 +13,7 @@ from tests.render.test_model_service import make_spec as render_spec
 
 HF_TOKEN = "hf_plaintext_token_7d1c"  # noqa: S105 - test fixture
 API_KEY = "sk-plaintext-key-93ab"  # noqa: S105 - test fixture
+ENGINE_KEY = "engine-plaintext-key-5c2e"  # noqa: S105 - test fixture
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 JOB = "kubernetes:batch/v1:Job"
@@ -39,8 +40,10 @@ def _program(spec: ModelServiceSpec, public: bool = True, kind: str = "session")
             RouterArgs(
                 spec=RouterSpec(
                     models=(RoutedModel(spec.name, spec.served_model_name),), kind=kind,
-                    public=public and kind != "service", api_key_secret=service.spec.api_key_secret,
+                    public=public and kind != "service", client_key_names=("default",) if service.spec.api_key_secret else (),
                 ),
+                client_keys={"default": pulumi.Output.secret(API_KEY)} if service.spec.api_key_secret else None,
+                engine_key=pulumi.Output.secret(ENGINE_KEY) if service.spec.api_key_secret else None,
                 depends_on=[service],
             ),
         )
@@ -52,13 +55,24 @@ def _program(spec: ModelServiceSpec, public: bool = True, kind: str = "session")
 def test_secrets_come_from_pulumi_secrets_and_never_appear_in_plain_text():
     rec = run_program(_program(make_spec()))
     secrets = rec.of_type(SECRET)
-    assert {s.name for s in secrets} == {"qwen3-235b-hf-token", "qwen3-235b-api-key"}
+    assert {s.name for s in secrets} == {"qwen3-235b-hf-token", "qwen3-235b-api-key", "qwen3-235b-router-router-client-keys",
+                                         "qwen3-235b-router-router-upstream-key"}
     for s in secrets:
         assert "stringData" in s.additional_secret_outputs
-    assert not rec.plain_text_contains(HF_TOKEN)
-    assert not rec.plain_text_contains(API_KEY)
-    # The values are there, but only inside Pulumi's secret wrapper.
-    assert HF_TOKEN in rec.wire_text() and API_KEY in rec.wire_text()
+    for plain in (HF_TOKEN, API_KEY, ENGINE_KEY):
+        assert not rec.plain_text_contains(plain)
+        # The values are there, but only inside Pulumi's secret wrapper.
+        assert plain in rec.wire_text()
+
+
+def test_the_router_key_files_hold_the_client_keys_and_the_engine_key():
+    rec = run_program(_program(make_spec()))
+    client = rec.one(SECRET, "qwen3-235b-router-router-client-keys").inputs["stringData"]["value"]  # inside the secret wrapper
+    engine = rec.one(SECRET, "qwen3-235b-router-router-upstream-key").inputs["stringData"]["value"]
+    assert client["client-keys.map"].splitlines()[1:] == ['"~^Bearer sk-plaintext-key-93ab$" default;']
+    assert engine == {"engine-key.map": f'default "Bearer {ENGINE_KEY}";\n'}
+    deployment = rec.one(DEPLOYMENT, "qwen3-235b-router-deployment")
+    assert {s.urn for s in rec.of_type(SECRET) if "router" in s.name} <= set(deployment.dependencies)
 
 
 def test_deployment_waits_for_the_prefetch_job_and_the_secrets():
@@ -67,7 +81,7 @@ def test_deployment_waits_for_the_prefetch_job_and_the_secrets():
     job = rec.one(JOB, "qwen3-235b-prefetch")
     assert job.urn in deployment.dependencies
     for s in rec.of_type(SECRET):
-        assert s.urn in deployment.dependencies
+        assert s.urn in deployment.dependencies or "router" in s.name
     # Pods reference the Secrets the component created, by name.
     pod = deployment.inputs["spec"]["template"]["spec"]
     env = {e["name"]: e for e in pod["containers"][0]["env"]}

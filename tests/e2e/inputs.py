@@ -35,7 +35,8 @@ MOE_MODEL = "tiny-moe"
 MOE_SERVED = "tiny-mixtral"
 GPU_SLUG = "gpu-mi300x1-192gb"  # a one-GPU DigitalOcean size: layouts here are tp1
 API_KEY_SECRET = "tiny-api-key"
-API_KEY = "e2e-secret-key"  # what the Secret would hold; the engines get it as VLLM_API_KEY
+API_KEY = "e2e-secret-key"  # what the Secret would hold; the engines get it as VLLM_API_KEY (behind a
+# front door: the engine key, which the router's client proxy sends upstream)
 
 # A layout small enough for the CPU: the renderer's flags, with limits a 2-core machine can run.
 LAYOUT = Layout(tp=1, max_num_seqs=16, max_num_batched_tokens=2048, max_model_len=1024)
@@ -69,9 +70,9 @@ def engine_container(spec: ms.ModelServiceSpec) -> dict:
 
 
 def router_spec(kind: str, models: tuple[tuple[str, str], ...] = ((MODEL, SERVED),)) -> router_render.RouterSpec:
-    """The environment's router as plan_stack builds it: every model, the API-key Secret."""
+    """The environment's router as plan_stack builds it: every model, the client key names its proxy checks."""
     return router_render.RouterSpec(models=tuple(router_render.RoutedModel(n, s) for n, s in models), kind=kind,
-                                    api_key_secret=API_KEY_SECRET)
+                                    client_key_names=("default",))
 
 
 def project_router_args(spec: router_render.RouterSpec) -> list[str]:

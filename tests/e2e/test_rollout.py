@@ -112,7 +112,7 @@ def _complete(router, headers=None, max_tokens=2, prompt="hello"):
 
 def _router(factory, kind, engines):
     spec = router_render.RouterSpec(models=(router_render.RoutedModel(inputs.MODEL, inputs.SERVED),), kind=kind,
-                                    api_key_secret=inputs.API_KEY_SECRET)
+                                    client_key_names=("default",))
     # The registrar reads the model's Service endpoints: both variants' engines.
     return factory(spec, list(engines.values()), name=f"router-rollout-{kind}")
 

@@ -9,12 +9,14 @@ sampled before and after the request.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 
 import pytest
 
 from infra.render import router as router_render
+from tests.client_proxy_run import start_client_proxy
 from tests.e2e import harness, inputs
 
 KEY = harness.bearer(inputs.API_KEY)
@@ -128,3 +130,33 @@ def test_cache_aware_sends_a_shared_prefix_to_one_engine(engine_pair, router_fac
     engine = served[0]
     assert hits_after[engine] > hits_before[engine], (hits_before, hits_after)
     print(json.dumps({"served_by": served, "prefix_cache_hits_before": hits_before, "after": hits_after}))
+
+
+# Two named client keys (issue 30); the engines check only inputs.API_KEY, which plays the engine key.
+CLIENT_KEYS = {"default": "e2e-client-default-0123456789", "ci-2026q4": "e2e-client-ci-2026q4-abcdef"}
+
+
+@pytest.mark.nginx
+def test_named_client_keys_at_the_front_door_and_the_engine_key_behind_it(engine_pair, router_factory, tmp_path):
+    """The router pod's client proxy (rendered nginx.conf + watch loop) in front of the real router
+    and engines: either named key works through the front door; a client key sent straight to an
+    engine is refused; the engine key works on the engine."""
+    spec = dataclasses.replace(inputs.router_spec("round-robin"), client_key_names=tuple(sorted(CLIENT_KEYS)))
+    router = router_factory(spec, engine_pair)
+    proxy = start_client_proxy(tmp_path / "client-proxy", spec, upstream_port=router.port, keys=CLIENT_KEYS,
+                               engine_key=inputs.API_KEY)
+    body = {"model": inputs.SERVED, "prompt": "hi", "max_tokens": 1}
+    try:
+        for name, key in CLIENT_KEYS.items():
+            status, raw = harness.http("POST", proxy.url + "/v1/completions", body=body, headers=harness.bearer(key))
+            assert status == 200, (name, status, raw[:300])
+        assert harness.http("POST", proxy.url + "/v1/completions", body=body)[0] == 401
+        assert harness.http("POST", proxy.url + "/v1/completions", body=body, headers=harness.bearer("e2e-unknown-0123456789"))[0] == 401
+        assert harness.http("POST", proxy.url + "/v1/completions", body=body, headers=harness.bearer(inputs.API_KEY))[0] == 401
+        assert harness.http("GET", proxy.url + "/health")[0] == 200  # probes need no key
+        for engine in engine_pair:
+            for key in CLIENT_KEYS.values():
+                assert harness.http("POST", engine.url + "/v1/completions", body=body, headers=harness.bearer(key))[0] == 401
+            assert harness.http("POST", engine.url + "/v1/completions", body=body, headers=KEY)[0] == 200
+    finally:
+        proxy.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from infra.catalog.epp import DEFAULT_WEIGHTS, SCORERS, preset_weights
@@ -19,9 +21,12 @@ from infra.render.epp import (
 )
 from infra.render.gateway import (
     GatewaySpec,
+    client_api_key_entries,
     gateway_front_door,
+    render_backend_auth_policy,
     render_gateway_resources,
     render_parameters,
+    render_prerouting_policy,
     route_timeout_seconds,
     routing_summary,
 )
@@ -117,13 +122,13 @@ def test_public_gateway_with_tls_terminates_on_a_regional_load_balancer():
 
 
 def test_internal_gateway_has_no_load_balancer_and_policies_validate():
-    spec = _gateway(api_key_secret="k")
+    spec = _gateway(api_key_secret="k", engine_key_secret="e")
     objs = render_gateway_resources(spec)
     assert render_parameters(spec)["spec"]["service"] == {"spec": {"type": "ClusterIP"}}
     assert [o["kind"] for o in objs] == ["AgentgatewayParameters", "Gateway", "AgentgatewayPolicy", "AgentgatewayPolicy"]
     for obj in objs:
         assert gateway_schemas.errors(obj) == [], obj["metadata"]["name"]
-    assert len(render_gateway_resources(_gateway())) == 3  # no key: no backend-auth policy
+    assert len(render_gateway_resources(_gateway())) == 3  # no engine key: no backend-auth policy
 
 
 def test_front_door_names_every_model_and_the_routing():
@@ -140,10 +145,32 @@ def test_policies_keep_the_crds_cel_rules():
     extAuth/authorization/transformation/extProc/*Authentication/cors; one targetRef kind)."""
     pre_routing_fields = {"phase", "authorization", "transformation", "extProc", "extAuth", "jwtAuthentication",
                           "basicAuthentication", "apiKeyAuthentication", "cors"}  # fmt: skip
-    for policy in [o for o in render_gateway_resources(_gateway(api_key_secret="k")) if o["kind"] == "AgentgatewayPolicy"]:
+    for policy in [o for o in render_gateway_resources(_gateway(api_key_secret="k", engine_key_secret="e"))
+                   if o["kind"] == "AgentgatewayPolicy"]:
         spec = policy["spec"]
         assert len({t["kind"] for t in spec["targetRefs"]}) == 1
         traffic = spec.get("traffic", {})
         if traffic.get("phase") == "PreRouting":
             assert set(traffic) <= pre_routing_fields
             assert all(t["kind"] == "Gateway" and t["group"] == "gateway.networking.k8s.io" for t in spec["targetRefs"])
+
+
+def test_the_api_key_secret_has_one_entry_per_named_key_in_agentgateways_format():
+    """v1.4.1 reads each data entry as one key: raw, or JSON with exactly one of key/keyHash
+    (controller/pkg/agentgateway/plugins/traffic_plugin.go processAPIKeyAuthenticationPolicy)."""
+    entries = client_api_key_entries({"default": "Default-key-0123456789", "ci-2026q4": "ci-key-0123456789abcdef"})
+    assert sorted(entries) == ["ci-2026q4", "default"]
+    for name, raw in entries.items():
+        entry = json.loads(raw)
+        assert set(entry) == {"key", "metadata"} and entry["metadata"] == {"name": name}
+    assert json.loads(entries["ci-2026q4"])["key"] == "ci-key-0123456789abcdef"
+
+
+def test_the_engines_get_the_engine_key_not_a_client_key():
+    spec = _gateway(api_key_secret="inference-gateway-api-key", engine_key_secret="inference-gateway-engine-key",
+                    client_key_names=("ci-2026q4", "default"))
+    backend = render_backend_auth_policy(spec)
+    assert backend["spec"]["backend"]["auth"]["secretRef"] == {"name": "inference-gateway-engine-key", "key": "api-key"}
+    pre = render_prerouting_policy(spec)["spec"]["traffic"]["apiKeyAuthentication"]
+    assert pre == {"mode": "Strict", "secretRef": {"name": "inference-gateway-api-key"}}
+    assert "keys ci-2026q4, default" in gateway_front_door(spec).why

@@ -32,7 +32,7 @@ MODELS = (RoutedModel("qwen3-235b", "Qwen/Qwen3-235B"), RoutedModel("qwen3-30b",
 
 
 def spec(**overrides) -> RouterSpec:
-    base = dict(models=MODELS, kind="session", replicas=2, api_key_secret="qwen3-235b-api-key")
+    base = dict(models=MODELS, kind="session", replicas=2, client_key_names=("ci-2026q4", "default"))
     base.update(overrides)
     return RouterSpec(**base)
 

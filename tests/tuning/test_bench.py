@@ -201,7 +201,7 @@ def _production(target: bench.BenchTarget):
     )
     objects = list(render_model_service(service))
     spec = router.RouterSpec(models=(router.RoutedModel(target.model, service.served_model_name),), kind="session",
-                             namespace=namespace, public=True, api_key_secret="k")
+                             namespace=namespace, public=True, client_key_names=("default",))
     objects += router.render_router(spec)
     selectors = []
     for obj in objects:
