@@ -21,7 +21,7 @@ declared, `infra/invariant_gate.py`) all run them.
 
 | invariant | what must hold |
 |---|---|
-| identity | (group, kind, namespace, name) is unique across everything the plan and its controllers create: a model named `router`, `inference-gateway` or `<other>-pd-router` is refused; `--out` never drops or overwrites an object |
+| identity | (group, kind, namespace, name) is unique across everything the plan and its controllers create: a model named `<other>-pd-router` is refused (the router and the gateway live in `inference`, apart from the engines in `inference-engines`); `--out` never drops or overwrites an object |
 | wiring: selectors | every Service, InferencePool and PodDisruptionBudget selects at least one pod, and pods of one role only (one `app.kubernetes.io/name`, component, model and prefill/decode side); the ports they send to are ports those pods declare, as is a PodMonitor's port |
 | wiring: references | every `...Ref`/`...Refs` (scaleTargetRef, endpointPickerRef, parentRefs, backendRefs, parametersRef, roleRef, secretRef, secretKeyRef, configMapRef...), every pod volume, service account and image pull secret, and a claim's `volumeName` names an object the plan or its controllers create |
 | prerequisites | every custom resource's CRD is installed by the plan (a chart, a pinned CRD manifest, a CRD object) or by DOKS (Gateway API on VPC-native clusters only) |
