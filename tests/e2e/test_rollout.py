@@ -173,7 +173,7 @@ def prometheus(plan, variants, prometheus_bin, procs, tmp_path_factory):
         g["interval"] = "1s"
     tmp = tmp_path_factory.mktemp("rollout-prometheus")
     (tmp / "rules.yml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
-    labels = {"namespace": "inference", "model": inputs.MODEL, "node": "e2e", "component": "vllm"}
+    labels = {"namespace": "inference-engines", "model": inputs.MODEL, "node": "e2e", "component": "vllm"}
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
         "rule_files": [str(tmp / "rules.yml")],
