@@ -103,10 +103,6 @@ class NetworkPolicySpec:
     weights: `nfs`, `spaces` or None (no shared cache: each engine loads from its image/volume).
     """
 
-    @property
-    def engines_ns(self) -> str:
-        return self.engines_namespace or self.namespace
-
     namespace: str  # the front door's (router, gateway proxies)
     models: tuple[str, ...]
     front_door: str
@@ -128,6 +124,10 @@ class NetworkPolicySpec:
     cert_manager_namespace: str | None = None  # ... and the cert-manager it needs
     engines_namespace: str = ""  # the engines', P/D routers' and pickers'; "" = namespace
     labels: dict[str, str] = field(default_factory=lambda: {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"})
+
+    @property
+    def engines_ns(self) -> str:
+        return self.engines_namespace or self.namespace
 
 
 # --------------------------------------------------------------------------- peers and rules
