@@ -109,12 +109,9 @@ class ModelService(pulumi.ComponentResource):
         self.hf_token_secret = self._secret(
             f"{name}-hf-token", spec.hf_token_secret, HF_TOKEN_KEY, args.hf_token, child_opts
         )
-        # Behind a front door the engines check the engine key (Secret `<model>-engine-key`), else
-        # the client key (`<model>-api-key`); the logical name follows the Secret's.
+        # The engine key behind a front door, else the client key; the logical name follows the Secret's.
         key_kind = "engine-key" if spec.api_key_secret == engine_key_secret_name(spec.name) else "api-key"
-        self.api_key_secret = self._secret(
-            f"{name}-{key_kind}", spec.api_key_secret, API_KEY_KEY, args.api_key, child_opts
-        )
+        self.api_key_secret = self._secret(f"{name}-{key_kind}", spec.api_key_secret, API_KEY_KEY, args.api_key, child_opts)
         secrets = [s for s in (self.hf_token_secret, self.api_key_secret) if s is not None]
         self.candidate_deployment = None
         if getattr(spec.layout, "disaggregated", False):
