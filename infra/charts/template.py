@@ -10,13 +10,15 @@ steady state — the plan keeps both, marked as what they are.
 
 Templating kube-prometheus-stack from cold takes about 0.7 s, so results are cached on disk
 (INFRA_CHART_CACHE, default ~/.cache/inference-platform/charts) under the sha256 of the archive
-plus the sha256 of the release name, namespace, values and Helm version: any change to any of them
-is a different key, so a stale entry is never read.
+plus the sha256 of the release name, namespace, values and Helm version (the CRDs under the archive
+and Helm version alone): any change to any of them is a different key, so a stale entry is never read.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -62,10 +64,19 @@ def cache_dir() -> Path:
     return Path(base) / "inference-platform" / "charts"
 
 
-def _values_key(release: str, namespace: str, values: dict[str, Any]) -> str:
-    import helm_python
+@functools.cache
+def helm_tag() -> str:
+    """The installed helm-python-sdk release, which fixes the Helm it binds (0.2.2 binds v4.2.3): part
+    of every cache key, so another Helm never reads what this one rendered. Read from the package's
+    metadata, not by importing it (the import starts Helm's Go runtime; a cache hit needs none)."""
+    try:
+        return importlib.metadata.version("helm-python-sdk")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
 
-    payload = json.dumps([release, namespace, values, helm_python.helm_sdk_version()], sort_keys=True)
+
+def _values_key(release: str, namespace: str, values: dict[str, Any]) -> str:
+    payload = json.dumps([release, namespace, values, helm_tag()], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -98,7 +109,8 @@ def template_archive(
     digest = file_digest(archive).removeprefix("sha256:")[:32]
     folder = cache_dir() if use_cache else None
     chart = _LazyChart(archive)
-    crds = [] if skip_crds else _cached(folder and folder / f"{digest}-crds.json", lambda: crd_parts(chart.get()))
+    crd_key = folder and folder / f"{digest}-helm{helm_tag()}-crds.json"
+    crds = [] if skip_crds else _cached(crd_key, lambda: crd_parts(chart.get()))
     key = folder and folder / f"{digest}-{_values_key(release, namespace, values)[:32]}.json"
     rendered = _cached(key, lambda: template_parts(chart.get(), release=release, namespace=namespace, values=values,
                                                    label=archive.name))

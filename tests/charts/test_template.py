@@ -52,6 +52,36 @@ def test_cached_by_archive_digest_and_values_the_crds_by_digest_alone(chart_env,
     assert uncached == changed
 
 
+def test_another_helm_never_reads_what_this_one_cached(chart_env, monkeypatch):
+    """The CRDs' key holds the Helm release too: a helm-python-sdk upgrade renders both parts anew."""
+    calls, crds = [], []
+    real_templates, real_crds = template.template_parts, template.crd_parts
+    monkeypatch.setattr(template, "template_parts", lambda *a, **k: calls.append(1) or real_templates(*a, **k))
+    monkeypatch.setattr(template, "crd_parts", lambda *a: crds.append(1) or real_crds(*a))
+    template_archive(chart_env, release="keda", namespace="keda", values={})
+    template_archive(chart_env, release="keda", namespace="keda", values={})
+    assert (len(calls), len(crds)) == (1, 1)
+    monkeypatch.setattr(template, "helm_tag", lambda: "9.9.9")
+    template_archive(chart_env, release="keda", namespace="keda", values={})
+    assert (len(calls), len(crds)) == (2, 2)
+
+
+def test_a_cache_hit_does_not_start_helm(chart_env):
+    """Cache keys come from package metadata: a warm plan never imports helm_python (its import starts
+    Helm's Go runtime)."""
+    import subprocess
+    import sys
+
+    template_archive(chart_env, release="keda", namespace="keda", values={})
+    probe = (
+        "import sys; from pathlib import Path; from infra.charts.template import template_archive; "
+        f"template_archive(Path({str(chart_env)!r}), release='keda', namespace='keda', values={{}}); "
+        "print('helm_python' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_values_the_schema_refuses_are_one_error_naming_the_value(chart_env):
     with pytest.raises(ChartError, match="replicaCount"):
         template_archive(chart_env, release="keda", namespace="keda", values={"replicaCount": 0}, use_cache=False)
