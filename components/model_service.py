@@ -10,7 +10,11 @@ only Pulumi can express:
 - the Deployment `depends_on` the prefetch Job (pulumi-kubernetes waits for a Job to complete)
   — the pods' init container additionally waits for the cache's completion marker, so the order
   also holds for anyone applying the rendered YAML with kubectl;
-- `custom_timeouts` long enough for a large model's first load (Pulumi's default is 10 minutes).
+- `custom_timeouts` long enough for a large model's first load (Pulumi's default is 10 minutes);
+- `delete_before_replace` on every workload that holds GPUs (engines, P/D sides, candidates): a GPU
+  pool has no spare GPUs, so Pulumi's default create-before-delete would leave the new pods
+  Pending until `pulumi up` times out. A replacement (a namespace move, a selector change) takes
+  the model down for the new pods' load time instead (docs/upgrade/engines-namespace.md).
 """
 
 from __future__ import annotations
@@ -133,6 +137,7 @@ class ModelService(pulumi.ComponentResource):
             depends_on=[*secrets, *([self.prefetch_job] if self.prefetch_job else []), *args.engine_depends_on],
             custom_timeouts=pulumi.CustomTimeouts(create=create_timeout, update=update_timeout),
             ignore_changes=deployment_ignore_changes(spec) or None,
+            delete_before_replace=True,  # no spare GPUs for a second set (module docstring)
         )
         if spec.layout.multi_node:
             # A replica over several nodes: one LeaderWorkerSet group per replica
@@ -157,6 +162,7 @@ class ModelService(pulumi.ComponentResource):
                         create=f"{pod_ready_budget_seconds(args.candidate)}s",
                         update=f"{deployment_timeout_seconds(args.candidate)}s",
                     ),
+                    delete_before_replace=True,
                 ),
             )
 
@@ -208,6 +214,7 @@ class ModelService(pulumi.ComponentResource):
                 depends = secrets
             elif kind == "Deployment" and meta["name"] != f"{spec.name}-pd-router":
                 extra["custom_timeouts"] = pulumi.CustomTimeouts(create=budget, update=f"{deployment_timeout_seconds(spec)}s")
+                extra["delete_before_replace"] = True  # a P/D side holds GPUs (module docstring)
                 # autoscaled: each side's count belongs to its ScaledObject's HPA after creation
                 if deployment_ignore_changes(spec):
                     extra["ignore_changes"] = deployment_ignore_changes(spec)

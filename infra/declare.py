@@ -3,7 +3,7 @@
 Nothing is decided here. Every spec comes from `plan_stack`; this function wires the specs to
 the Pulumi handles each component needs (the VPC id, the cluster's Kubernetes provider, the
 secrets, what to wait for), in dependency order: network → cluster → GPU pools → GPU runtime →
-namespace and weight cache → the fabric (fabric pools only) → model services → the router → observability → the gateway →
+namespaces (the front door's and the engines') and weight cache → the fabric (fabric pools only) → model services → the router → observability → the gateway →
 autoscaling → NetworkPolicies (after the releases that create the controllers' namespaces) → project.
 The real program (`infra/__main__.py`) and the offline plan (`infra plan`, under the mock
 runtime) both call it with the same plan value.
@@ -57,13 +57,15 @@ def client_api_key(plan: StackPlan, secrets: Secrets) -> Any:
 @dataclass(frozen=True)
 class Foundation:
     """What every later component stands on: the VPC, the cluster (its provider), the GPU pools by
-    pool name, the GPU runtime (its operator releases), and the inference namespace."""
+    pool name, the GPU runtime (its operator releases), the `inference` namespace (the front door)
+    and the engines' namespace."""
 
     network: Network
     cluster: DoksCluster
     pools: dict[str, GpuNodePool]
     runtime: GpuRuntime
     namespace: Any
+    engines_namespace: Any
 
 
 def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
@@ -81,7 +83,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             f"{plan.stack}-router",
             # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on
             # destroy so that DOKS removes the DO load balancer (docs/architecture.md).
-            RouterArgs(spec=plan.router, provider=base.cluster.provider, depends_on=services),
+            RouterArgs(spec=plan.router, provider=base.cluster.provider, depends_on=[base.namespace, *services]),
         )
     monitoring = declare_observability(plan, base, secrets, services)
     gateway = None
@@ -90,7 +92,8 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
             plan.gateway.name,
             # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on destroy.
             InferenceGatewayArgs(
-                spec=plan.gateway, api_key=api_key, provider=base.cluster.provider, depends_on=[base.namespace, *services],
+                spec=plan.gateway, api_key=api_key, provider=base.cluster.provider,
+                depends_on=[base.namespace, base.engines_namespace, *services],
                 monitoring=monitoring,
             ),
         )
@@ -101,7 +104,7 @@ def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
 
 
 def declare_foundation(plan: StackPlan) -> Foundation:
-    """Network → cluster → GPU pools → GPU runtime → the inference namespace."""
+    """Network → cluster → GPU pools → GPU runtime → the two serving namespaces."""
     network = Network(plan.network.name, plan.network)
     cluster = DoksCluster(plan.cluster.name, DoksClusterArgs(spec=plan.cluster, vpc_id=network.vpc_id))
     pools = {
@@ -117,15 +120,17 @@ def declare_foundation(plan: StackPlan) -> Foundation:
         ),
     )
     k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, deleted_with=cluster.cluster)
-    ns_meta = plan.namespace["metadata"]
-    namespace = k8s.core.v1.Namespace(f"{plan.stack}-ns-{ns_meta['name']}", metadata=ns_meta, opts=k8s_opts)
-    return Foundation(network=network, cluster=cluster, pools=pools, runtime=runtime, namespace=namespace)
+    namespace, engines = (
+        k8s.core.v1.Namespace(f"{plan.stack}-ns-{ns['metadata']['name']}", metadata=ns["metadata"], opts=k8s_opts)
+        for ns in (plan.namespace, plan.engines_namespace)
+    )
+    return Foundation(network=network, cluster=cluster, pools=pools, runtime=runtime, namespace=namespace, engines_namespace=engines)
 
 
 def declare_weights(plan: StackPlan, base: Foundation) -> list[pulumi.Resource]:
     """The NFS weight cache, the Spaces weight bucket and the image pre-pull DaemonSets (issue 20),
     whichever the plan has: what every engine waits for."""
-    cluster, namespace = base.cluster, base.namespace
+    cluster, namespace = base.cluster, base.engines_namespace  # the cache's claim and Spaces keys live beside the engines
     cache = None
     if plan.model_cache is not None:
         cache = ModelCache(
@@ -143,7 +148,7 @@ def declare_weights(plan: StackPlan, base: Foundation) -> list[pulumi.Resource]:
         prepull = ImagePrepull(
             plan.prepull.name,
             ImagePrepullArgs(
-                spec=plan.prepull, provider=cluster.provider, depends_on=[namespace, *base.pools.values()],
+                spec=plan.prepull, provider=cluster.provider, depends_on=[base.namespace, *base.pools.values()],
                 deleted_with=cluster.cluster,
             ),
         )
@@ -157,7 +162,7 @@ def declare_fabric(plan: StackPlan, base: Foundation) -> Fabric | None:
     return Fabric(
         plan.fabric.name,
         FabricArgs(
-            spec=plan.fabric, provider=base.cluster.provider, depends_on=[base.namespace, *base.pools.values()],
+            spec=plan.fabric, provider=base.cluster.provider, depends_on=[base.engines_namespace, *base.pools.values()],
             deleted_with=base.cluster.cluster,
         ),
     )
@@ -177,7 +182,7 @@ def declare_model_services(
                 provider=base.cluster.provider,
                 hf_token=secrets.huggingface_token,
                 api_key=api_key,
-                depends_on=[base.namespace, base.pools[model.pool.name], *weight_deps],
+                depends_on=[base.engines_namespace, base.pools[model.pool.name], *weight_deps],
                 engine_depends_on=[fabric] if fabric is not None and service_spec.layout.fabric_nics else [],
             ),
             pulumi.ResourceOptions(deleted_with=base.cluster.cluster),
@@ -243,7 +248,7 @@ def declare_network_policies(
         NetworkPoliciesArgs(
             spec=plan.network_policies,
             provider=base.cluster.provider,
-            depends_on=[base.namespace, *([monitoring] if monitoring else [])],
+            depends_on=[base.namespace, base.engines_namespace, *([monitoring] if monitoring else [])],
             namespace_depends_on=creators,
             deleted_with=base.cluster.cluster,
         ),

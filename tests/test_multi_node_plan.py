@@ -119,7 +119,7 @@ def test_every_pod_requests_the_fabric_nics_next_to_its_gpus(prod):
     for nad in nads:
         config = json.loads(nad["spec"]["config"])
         assert config["type"] == "host-device" and config["device"] == nad["metadata"]["name"]
-        assert nad["metadata"]["namespace"] == "inference"
+        assert nad["metadata"]["namespace"] == "inference-engines"  # beside the engines whose pods name them
 
 
 def test_only_leaders_serve(prod):

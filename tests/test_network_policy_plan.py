@@ -243,3 +243,34 @@ def test_the_policy_pack_passes_on_every_variant(plans, name):
 
     plan = plans[name]
     assert policy_violations(plan, plan.summary["environment"]) == []
+
+
+def _role(pod: Endpoint) -> str:
+    return pod.labels.get("app.kubernetes.io/component") or pod.labels.get("app.kubernetes.io/name") or pod.name
+
+
+def test_flows_between_the_serving_namespaces_are_exactly_the_front_doors(matrix):
+    """Issue 30 item 4: the engines live in `inference-engines`, apart from the front door in
+    `inference`. Between the two namespaces (either way, over every port the pods declare and the
+    platform's well-known ones) only the front door's own flows are open: the router to the engines
+    and P/D routers, the gateway proxies to the engines and the endpoint pickers. The pre-pull
+    DaemonSets in `inference` reach nothing; nothing behind opens a connection to the front."""
+    front = [p for p in matrix.pods if p.namespace == "inference"] + ([GATEWAY_PROXY] if matrix.door == "gateway" else [])
+    behind = [p for p in matrix.pods if p.namespace == "inference-engines"]
+    assert behind and all(p.namespace == "inference-engines" for p in matrix.engines())
+    well_known = {80, 8000, 8001, 9002, 9090, 29000, 36367, 6301}
+    opened = {
+        (_role(a), _role(b), port)
+        for src, dst in ((front, behind), (behind, front))
+        for a in src
+        for b in dst
+        for port in sorted(set(b.named_ports.values()) | well_known)
+        if matrix.ok(a, b, port)
+    }
+    pd = any(_role(p) == "pd-router" for p in behind)
+    expected = {
+        "router": {("router", "engine", 8000)} | ({("router", "pd-router", 8000)} if pd else set()),
+        "gateway": {("gateway-proxy", "engine", 8000), ("gateway-proxy", "endpoint-picker", 9002)},
+        "service": set(),  # no front door pod: clients reach the engines' Services directly
+    }[matrix.door if matrix.door in ("gateway", "service") else "router"]  # else a router kind (session, prefix...)
+    assert opened == expected

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Validate benchmarks/data/serving_sweeps.csv and print row counts.
+"""Validate benchmarks/data/serving_sweeps.csv and print row counts; check the vLLM-on-ROCm MoE rows of
+published_serving_benchmarks.csv (next to it) too.
 
 Pure Python (csv module only). Exit status 1 if any row breaks a rule.
 
@@ -204,6 +205,33 @@ def check(path):
     return errors, [r for _, r in rows]
 
 
+# published_serving_benchmarks.csv has no date column: a row dates its engine build in its notes, which the
+# calibration reads as the row's date (builds before mid-2025 are reported, not fitted).
+ENGINE_BUILD = re.compile(r"engine build (\d{4}-\d{2})\b")
+PUBLISHED_MOE = {"Mixtral-8x7B", "DeepSeek-R1", "DeepSeek-V3", "Qwen3-235B-A22B", "Qwen3-30B-A3B", "gpt-oss-120b",
+                 "gpt-oss-20b", "Llama-4-Scout-17B-16E", "Llama-4-Maverick-17B-128E"}
+
+
+def check_published(path):
+    """The vLLM-on-ROCm MoE rows of the older table that come from MLPerf must name the engine build's
+    month, the harness config their layout was read from, and (Offline) the metric counted."""
+    errors = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for n, r in enumerate(csv.DictReader(f), start=2):
+            if not ("vllm" in r["engine"].lower() and r["hardware"] in ROCM and r["model"] in PUBLISHED_MOE
+                    and "mlcommons" in r["source"]):
+                continue
+            where = f"published line {n} ({r['model']} {r['hardware']} {r['concurrency_or_rate']})"
+            m = ENGINE_BUILD.search(r["notes"])
+            if not m or not DATE.match(m.group(1)):
+                errors.append(f"{where}: MLPerf vLLM-on-ROCm MoE rows need 'engine build YYYY-MM' in notes")
+            if not re.search(r"\.yaml|max_num_seqs|\bTP\d", r["notes"]):
+                errors.append(f"{where}: name the harness config the layout was read from")
+            if r["concurrency_or_rate"] == "Offline" and "metric=output tok/s" not in r["notes"]:
+                errors.append(f"{where}: Offline rows must say which tokens the metric counts")
+    return errors
+
+
 def counts(rows):
     out = []
     tot = len(rows)
@@ -236,6 +264,9 @@ def main():
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                               "serving_sweeps.csv")
     errors, rows = check(path)
+    published = os.path.join(os.path.dirname(os.path.abspath(path)), "published_serving_benchmarks.csv")
+    if os.path.exists(published):
+        errors += check_published(published)
     print(counts(rows))
     if errors:
         print(f"\n{len(errors)} problem(s):")

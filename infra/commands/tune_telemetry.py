@@ -17,6 +17,7 @@ from pathlib import Path
 from infra.commands import tables
 from infra.durations import duration_seconds
 from infra.errors import Problem, UserError
+from infra.render.model_service import ENGINES_NAMESPACE
 from infra.stack_factors import (
     MeasuredModel,
     StackFactors,
@@ -199,7 +200,7 @@ def _provenance(args, client: PrometheusClient, plan, all_obs: list[Observation]
 
 def _images(client: PrometheusClient, at: float) -> list[str]:
     """The vLLM containers' images kube-state-metrics saw (none without kube-state-metrics)."""
-    result = client.query('group by (image) (kube_pod_container_info{namespace="inference", container="vllm"})', at)
+    result = client.query(f'group by (image) (kube_pod_container_info{{namespace="{ENGINES_NAMESPACE}", container="vllm"}})', at)
     return sorted({s.labels["image"] for s in result if "image" in s.labels})
 
 

@@ -178,7 +178,7 @@ def control_plane_exposure(environment: str, cidrs: list[str]) -> tuple[list[Pro
             notes.append(f"{environment}: the Kubernetes API is open to the internet (token-protected); set cluster.control_plane_allowed_cidrs to the ranges Pulumi and your operators connect from")
         return problems, blockers, notes
     if not cidrs:
-        problems.append(Problem(key, "[] opens the prod Kubernetes API to the internet; list the public ranges Pulumi (CI) and your operators connect from"))
+        problems.append(Problem(key, "not set or empty, which opens the prod Kubernetes API to the internet; list the public ranges Pulumi (CI) and your operators connect from"))
         return problems, blockers, notes
     dead = []
     for i, net in enumerate(nets):

@@ -280,7 +280,8 @@ def _pack(group: NodeGroup, pods: list[tuple[PodTemplate, dict[str, float], int]
                 f"{group.name} ({group.nodes} × {group.size}) cannot hold what is pinned to it: its pods request "
                 f"{_amount(r, total)} in total (largest: {', '.join(f'{describe(t.owner)} {_amount(r, v)}' for v, t in largest)}), "
                 f"its nodes have {_amount(r, has)} allocatable after DaemonSets, and {describe(template.owner)} "
-                f"({_amount(r, need[r])} per pod) fits on no node"
+                f"({_amount(r, need[r])} per pod) "
+                + ("fits on no node" if need.get(r, 0.0) > free.get(r, 0.0) else "finds no node with room left")
                 + (f"; change {group.key} or its node count, or this layout" if owner else "; choose a larger size or more nodes")
                 + ("" if group.key.endswith("size") else " (set cluster.system_pool.size and nodes)")))]
         for r, v in need.items():

@@ -21,14 +21,14 @@ declared, `infra/invariant_gate.py`) all run them.
 
 | invariant | what must hold |
 |---|---|
-| identity | (group, kind, namespace, name) is unique across everything the plan and its controllers create: a model named `router`, `inference-gateway` or `<other>-pd-router` is refused; `--out` never drops or overwrites an object |
+| identity | (group, kind, namespace, name) is unique across everything the plan and its controllers create: a model named `<other>-pd-router` is refused (the router and the gateway live in `inference`, apart from the engines in `inference-engines`); `--out` never drops or overwrites an object |
 | wiring: selectors | every Service, InferencePool and PodDisruptionBudget selects at least one pod, and pods of one role only (one `app.kubernetes.io/name`, component, model and prefill/decode side); the ports they send to are ports those pods declare, as is a PodMonitor's port |
 | wiring: references | every `...Ref`/`...Refs` (scaleTargetRef, endpointPickerRef, parentRefs, backendRefs, parametersRef, roleRef, secretRef, secretKeyRef, configMapRef...), every pod volume, service account and image pull secret, and a claim's `volumeName` names an object the plan or its controllers create |
 | prerequisites | every custom resource's CRD is installed by the plan (a chart, a pinned CRD manifest, a CRD object) or by DOKS (Gateway API on VPC-native clusters only) |
 | capacity: pools | each pool's pods fit its nodes (vCPU, memory, GPUs, boot disk) at the declared counts and with each autoscaled workload at its maximum, after the DaemonSets that run on every node; the system pool holds everything pinned there, chart components included |
 | capacity: storage | the NFS cache holds every checkpoint plus ~20 GiB of compile cache per model; a model's download into an unbounded emptyDir (no cache) counts its weights against the node's disk |
 | GPU view | a GPU partition mode that splits GPUs (`AMD_PARTITION_MODE_DPX_NPS2`) is refused: the planner sizes layouts on whole GPUs |
-| no silent ignores | a key that cannot take effect is refused, with why: `models[].autoscaling` settings on a model that does not autoscale, `router.session_header` without `router.kind: session`, router settings under `router.kind: service` (no router runs), `router.image` under `gateway`, `observability` settings while it is off, `gpu_runtime.disable_numa_balancing` without AMD pools; an autoscaling pool whose pods nothing scales is noted |
+| no silent ignores | a key that cannot take effect is refused, with why: `models[].autoscaling` settings on a model that does not autoscale, `router.session_header` without `router.kind: session`, router settings under `router.kind: service` (no router runs), `router.image` under `gateway`, `observability` settings while it is off, `gpu_runtime.disable_numa_balancing` without AMD pools, `router.allowed_source_cidrs` without `router.public`, `observability.alert_receiver.channel` without `kind: slack`, `models[].workload.think_time_s` with `turns_per_session` 1 (an explicit empty list or null is accepted); an autoscaling pool whose pods nothing scales is noted |
 | one number | notes, model lines, the cost table and the JSON agree (nodes for peak, cost at the pools' bounds) |
 
 Assumed figures (DOKS publishes none): the kubelet's reservation (memory: 25 % of the first 4 GiB,

@@ -38,8 +38,16 @@ def _section_rules(plan: StackPlan) -> list[tuple[str, object, tuple[str, ...], 
          None if router.kind != "service" else "router.kind service runs no router (each model is reached at its own Service)"),
         ("router", router, ("image",),
          None if router.kind != "gateway" else "router.kind gateway runs Agentgateway, not the vLLM router image"),
+        # Under kind service the rule above already names it (no router at all).
+        ("router", router, ("allowed_source_cidrs",),
+         None if router.public or router.kind == "service" else
+         "the allow-list is the public load balancer's (loadBalancerSourceRanges) and router.public is false"),
         ("observability", obs, ("retention", "storage_gib", "alert_receiver", "runbook_url"),
          None if obs.enabled else "observability is off (observability.enabled)"),
+        # While observability is off the rule above already names alert_receiver as a whole.
+        ("observability.alert_receiver", obs.alert_receiver, ("channel",),
+         None if obs.alert_receiver.kind == "slack" or not obs.enabled else
+         f"the channel is a Slack receiver's (alert_receiver.kind is {obs.alert_receiver.kind!r})"),
         ("gpu_runtime", cfg.gpu_runtime, ("disable_numa_balancing",),
          None if amd else "the NUMA-balancing tuning runs on AMD GPU nodes only, and no pool is AMD"),
     ]
@@ -54,9 +62,14 @@ def check_ignores(plan: StackPlan, paths: KeyPaths) -> tuple[list[Problem], list
         if why is None:
             continue
         for key in keys:
-            if key in config.model_fields_set:
+            # An explicit empty value (`allowed_source_cidrs: []`, `channel: null`) asks for nothing.
+            if key in config.model_fields_set and getattr(config, key) not in (None, []):
                 problems.append(Problem(paths.section(f"{section}.{key}"), f"takes no effect: {why}; remove it"))
     for i, model in enumerate(plan.config.models):
+        if "think_time_s" in model.workload.model_fields_set and model.workload.turns_per_session == 1:
+            problems.append(Problem(paths.model(model.name, "workload.think_time_s") or "", (
+                "takes no effect: it is the time between a conversation's turns, and workload.turns_per_session "
+                "is 1 (single prompts); set turns_per_session above 1 or remove it")))
         auto = model.autoscaling
         # `enabled` is resolved by the config (so always "set"); the other keys are set only when written.
         written = sorted(k for k in auto.model_fields_set if k != "enabled")

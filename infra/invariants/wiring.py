@@ -112,7 +112,7 @@ def check_selectors(objects: list[dict], paths: KeyPaths) -> list[Problem]:
                         f"{describe(obj)} selects pods of {len(values)} different {label} ({', '.join(values)}: "
                         f"{', '.join(owners)}); it must select one role only"
                         + ("; the gateway's InferencePool cannot drive a prefill/decode layout: use a router kind with the "
-                           "P/D router (router.kind: roundrobin | session | ...) or a layout without p/d sides"
+                           "P/D router (router.kind: session, prefix or round-robin) or a layout without p/d sides"
                            if label == PD_ROLE else "")
                     )))
                     break

@@ -369,9 +369,14 @@ def _published_row(rec: dict, source: str) -> tuple[Observation | None, str]:
     output = total * osl / (isl + osl) if "input+output" in notes else total
     layout = Layout(tp=tp, dp=dp, ep=bool(rec["ep"].strip()), max_num_seqs=seqs, max_num_batched_tokens=tokens,
                     kv_cache_dtype="fp8" if "KV" in rec["precision"] else "auto")
+    # This table has no date column: a row dates its engine build in its notes ("engine build
+    # YYYY-MM"), so a recent result run on an old build (MLPerf partners on the v5.0 fork) is
+    # reported as early software rather than fitted; undated rows stay current.
+    build = re.search(r"engine build (\d{4}-\d{2})", notes)
     return (
         Observation(
-            source=source, engine=engine, engine_version=rec["engine"], date="", hardware=rec["hardware"],
+            source=source, engine=engine, engine_version=rec["engine"], date=build.group(1) if build else "",
+            hardware=rec["hardware"],
             accelerator=acc, arch=arch, layout=layout, replicas=replicas, input_tokens=int(isl), output_tokens=int(osl),
             load=load, concurrency=concurrency, rate_rps=None, output_tok_s=output, tpot_ms=_num(rec["tpot_ms"]),
             ttft_ms=None, label="",

@@ -38,7 +38,7 @@ from infra.catalog import versions
 from infra.catalog.epp import SCORERS, SESSION_AFFINITY
 from infra.catalog.vllm_flags import VLLM_PORT
 from infra.render import scan_exceptions
-from infra.render.model_service import LABEL_MODEL, NAMESPACE, PART_OF, selector_labels
+from infra.render.model_service import ENGINES_NAMESPACE, LABEL_MODEL, NAMESPACE, PART_OF, selector_labels
 from infra.render.scan_exceptions import accept
 
 INFERENCE_GROUP = "inference.networking.k8s.io"
@@ -75,7 +75,16 @@ class PoolSpec:
     failure_mode: FailOpen | FailClose — what the gateway does when the EPP does not answer.
     request_timeout_seconds: the route's `timeouts.request` (request_timeout_seconds()).
     objectives: (name, priority) InferenceObjectives of this pool.
-    gateway_name: the Gateway the route attaches to (same namespace).
+    gateway_name: the Gateway the route attaches to.
+    namespace: the engines' namespace: an InferencePool selects pods of its own namespace only
+        (Inference Extension v1.6.0 `spec.selector`), so the pool, its picker and its route live
+        beside the engines.
+    gateway_namespace: the Gateway's namespace (the front door's). The route attaches to it across
+        namespaces, which the Gateway's listener admits (`allowedRoutes.namespaces.from: Selector`);
+        the route is not left beside the Gateway with a ReferenceGrant because Agentgateway v1.4.1
+        honours ReferenceGrants to Services, Secrets and its own backends only
+        (controller/pkg/agentgateway/plugins/reference_indexes.go `KnownToReferences`; InferencePool
+        was added after v1.4.1, agentgateway/agentgateway#3169).
     system_node_selector: where the EPP runs (the system pool).
     """
 
@@ -83,7 +92,8 @@ class PoolSpec:
     served_model_name: str
     scorers: tuple[tuple[str, float], ...]
     gateway_name: str
-    namespace: str = NAMESPACE
+    namespace: str = ENGINES_NAMESPACE
+    gateway_namespace: str = NAMESPACE
     session_header: str | None = None
     failure_mode: str = "FailOpen"
     request_timeout_seconds: int = 300
@@ -332,7 +342,7 @@ def render_http_route(spec: PoolSpec) -> dict:
         "kind": "HTTPRoute",
         "metadata": _meta(spec.name, spec, pool_labels(spec)),
         "spec": {
-            "parentRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": spec.gateway_name}],
+            "parentRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": spec.gateway_name, "namespace": spec.gateway_namespace}],
             "rules": [
                 {
                     "matches": [

@@ -17,7 +17,8 @@ What is rendered here (facts of agentgateway/agentgateway @ v1.4.1):
 - `AgentgatewayParameters` (controller/api/v1alpha1/agentgateway/agentgateway_parameters_types.go):
   strategic-merge overlays of the proxy Deployment (replicas, system pool), its PDB and its
   Service (type, DigitalOcean load-balancer annotations, source ranges, the HTTPS port);
-- the `Gateway` (one HTTP listener; routes from its namespace only) pointing at those parameters;
+- the `Gateway` (one HTTP listener; routes from the engines' namespace only, where each model's
+  InferencePool must live) pointing at those parameters;
 - an `AgentgatewayPolicy` on the Gateway, phase PreRouting: the API-key check and the
   transformation `X-Gateway-Base-Model-Name = json(request.body).model` the HTTPRoutes match on
   (agentgateway_policy_types.go: PreRouting supports both; `json()` is in schema/cel-functions.md);
@@ -59,6 +60,7 @@ DO_LB = "service.beta.kubernetes.io/do-loadbalancer-"
 LB_IDLE_TIMEOUT_SECONDS = 600
 
 MIN_REQUEST_TIMEOUT_SECONDS = 60
+NS_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
 
 
 def route_timeout_seconds(ttft_p90_ms: float, tpot_p90_ms: float, output_tokens: int) -> int:
@@ -166,7 +168,11 @@ def service_annotations(spec: GatewaySpec) -> dict[str, str]:
 
 def render_parameters(spec: GatewaySpec) -> dict:
     """AgentgatewayParameters: overlays of what the controller generates for the Gateway."""
-    template_spec: dict = {}
+    # The controller's proxy pods drop every capability and run as non-root but set no seccomp
+    # profile (controller/pkg/helm/agentgateway/templates/_helpers.tpl @ v1.4.1), which Pod
+    # Security `restricted` requires of the namespace they run in: the overlay adds it (a strategic
+    # merge keeps the chart's sysctl, which `restricted` allows).
+    template_spec: dict = {"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}
     if spec.system_node_selector:
         template_spec["nodeSelector"] = dict(spec.system_node_selector)
     service_spec: dict
@@ -197,6 +203,16 @@ def render_parameters(spec: GatewaySpec) -> dict:
     }
 
 
+def allowed_routes(spec: GatewaySpec) -> dict:
+    """The namespaces whose HTTPRoutes may attach to the listener: exactly the pools' (the engines'
+    namespace), matched by the name label Kubernetes sets on every namespace."""
+    namespaces = sorted({p.namespace for p in spec.pools})
+    if not namespaces or namespaces == [spec.namespace]:
+        return {"namespaces": {"from": "Same"}}
+    selector = {"matchExpressions": [{"key": NS_NAME_LABEL, "operator": "In", "values": namespaces}]}
+    return {"namespaces": {"from": "Selector", "selector": selector}}
+
+
 def render_gateway(spec: GatewaySpec) -> dict:
     return {
         "apiVersion": f"{GATEWAY_GROUP}/v1",
@@ -205,7 +221,7 @@ def render_gateway(spec: GatewaySpec) -> dict:
         "spec": {
             "gatewayClassName": GATEWAY_CLASS,
             "listeners": [
-                {"name": "http", "protocol": "HTTP", "port": LISTENER_PORT, "allowedRoutes": {"namespaces": {"from": "Same"}}}
+                {"name": "http", "protocol": "HTTP", "port": LISTENER_PORT, "allowedRoutes": allowed_routes(spec)}
             ],
             "infrastructure": {
                 "parametersRef": {"group": AGW_API.split("/")[0], "kind": "AgentgatewayParameters", "name": spec.gateway_name}

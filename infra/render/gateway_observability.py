@@ -64,7 +64,7 @@ def render_gateway_pod_monitors(spec: GatewaySpec, settings: MonitoringSettings)
         {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"},
     ]
     epp = {
-        "namespaceSelector": {"matchNames": [spec.namespace]},
+        "namespaceSelector": {"matchNames": sorted({p.namespace for p in spec.pools}) or [spec.namespace]},
         "selector": {
             "matchLabels": {"app.kubernetes.io/name": EPP_APP},
             "matchExpressions": [{"key": LABEL_MODEL, "operator": "Exists"}],

@@ -49,7 +49,11 @@ from infra.render.warm_start import (
     streamer_args,
 )
 
-NAMESPACE = "inference"
+NAMESPACE = "inference"  # the front door (router or gateway) and everything else not an engine: Pod Security restricted
+# The engines, and what they read by namespace (Secrets, the weight cache's claim, fabric NIC
+# attachments, their ScaledObjects and, with the gateway, InferencePools and endpoint pickers):
+# Pod Security privileged, because ROCm engines need more than `baseline` (render_namespace).
+ENGINES_NAMESPACE = "inference-engines"
 PART_OF = "inference-platform"
 LABEL_MODEL = "inference-platform/model"
 ANNOTATION_GPUS = "inference-platform/gpus-per-replica"
@@ -153,7 +157,7 @@ class ModelServiceSpec:
     nodes_max: int
     gpu: GpuSize
     pool_name: str
-    namespace: str = NAMESPACE
+    namespace: str = ENGINES_NAMESPACE
     image: str | None = None
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
@@ -847,10 +851,18 @@ def render_pdb(spec: ModelServiceSpec) -> dict:
     }
 
 
-def render_namespace(name: str = NAMESPACE) -> dict:
-    """The engines' namespace: ROCm engines need SYS_PTRACE (multi-GPU pods), IPC_LOCK (fabric)
-    and an unconfined seccomp profile (`engine_security`), none of which `baseline` allows, so the
-    level enforced is `privileged`; audit and warn report anything beyond `baseline`."""
+def render_namespace(name: str, pod_security: str) -> dict:
+    """A namespace of the stack with its Pod Security labels (pod_security: privileged | restricted).
+
+    `privileged` is for the engines' namespace only: ROCm engines need SYS_PTRACE (multi-GPU pods),
+    IPC_LOCK (fabric NICs) and an unconfined seccomp profile (`engine_security`), none of which
+    `baseline` allows; audit and warn still report anything beyond `baseline`, so a new exception
+    shows up in the API server's audit log and in `kubectl` warnings. Every other namespace of the
+    stack enforces `restricted` (non-root, every capability dropped, RuntimeDefault seccomp, no
+    privilege escalation): a pod that needs more is refused at admission, not found by a scan."""
+    if pod_security not in ("privileged", "restricted"):
+        raise ValueError(f"pod_security {pod_security!r}: privileged or restricted")
+    report = "baseline" if pod_security == "privileged" else "restricted"
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -859,8 +871,9 @@ def render_namespace(name: str = NAMESPACE) -> dict:
             "labels": {
                 "app.kubernetes.io/part-of": PART_OF,
                 "app.kubernetes.io/managed-by": "pulumi",
-                "pod-security.kubernetes.io/enforce": "privileged",
-                "pod-security.kubernetes.io/audit": "baseline",
+                "pod-security.kubernetes.io/enforce": pod_security,
+                "pod-security.kubernetes.io/audit": report,
+                "pod-security.kubernetes.io/warn": report,
             },
         },
     }

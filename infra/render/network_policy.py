@@ -9,22 +9,26 @@ What is rendered (all from the plan's facts, nothing per feature: engines are se
 engine labels every layout family carries — Deployments, P/D sides, LeaderWorkerSet leaders and
 workers, rollout variants):
 
-inference namespace
-  default-deny          every pod, ingress and egress
+inference namespace (the front door) and inference-engines namespace (the engines, P/D routers,
+endpoint pickers, prefetch Jobs); a flow between them names the other namespace in a
+`namespaceSelector` peer on both sides (the sender's egress and the receiver's ingress)
+  default-deny          every pod of both namespaces, ingress and egress
   dns                   every pod → CoreDNS (kube-system, k8s-app=kube-dns) 53/UDP+TCP
   front door ingress    clients (any namespace; the internet too when public — the load balancer's
                         source ranges filter it) → the router's client port / the gateway listener;
                         kind `service` (no router): clients → the engines' :8000
-  engines               ingress :8000 from the front door (router, gateway proxy, endpoint pickers,
-                        the model's P/D router) and from Prometheus; every port from engines of the
-                        same model (P/D KV transfer, multi-node torch/RCCL); egress to engines of the
-                        same model, to the model's P/D router (MoRI-IO registration), to the weights
-                        (NFS :2049 in the VPC, or Spaces :443) — never to the model hub
+  engines               ingress :8000 from the front door (router or gateway proxies in `inference`,
+                        endpoint pickers, the model's P/D router) and from Prometheus; every port
+                        from engines of the same model (P/D KV transfer, multi-node torch/RCCL);
+                        egress to engines of the same model, to the model's P/D router (MoRI-IO
+                        registration), to the weights (NFS :2049 in the VPC, or Spaces :443) — never
+                        to the model hub
   prefetch Jobs         egress to the model hub / Spaces (:443) and NFS; no ingress
   router / pickers / P/D routers
                         egress to the engines and to the Kubernetes API (:443: the registrar, service
                         discovery and the pickers watch pods); the router's hash-locked PyPI install
-                        uses the same :443 egress (none when `router.image` is set)
+                        uses the same :443 egress (none when `router.image` is set); the gateway
+                        proxies reach the pickers (ext-proc gRPC) and the engines across namespaces
   metrics               Prometheus → engines :8000, router and P/D routers :29000, pickers :9090,
                         gateway proxies :15020
 monitoring namespace (observability on)
@@ -99,7 +103,7 @@ class NetworkPolicySpec:
     weights: `nfs`, `spaces` or None (no shared cache: each engine loads from its image/volume).
     """
 
-    namespace: str
+    namespace: str  # the front door's (router, gateway proxies)
     models: tuple[str, ...]
     front_door: str
     client_port: int
@@ -118,7 +122,12 @@ class NetworkPolicySpec:
     lws_namespace: str | None = None  # the LeaderWorkerSet controller (fabric pools)
     gpu_operator_namespace: str | None = None  # gpu_runtime.mode gpu-operator: the AMD GPU operator
     cert_manager_namespace: str | None = None  # ... and the cert-manager it needs
+    engines_namespace: str = ""  # the engines', P/D routers' and pickers'; "" = namespace
     labels: dict[str, str] = field(default_factory=lambda: {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"})
+
+    @property
+    def engines_ns(self) -> str:
+        return self.engines_namespace or self.namespace
 
 
 # --------------------------------------------------------------------------- peers and rules
@@ -178,12 +187,13 @@ def _api_egress() -> dict[str, Any]:
 
 
 def _front_door_selectors(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
-    """Pods that send requests to engines on behalf of clients."""
+    """Pods that send requests to engines on behalf of clients, as peers of a policy in the engines'
+    namespace: the router or the gateway proxies in the front door's namespace, the pickers beside
+    the engines."""
     if spec.front_door == "router":
-        return [_pods(ROUTER_LABELS)]
+        return [_pods_in(spec.namespace, ROUTER_LABELS)]
     if spec.front_door == "gateway":
-        gateway = {"podSelector": {"matchLabels": {GATEWAY_NAME_LABEL: spec.gateway_name}}}
-        return [gateway, _pods(EPP_LABELS)]
+        return [_pods_in(spec.namespace, {GATEWAY_NAME_LABEL: spec.gateway_name}), _pods(EPP_LABELS)]
     return []
 
 
@@ -206,7 +216,7 @@ def _weights_egress(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
 
 
 def _engine_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
-    ns = spec.namespace
+    ns = spec.engines_ns
     callers = _front_door_selectors(spec) if spec.front_door != "service" else _clients(spec)
     ingress = [{"from": callers + _prometheus(spec), "ports": _ports(ENGINE_PORT)}]
     if spec.pd_models:
@@ -234,8 +244,11 @@ def _engine_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
 
 
 def _front_door_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
-    ns, engines = spec.namespace, [_pods(ENGINE_LABELS)]
-    to_engines = {"to": engines, "ports": _ports(ENGINE_PORT)}
+    """The router or the gateway proxies (front door namespace); the pickers and the P/D routers
+    (engines' namespace)."""
+    ns, eng_ns, engines = spec.namespace, spec.engines_ns, [_pods(ENGINE_LABELS)]
+    to_engines = {"to": engines, "ports": _ports(ENGINE_PORT)}  # from the engines' namespace
+    to_engines_there = {"to": [_pods_in(eng_ns, ENGINE_LABELS)], "ports": _ports(ENGINE_PORT)}
     out = []
     if spec.front_door == "router":
         out.append(
@@ -244,7 +257,8 @@ def _front_door_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
                 "clients reach the router's client port only; Prometheus its metrics; it reaches engines, P/D routers and the API",
                 ingress=[{"from": _clients(spec), "ports": _ports(spec.client_port)}]
                 + ([{"from": _prometheus(spec), "ports": _ports(ROUTER_METRICS_PORT)}] if spec.monitoring_namespace else []),
-                egress=[_dns_egress(), to_engines, {"to": [_pods(PD_ROUTER_LABELS)], "ports": _ports(ENGINE_PORT)}, _api_egress()],
+                egress=[_dns_egress(), to_engines_there, {"to": [_pods_in(eng_ns, PD_ROUTER_LABELS)], "ports": _ports(ENGINE_PORT)},
+                        _api_egress()],
             )
         )  # fmt: skip
     if spec.front_door == "gateway":
@@ -257,14 +271,14 @@ def _front_door_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
                 "clients reach the gateway listener; it asks the pickers and forwards to engines",
                 ingress=[{"from": _clients(spec), "ports": _ports(spec.client_port)}]
                 + ([{"from": _prometheus(spec), "ports": _ports(spec.gateway_metrics_port)}] if spec.monitoring_namespace else []),
-                egress=[_dns_egress(), to_engines, {"to": [_pods(EPP_LABELS)], "ports": _ports(grpc)}, *control],
+                egress=[_dns_egress(), to_engines_there, {"to": [_pods_in(eng_ns, EPP_LABELS)], "ports": _ports(grpc)}, *control],
             )
         )  # fmt: skip
         out.append(
             _policy(
-                spec, ns, "endpoint-pickers", _match(EPP_LABELS),
+                spec, eng_ns, "endpoint-pickers", _match(EPP_LABELS),
                 "the gateway asks the pickers (ext-proc gRPC); they read engine metrics and watch pods",
-                ingress=[{"from": [{"podSelector": {"matchLabels": proxy}}], "ports": _ports(grpc)}]
+                ingress=[{"from": [_pods_in(ns, proxy)], "ports": _ports(grpc)}]
                 + ([{"from": _prometheus(spec), "ports": _ports(metrics)}] if spec.monitoring_namespace else []),
                 egress=[_dns_egress(), to_engines, _api_egress()],
             )
@@ -273,7 +287,7 @@ def _front_door_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
         discovery = [{"from": engines, "ports": _ports(spec.pd_discovery_port)}] if spec.pd_discovery_port else []
         out.append(
             _policy(
-                spec, ns, "pd-routers", _match(PD_ROUTER_LABELS),
+                spec, eng_ns, "pd-routers", _match(PD_ROUTER_LABELS),
                 "the front door reaches each model's P/D router; it runs both legs on the engines",
                 ingress=[{"from": _front_door_selectors(spec) or _clients(spec), "ports": _ports(ENGINE_PORT)}, *discovery]
                 + ([{"from": _prometheus(spec), "ports": _ports(ROUTER_METRICS_PORT)}] if spec.monitoring_namespace else []),
@@ -284,17 +298,18 @@ def _front_door_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
 
 
 def _inference_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
-    ns = spec.namespace
-    out = [
-        _policy(spec, ns, "default-deny", {}, "deny every flow the plan does not list below", ingress=[], egress=[]),
-        _policy(spec, ns, "dns", {}, "every pod resolves names", egress=[_dns_egress()]),
-        *_engine_policies(spec),
-        *_front_door_policies(spec),
-    ]
+    """Both serving namespaces: each denies by default and resolves names; then the flows."""
+    out = []
+    for ns in dict.fromkeys((spec.namespace, spec.engines_ns)):
+        out += [
+            _policy(spec, ns, "default-deny", {}, "deny every flow the plan does not list below", ingress=[], egress=[]),
+            _policy(spec, ns, "dns", {}, "every pod resolves names", egress=[_dns_egress()]),
+        ]
+    out += [*_engine_policies(spec), *_front_door_policies(spec)]
     if spec.prefetch:
         out.append(
             _policy(
-                spec, ns, "prefetch", _match(PREFETCH_LABELS),
+                spec, spec.engines_ns, "prefetch", _match(PREFETCH_LABELS),
                 "the weight prefetch Jobs download from the model hub (or Spaces) into the cache",
                 egress=[_dns_egress(), {"to": [_internet()], "ports": _ports(HTTPS_PORT)}, *_weights_egress(spec)],
             )
@@ -429,7 +444,7 @@ def render_network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
 
 
 def network_policy_spec(
-    *, namespace: str, vpc_cidr: str, services, router, gateway, observability, keda: bool, lws: bool = False,
+    *, namespace: str, vpc_cidr: str, services, engines_namespace: str = "", router, gateway, observability, keda: bool, lws: bool = False,
     gpu_operator: bool = False,
 ) -> NetworkPolicySpec:
     """The policy facts of a plan: its model services, router or gateway, observability, KEDA.
@@ -452,6 +467,7 @@ def network_policy_spec(
         door, port, public = "service", ENGINE_PORT, False
     return NetworkPolicySpec(
         namespace=namespace,
+        engines_namespace=engines_namespace,
         models=tuple(s.name for s in services),
         front_door=door,
         client_port=port,

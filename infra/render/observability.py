@@ -135,6 +135,9 @@ class MonitoringSettings:
     # `metrics`); GET /metrics on its serving port is proxied to one engine (tests/e2e/test_router.py).
     router_metrics_port: str = "metrics"
     grafana_storage_gib: int = 0  # 0: dashboards come from ConfigMaps, no state worth a volume
+    # The router's (and the gateway proxies') namespace; engines, P/D routers and pickers live in
+    # their models' namespace (ObservedModel.namespace).
+    front_door_namespace: str = "inference"
 
 
 @dataclass(frozen=True)
@@ -416,7 +419,7 @@ def render_pod_monitors(
                     settings.namespace,
                     {
                         "namespaceSelector": {
-                            "matchNames": pd_namespaces if component == PD_ROUTER_COMPONENT else namespaces
+                            "matchNames": {PD_ROUTER_COMPONENT: pd_namespaces, "router": [settings.front_door_namespace]}.get(component, namespaces)
                         },
                         "selector": selectors[component],
                         "podMetricsEndpoints": [

@@ -50,6 +50,7 @@ from infra.catalog import versions
 from infra.render import scan_exceptions
 from infra.render.model_service import (
     ANNOTATION_API_KEY_REQUIRED,
+    ENGINES_NAMESPACE,
     NAMESPACE,
     PART_OF,
     selector_labels,
@@ -130,6 +131,7 @@ class RouterSpec:
     kind: str = "session"
     replicas: int = 2
     namespace: str = NAMESPACE
+    engines_namespace: str = ENGINES_NAMESPACE  # where the engine Services are: the registrar reads their EndpointSlices there
     public: bool = False
     tls_certificate_id: str | None = None
     allowed_source_cidrs: tuple[str, ...] = ()
@@ -206,7 +208,7 @@ def registrar_args(spec: RouterSpec) -> list[str]:
     args = [
         "/registrar/router_registrar.py",
         "--router", f"http://127.0.0.1:{ROUTER_PORT}",
-        "--namespace", spec.namespace,
+        "--namespace", spec.engines_namespace,
         "--interval", str(REGISTRAR_INTERVAL_SECONDS),
     ]  # fmt: skip
     for m in sorted(spec.models, key=lambda m: m.served_model_name):
@@ -238,11 +240,13 @@ def render_service_account(spec: RouterSpec) -> dict:
 
 
 def render_role(spec: RouterSpec) -> dict:
-    """Read-only, namespaced: the registrar lists EndpointSlices of the engine Services, nothing else."""
+    """Read-only, namespaced: the registrar lists EndpointSlices of the engine Services, nothing
+    else; so the Role and its binding live in the engines' namespace, bound to the router's
+    ServiceAccount in its own."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
-        "metadata": _meta(spec.name, spec),
+        "metadata": {**_meta(spec.name, spec), "namespace": spec.engines_namespace},
         "rules": [{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]}],
     }
 
@@ -251,7 +255,7 @@ def render_role_binding(spec: RouterSpec) -> dict:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": _meta(spec.name, spec),
+        "metadata": {**_meta(spec.name, spec), "namespace": spec.engines_namespace},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": spec.name},
         "subjects": [{"kind": "ServiceAccount", "name": spec.name, "namespace": spec.namespace}],
     }

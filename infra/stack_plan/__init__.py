@@ -15,7 +15,7 @@ from infra.stack_plan.facts import ModelFacts
 from infra.stack_plan.gateway import gateway_pool_specs, gateway_spec
 from infra.stack_plan.models import with_rollouts
 from infra.stack_plan.monitoring import gpu_runtime_facts, observed_models, pd_observed, rollouts_observed
-from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
+from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 from infra.stack_plan.notes import (
     CALIBRATE_BELOW,
     THIN_KV_SHARE,
@@ -32,6 +32,7 @@ from infra.stack_plan.weights import cold_start_notes, readiness_plan, weight_bu
 
 __all__ = [
     "CALIBRATE_BELOW",
+    "ENGINES_NAMESPACE",
     "INFERENCE_NAMESPACE",
     "THIN_KV_SHARE",
     "ModelFacts",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from infra.config import NS, PROJECT, StackConfig
 from infra.specs import ClusterSpec, FabricSpec, GpuPoolSpec, GpuRuntimeSpec, gpu_addon_flags, standard_tags
 from infra.stack_plan.facts import ModelFacts
-from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
+from infra.stack_plan.namespaces import ENGINES_NAMESPACE
 
 
 def _plus(count: int | None, extra: int) -> int | None:
@@ -19,7 +19,7 @@ def fabric_spec(prefix: str, cfg: StackConfig) -> FabricSpec | None:
     fabric = tuple(p.name for p in cfg.gpu_pools if p.fabric)
     if not fabric:
         return None
-    return FabricSpec(name=f"{prefix}-fabric", fabric_pools=fabric, namespace=INFERENCE_NAMESPACE)
+    return FabricSpec(name=f"{prefix}-fabric", fabric_pools=fabric, namespace=ENGINES_NAMESPACE)
 
 
 def project_name(stack: str) -> str:

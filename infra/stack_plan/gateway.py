@@ -11,7 +11,7 @@ from infra.render.epp import FAILURE_MODES, PoolSpec, selection_conflicts
 from infra.render.gateway import GatewaySpec, route_timeout_seconds
 from infra.render.model_service import ModelServiceSpec, render_deployment
 from infra.render.observability import MonitoringSettings
-from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
+from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 
 
 def gateway_pool_specs(cfg: StackConfig, services: tuple[ModelServiceSpec, ...], system_node_selector: dict[str, str]) -> tuple[PoolSpec, ...]:
@@ -29,7 +29,8 @@ def gateway_pool_specs(cfg: StackConfig, services: tuple[ModelServiceSpec, ...],
                 served_model_name=s.served_model_name,
                 scorers=scorers,
                 gateway_name="inference-gateway",
-                namespace=INFERENCE_NAMESPACE,
+                namespace=ENGINES_NAMESPACE,
+                gateway_namespace=INFERENCE_NAMESPACE,
                 session_header=cfg.router.session_header,
                 failure_mode=FAILURE_MODES[gw.failure_mode],
                 request_timeout_seconds=route_timeout_seconds(model.slo.ttft_p90_ms, model.slo.tpot_p90_ms, model.workload.output_tokens),

@@ -12,7 +12,7 @@ from infra.render.planner_prediction import prediction_of
 from infra.render.rollout_rules import RolloutObserved
 from infra.render.slo_rules import ObservedModel, PdObserved
 from infra.stack_plan.facts import ModelFacts
-from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
+from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 from infra.stack_plan.services import model_service_spec
 
 
@@ -31,7 +31,7 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
             ObservedModel(
                 name=m.config.name,
                 served_model_name=m.config.api_model_name,
-                namespace=INFERENCE_NAMESPACE,
+                namespace=ENGINES_NAMESPACE,
                 ttft_p90_ms=m.config.slo.ttft_p90_ms,
                 tpot_p90_ms=m.config.slo.tpot_p90_ms,
                 gpus_per_replica=m.layout.gpus_per_replica,
@@ -106,6 +106,7 @@ def observability_spec(cfg: StackConfig, models: list[ModelFacts], system_node_s
             alert_receiver=obs.alert_receiver.kind,
             alert_slack_channel=obs.alert_receiver.channel,
             runbook_url=obs.runbook_url,
+            front_door_namespace=INFERENCE_NAMESPACE,
         ),
         models=tuple(observed_models(models)),
         gpu=gpu_runtime_facts(cfg),

@@ -53,7 +53,7 @@ from infra.stack_plan.models import plan_models
 from infra.stack_plan.monitoring import (
     observability_spec,
 )
-from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
+from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 from infra.stack_plan.notes import open_router_notes, tag_only_image_notes
 from infra.stack_plan.router import front_door, router_spec
 from infra.stack_plan.services import image_prepull_spec, model_service_specs
@@ -76,7 +76,7 @@ class StackPlan:
     cluster: ClusterSpec
     pools: tuple[GpuPoolSpec, ...]
     gpu_runtime: GpuRuntimeSpec
-    namespace: dict[str, Any]  # the inference namespace object
+    namespace: dict[str, Any]  # the `inference` namespace object: the front door, Pod Security restricted
     model_cache: ModelCacheSpec | None
     services: tuple[ModelServiceSpec, ...]  # one per model, same order
     router: RouterSpec  # the one router of the environment (kind service: renders nothing)
@@ -91,6 +91,8 @@ class StackPlan:
     fabric: FabricSpec | None = None  # a fabric pool: LWS, Multus and the fabric NIC attachments
     network_policies: NetworkPolicySpec | None = None  # default-deny + the flows the plan needs (issue 30)
     candidates: tuple[ModelServiceSpec, ...] = ()  # rollout candidates' engines (models[].rollout)
+    # the engines' namespace object: Pod Security privileged (ROCm), audit/warn baseline
+    engines_namespace: dict[str, Any] = field(default_factory=lambda: render_namespace(ENGINES_NAMESPACE, "privileged"))
 
     @property
     def stack(self) -> str:
@@ -243,7 +245,8 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         cluster=cluster,
         pools=pools,
         gpu_runtime=gpu_runtime_spec(cfg),
-        namespace=render_namespace(INFERENCE_NAMESPACE),
+        namespace=render_namespace(INFERENCE_NAMESPACE, "restricted"),
+        engines_namespace=render_namespace(ENGINES_NAMESPACE, "privileged"),
         model_cache=cache,
         services=services,
         router=router,
@@ -257,7 +260,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         gateway=gateway,
         fabric=fabric,
         network_policies=network_policy_spec(
-            namespace=INFERENCE_NAMESPACE, vpc_cidr=cfg.network.vpc_cidr, services=services, router=router, gateway=gateway,
+            namespace=INFERENCE_NAMESPACE, engines_namespace=ENGINES_NAMESPACE, vpc_cidr=cfg.network.vpc_cidr, services=services, router=router, gateway=gateway,
             observability=observability, keda=autoscaling is not None, lws=fabric is not None,
             gpu_operator=cfg.gpu_runtime.mode == "gpu-operator" and any(p.gpu.vendor == "amd" for p in cfg.gpu_pools),
         ),  # fmt: skip

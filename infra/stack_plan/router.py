@@ -10,7 +10,7 @@ from infra.front_door import FrontDoor, public_base_url
 from infra.render.model_service import ModelServiceSpec
 from infra.render.router import POLICY_WHY, RoutedModel, RouterSpec, router_timeout_seconds
 from infra.stack_plan.facts import ModelFacts
-from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
+from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 
 
 def router_spec(cfg: StackConfig, models: list[ModelFacts], services: tuple[ModelServiceSpec, ...],
@@ -22,12 +22,13 @@ def router_spec(cfg: StackConfig, models: list[ModelFacts], services: tuple[Mode
     keys = [s.api_key_secret for s in services if s.api_key_secret]
     if r.kind == "gateway":
         return RouterSpec(models=tuple(RoutedModel(s.name, s.served_model_name) for s in services), kind="service",
-                          namespace=INFERENCE_NAMESPACE)
+                          namespace=INFERENCE_NAMESPACE, engines_namespace=ENGINES_NAMESPACE)
     return RouterSpec(
         models=tuple(RoutedModel(s.name, s.served_model_name) for s in services),
         kind=r.kind,
         replicas=r.replicas,
         namespace=INFERENCE_NAMESPACE,
+        engines_namespace=ENGINES_NAMESPACE,
         public=r.public,
         tls_certificate_id=r.tls_certificate_id,
         allowed_source_cidrs=tuple(r.allowed_source_cidrs),

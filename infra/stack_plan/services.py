@@ -9,7 +9,7 @@ from infra.render.model_service import CacheSpec, ModelServiceSpec, api_key_secr
 from infra.render.warm_start import PrepullSpec, SpacesWeights, render_prepull_daemonset
 from infra.specs import ImagePrepullSpec
 from infra.stack_plan.facts import ModelFacts
-from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
+from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 
 
 def model_service_spec(
@@ -40,7 +40,7 @@ def model_service_spec(
         nodes_max=model.pool.max_node_count,
         gpu=model.pool.gpu,
         pool_name=model.pool.name,
-        namespace=INFERENCE_NAMESPACE,
+        namespace=ENGINES_NAMESPACE,
         image=model.config.image,
         extra_args=tuple(model.config.extra_args),
         env=dict(model.config.env),

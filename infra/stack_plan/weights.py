@@ -11,7 +11,7 @@ from infra.planner import ReadinessPlan, WeightSource, plan_readiness
 from infra.render.warm_start import SPACES_READ_SECRET, SPACES_WRITE_SECRET, SpacesWeights
 from infra.specs import ModelCacheSpec, WeightBucketSpec, standard_tags
 from infra.stack_plan.facts import ModelFacts
-from infra.stack_plan.namespaces import INFERENCE_NAMESPACE
+from infra.stack_plan.namespaces import ENGINES_NAMESPACE
 
 
 def weight_source(cfg: StackConfig) -> WeightSource:
@@ -49,7 +49,7 @@ def weight_bucket_spec(cfg: StackConfig) -> tuple[WeightBucketSpec | None, Space
         name=f"{cfg.stack}-weights",
         bucket=mc.bucket,
         region=cfg.spaces_region,
-        namespace=INFERENCE_NAMESPACE,
+        namespace=ENGINES_NAMESPACE,
         read_secret=SPACES_READ_SECRET,
         write_secret=SPACES_WRITE_SECRET,
         protect=cfg.protect,
@@ -89,7 +89,7 @@ def model_cache_spec(cfg: StackConfig) -> ModelCacheSpec | None:
         region=cfg.region,
         size_gib=cfg.model_cache.size_gib,
         tier=cfg.model_cache.tier,
-        namespace=INFERENCE_NAMESPACE,
+        namespace=ENGINES_NAMESPACE,
         protect=cfg.protect,
         tags=tuple(standard_tags(cfg.environment)),
     )

@@ -119,7 +119,7 @@ def test_kind_service_creates_no_router_workload():
     assert [r.name for r in rec.of_type(DEPLOYMENT)] == ["qwen3-235b-engine"]
     service, router = rec.value
     assert router.endpoint is None
-    assert resolve(service.endpoint)[0] == "http://qwen3-235b.inference.svc.cluster.local:8000/v1"
+    assert resolve(service.endpoint)[0] == "http://qwen3-235b.inference-engines.svc.cluster.local:8000/v1"
 
 
 def test_existing_secret_names_are_referenced_not_created():

@@ -225,6 +225,19 @@ def test_parked_pool_is_valid_and_the_plan_says_its_model_serves_nothing():
     assert not any("0 replicas" in n for n in plan_stack(_load(*stack_values("prod"))).notes)
 
 
+def test_available_in_region_overrides_a_stale_catalog_listing():
+    """The documented override of the offline availability check (issue 29): the size the catalog
+    lists only in nyc2 and tor1 plans in atl1 once the stack says DigitalOcean offers it there."""
+    values, secrets = stack_values("dev")
+    _set("region", "atl1")(values)
+    _set("gpu_pools[0].size", "gpu-mi325x1-256gb")(values)
+    with pytest.raises(ConfigError, match=r"not offered in 'atl1'.*listed in: nyc2, tor1"):
+        _load(values, secrets, stack="dev")
+    _set("gpu_pools[0].available_in_region", True)(values)
+    cfg = _load(values, secrets, stack="dev")
+    assert cfg.region == "atl1" and cfg.gpu_pools[0].size == "gpu-mi325x1-256gb"
+
+
 @pytest.mark.parametrize("retention", ["3d", "72h", "1w", "1y"])
 def test_retention_at_or_above_the_slo_window_is_accepted(retention):
     values, secrets = stack_values("prod")

@@ -222,7 +222,7 @@ def router_starter(procs: harness.Processes, engine_env: EngineEnv, started: lis
                            meta={"metrics_port": metrics_port, "args": args})
         started.append(proc)
         harness.wait_http(proc, "/health", timeout=60, extra_tails=procs.tails)
-        kube = harness.FakeEndpointSlices(spec.namespace)
+        kube = harness.FakeEndpointSlices(spec.engines_namespace)  # where the registrar reads the engines
         for model, model_engines in by_model.items():
             kube.set(model, [e.url for e in model_engines])
         token = tmp / f"token-{port}"

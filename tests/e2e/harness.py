@@ -352,7 +352,7 @@ class FakeEndpointSlices:
 
     TOKEN = "e2e-service-account-token"
 
-    def __init__(self, namespace: str = "inference"):
+    def __init__(self, namespace: str = "inference-engines"):
         import http.server
         import threading
         import urllib.parse

@@ -106,7 +106,7 @@ def layout_with_replicas(replicas: int) -> Layout:
 def observed_model(replicas: int = 2) -> observability.ObservedModel:
     spec_deployment = f"{MODEL}-engine"
     return observability.ObservedModel(
-        name=MODEL, served_model_name=SERVED, namespace=ms.NAMESPACE, ttft_p90_ms=SLO.ttft_p90_ms,
+        name=MODEL, served_model_name=SERVED, namespace=ms.ENGINES_NAMESPACE, ttft_p90_ms=SLO.ttft_p90_ms,
         tpot_p90_ms=SLO.tpot_p90_ms, gpus_per_replica=1, replicas=replicas, usd_per_gpu_hour=2.0,
         pool="mi300x-1", usd_per_node_hour=2.0, deployment=spec_deployment,
     )

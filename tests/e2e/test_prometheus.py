@@ -53,7 +53,7 @@ class Prom:
 
 
 def _write_config(tmp, engines, router, rule_file) -> tuple[str, dict]:
-    labels = {"namespace": "inference", "model": inputs.MODEL, "node": "e2e"}
+    labels = {"namespace": "inference-engines", "model": inputs.MODEL, "node": "e2e"}
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
         "rule_files": [str(rule_file)],

@@ -7,9 +7,10 @@ vllm-router 0.1.17 with the project's router args and registrar. The plan sizes 
 the step's weight (50 %: one engine beside one), which vllm-router realises as a share of engines.
 
 Measured: the split over 200 requests (round-robin, the deterministic policy; within ±10 % of the
-rendered weight); session stickiness under `session` (every request of a conversation reaches
-one variant); `infra rollout status` against a real Prometheus evaluating the project's rules
-(the stack's own, rendered by plan_stack): hold before enough candidate traffic, promote after
+rendered weight); under `session` the share of 200 conversations (hash-ring arcs: roughly the
+weight, ±20 %) and stickiness (every request of a conversation reaches one variant); `infra
+rollout status` against a real Prometheus evaluating the project's rules (the stack's own,
+rendered by plan_stack): hold before enough candidate traffic, promote after
 sequential traffic, roll back once concurrent load queues on the candidate's one sequence slot.
 
 STAND-IN: the scrape labels are put on static targets (the PodMonitor's relabelings set them from
@@ -146,6 +147,23 @@ def test_sessions_stay_on_one_variant(variants, module_router_factory):
     assert {next(iter(v)) for v in seen.values()} == {"current", "candidate"}  # both variants took sessions
 
 
+def test_the_split_by_session_follows_the_rendered_weight(plan, variants, module_router_factory):
+    """Under `session` the share is the candidate's arcs of vllm-router's hash ring (160 virtual
+    nodes per worker, placed by the workers' URLs), sampled by the conversations: it follows the
+    engine share only roughly, so the bound is wider than round robin's ±10 %. Measured, not tuned."""
+    router = _router(module_router_factory, "session", variants)
+    weight = plan.model(inputs.MODEL).rollout.split.realised_percent
+    before = _served(variants)
+    for s in range(200):
+        _complete(router, {"x-session-id": f"split-conversation-{s}"}, prompt=f"opening {s}")
+    after = _served(variants)
+    got = {k: after[k] - before[k] for k in after}
+    assert sum(got.values()) == 200, got
+    share = 100 * got["candidate"] / 200
+    TIMINGS["rollout: candidate share of 200 sessions under session, % (rendered weight 50)"] = round(share, 1)
+    assert abs(share - weight) <= 20, f"candidate share {share:.1f} % of sessions, rendered weight {weight:.1f} %"
+
+
 @pytest.fixture(scope="module")
 def prometheus(plan, variants, prometheus_bin, procs, tmp_path_factory):
     obs = plan.observability
@@ -155,7 +173,7 @@ def prometheus(plan, variants, prometheus_bin, procs, tmp_path_factory):
         g["interval"] = "1s"
     tmp = tmp_path_factory.mktemp("rollout-prometheus")
     (tmp / "rules.yml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
-    labels = {"namespace": "inference", "model": inputs.MODEL, "node": "e2e", "component": "vllm"}
+    labels = {"namespace": "inference-engines", "model": inputs.MODEL, "node": "e2e", "component": "vllm"}
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
         "rule_files": [str(tmp / "rules.yml")],

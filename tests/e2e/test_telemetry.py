@@ -141,7 +141,7 @@ def loaded_prometheus(prometheus_bin, procs, engine_pair, project, tmp_path_fact
     tmp = tmp_path_factory.mktemp("telemetry-prometheus")
     rules = tmp / "rules.yml"
     rules.write_text(yaml.safe_dump({"groups": _rule_groups(project)}, sort_keys=False))
-    labels = {"namespace": "inference", "model": inputs.MODEL, "node": "e2e"}
+    labels = {"namespace": "inference-engines", "model": inputs.MODEL, "node": "e2e"}
     config = {
         # 2 s scrapes with a 2 s timeout: a CPU engine saturated by the load answers /metrics late,
         # and each missed scrape is a gap in the recorded series.

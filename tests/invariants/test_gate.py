@@ -18,9 +18,10 @@ def test_a_committed_stack_passes_the_gate():
     assert problems_before_up(values, "prod", secrets, ROOT) == []
 
 
-def test_a_model_named_router_is_stopped_before_up():
-    values, secrets = stack_values("staging")
-    values[NS + "models"][0]["name"] = "router"
-    (problem,) = problems_before_up(values, "staging", secrets, ROOT)
-    assert problem.path == NS + "models[0].name"
-    assert "Service inference/router would be created 2 times" in problem.message
+def test_a_model_named_like_another_models_pd_router_is_stopped_before_up():
+    values, secrets = stack_values("prod")
+    values[NS + "models"][0]["layout"] = "p1tp4-d1tp4"
+    values[NS + "models"][1]["name"] = "qwen3-235b-pd-router"
+    (problem,) = problems_before_up(values, "prod", secrets, ROOT)
+    assert problem.path == NS + "models[1].name"
+    assert "Service inference-engines/qwen3-235b-pd-router would be created 2 times" in problem.message

@@ -45,7 +45,7 @@ def stacks(draw) -> dict:
     doc = copy.deepcopy(BASE)
     cfg = doc["config"]
     models, pools = cfg[NS + "models"], cfg[NS + "gpu_pools"]
-    door = draw(st.sampled_from(["session", "roundrobin", "gateway"]))
+    door = draw(st.sampled_from(["session", "round-robin", "gateway"]))
     cfg[NS + "router"] = {"kind": door, "replicas": draw(st.integers(1, 3))}
     if door == "gateway" and draw(st.booleans()):
         cfg[NS + "router"]["gateway"] = {"install_gateway_api_crds": draw(st.booleans())}

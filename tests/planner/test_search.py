@@ -319,7 +319,7 @@ def test_a_clear_lead_has_no_near_tie_note():
 
 def test_reference_workload_prefers_two_tp4_ep_replicas_over_tp8(reference_plan):
     # the reference workload on MI325X: tp4-ep-r2 leads the runner-up tp1-ep-dp4-r2 by about 12%
-    # (11.80 vs 10.50 with the issue-23 fit) and tp8-ep-r1 by more; the published deployment
+    # (11.99 vs 10.66 with the issue-23 fit, MLPerf rows added) and tp8-ep-r1 by more; the published deployment
     # measured 2×TP4-EP ahead of TP8 (tests/planner/test_outcomes.py)
     chosen, runner_up = reference_plan.candidates[0], reference_plan.candidates[1]
     (tp8_ep,) = [c for c in reference_plan.candidates if c.name == "tp8-ep-r1"]

@@ -75,7 +75,7 @@ def test_the_epp_config_uses_registered_scorers_with_the_documented_weights():
 
 def test_the_epp_role_is_namespaced_and_read_only():
     role = render_epp_role(_pool())
-    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "inference"
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "inference-engines"  # beside the engines it reads
     resources = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert resources == {("", "pods"), ("inference.networking.k8s.io", "inferencepools"), ("llm-d.ai", "inferenceobjectives")}
     assert all(rule["verbs"] == ["get", "list", "watch"] for rule in role["rules"])

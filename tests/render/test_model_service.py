@@ -104,9 +104,9 @@ def test_every_object_validates_against_kubernetes_1_33(size, layout, cached):
         nodes_max=3,
     )
     objects = [
-        render_namespace(),
+        render_namespace("inference-engines", "privileged"),
         *render_model_service(spec),
-        render_secret_shape("s", "inference", "token"),
+        render_secret_shape("s", "inference-engines", "token"),
     ]
     for obj in objects:
         kubernetes_validate.validate(obj, "1.33", strict=True)

@@ -71,7 +71,7 @@ def test_moriio_sides_produce_and_consume_over_xgmi_without_prefix_caching():
         assert cfg["kv_connector"] == "MoRIIOConnector" and cfg["kv_role"] == kv_role
         extra = cfg["kv_connector_extra_config"]
         assert extra["backend"] == "xgmi" and extra["http_port"] == "8000" and extra["handshake_port"] == "6301"
-        assert extra["proxy_ip"] == "qwen3-235b-pd-router.inference.svc" and extra["proxy_ping_port"] == "36367"
+        assert extra["proxy_ip"] == "qwen3-235b-pd-router.inference-engines.svc" and extra["proxy_ping_port"] == "36367"
         assert "--no-enable-prefix-caching" in args and "--enable-prefix-caching" not in args
         assert args[args.index("--tensor-parallel-size") + 1] == "4"
         assert dep["spec"]["selector"]["matchLabels"][PD_ROLE_LABEL] == role

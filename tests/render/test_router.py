@@ -73,11 +73,14 @@ def test_every_router_object_validates_against_kubernetes_1_33(router):
 
 def test_rbac_is_read_only_namespaced_endpointslices():
     role = render_role(spec())
-    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "inference"
+    # the engine Services' EndpointSlices are in the engines' namespace: the Role is there, bound
+    # to the router's ServiceAccount in the front door's namespace
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "inference-engines"
     assert role["rules"] == [
         {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]}
     ]
     binding = render_role_binding(spec())
+    assert binding["metadata"]["namespace"] == "inference-engines"
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "router"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "router", "namespace": "inference"}]
     kinds = {o["kind"] for k in ROUTER_KINDS for o in render_router(spec(kind=k, public=k != "service"))}

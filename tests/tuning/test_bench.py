@@ -117,7 +117,7 @@ def test_job_waits_for_every_replica_and_writes_to_the_cache_volume():
     _, service, headless, job = _bundle().layouts[0][1]
     spec = job["spec"]["template"]["spec"]
     wait = spec["initContainers"][0]["command"][-1]
-    assert f"{headless['metadata']['name']}.inference.svc.cluster.local" in wait and ">= 2" in wait
+    assert f"{headless['metadata']['name']}.inference-engines.svc.cluster.local" in wait and ">= 2" in wait
     assert spec["nodeSelector"] == {"doks.digitalocean.com/node-pool": "mi300x-8"}
     assert spec["tolerations"][0]["key"] == "amd.com/gpu"
     container = spec["containers"][0]
@@ -125,7 +125,7 @@ def test_job_waits_for_every_replica_and_writes_to_the_cache_volume():
     assert container["volumeMounts"][0] == {"name": "cache", "mountPath": "/models"}  # read-write
     script = container["command"][-1]
     assert "out=/models/bench/staging/qwen3-235b/20261202-1830/tp4-ep-r2" in script
-    assert f"http://{service['metadata']['name']}.inference.svc.cluster.local:8000" in script
+    assert f"http://{service['metadata']['name']}.inference-engines.svc.cluster.local:8000" in script
     assert [ln for ln in script.splitlines() if ln.startswith("sweep ")] == ["sweep 1 100", "sweep 2 120", "sweep 4 240"]
     assert job["spec"]["activeDeadlineSeconds"] > 1500 * 1.5
 
@@ -362,7 +362,7 @@ def test_run_script_is_valid_sh_and_runs_layouts_in_order():
     assert applies == ["kubectl apply -f 00-prefetch/", "kubectl apply -f 01-tp4-ep-r2/", "kubectl apply -f 02-tp8-ep-r1/"]
     assert run_sh.index("kubectl delete -f 01-tp4-ep-r2/") < run_sh.index("kubectl apply -f 02-tp8-ep-r1/")
     # Jobs are awaited by their conditions: `kubectl wait --for=condition=complete` ignores Failed.
-    assert "kubectl -n inference wait" not in run_sh and "condition=complete" not in run_sh
+    assert "kubectl -n inference-engines wait" not in run_sh and "condition=complete" not in run_sh
     assert "get job \"$1\" -o jsonpath='{range .status.conditions[?(@.status==\"True\")]}{.type}{\" \"}{end}'" in run_sh
     assert "wait_job qwen3-235b-bench-tp4-ep-r2-sweep 4380" in run_sh  # the Job's deadline + 60 s
 
@@ -491,8 +491,8 @@ def test_run_script_stops_waiting_on_a_failed_job_and_exits_non_zero(tmp_path):
     for _, objects in bundle.layouts:
         job, engine = objects[-1]["metadata"]["name"], objects[0]["metadata"]["name"]
         assert f"job {job} failed" in run.stdout
-        assert f"-n inference logs job/{job} --all-containers=true --prefix=true --tail=40" in calls
-        assert f"-n inference logs deployment/{engine} -c vllm --tail=40" in calls
+        assert f"-n inference-engines logs job/{job} --all-containers=true --prefix=true --tail=40" in calls
+        assert f"-n inference-engines logs deployment/{engine} -c vllm --tail=40" in calls
     assert "engine: HIP out of memory" in run.stdout
     # Each failed layout still yields what it measured and frees the node for the next one.
     assert [c for c in calls if c.startswith(("apply", "delete"))] == [
@@ -638,7 +638,7 @@ def test_a_pd_layout_benches_like_any_other_behind_its_router():
     assert {f"{bench_name}-engine-prefill", f"{bench_name}-engine-decode", f"{bench_name}-pd-router", bench_name} <= names
     job = [o for o in objs if o["kind"] == "Job"][0]
     assert job["metadata"]["annotations"]["inference-platform/layout"] == pd.name
-    assert f"http://{bench_name}.inference.svc.cluster.local:8000" in json.dumps(job)
+    assert f"http://{bench_name}.inference-engines.svc.cluster.local:8000" in json.dumps(job)
 
 
 def test_the_planner_offers_pd_layouts_to_the_sweep():
