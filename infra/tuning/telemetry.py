@@ -12,7 +12,8 @@ observation only when it is *steady*:
              not steady);
   no scaling the number of nodes serving did not change in the window nor in the RATE_LAG_S before
              it (5 m rates still mix the old and the new replica count for that long); a one-step
-             dip is a missed scrape, not a change;
+             dip is a missed scrape, not a change, and its step is left out of the per-node means
+             (they divide rates that still count the engine by one node fewer);
   no restart no engine counter reset in the window or the lag before it (a restarted engine
              starts cold: empty prefix cache, first-request compilation);
   not idle   at least MIN_IN_FLIGHT_PER_NODE requests in flight per node and MIN_SERVED_RPS served
@@ -58,6 +59,7 @@ SERIES = {
     "resets": 'sum(resets(vllm:generation_tokens_total{{component="vllm", model={m}}}[{step}s])) or vector(0)',
 }
 REQUIRED = ("nodes", "served_rps_per_node", "output_tokens_per_s_per_node", "in_flight_per_node", "prompt_tokens", "output_tokens")
+PER_NODE = ("nodes", "served_rps_per_node", "output_tokens_per_s_per_node", "in_flight_per_node")
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,13 @@ def judge_window(
     resets = series.get("resets", {})
     if any(resets.get(t, 0.0) > 0 for t in lag_steps):
         return WindowVerdict(start, end, False, "engine restart (a counter reset)"), None
+    # At a one-step dip of the node count (an engine's scrape missed: `up` 0 once) the per-node
+    # series divide the model's totals — whose rates still count that engine — by too few nodes:
+    # 2 nodes read as 1 doubles that step. Those steps are left out of the means and the load check.
+    nodes = series["nodes"]
+    blips = {t for t in steps if (n := nodes.get(t)) is not None and not math.isclose(n, known[0], rel_tol=1e-6)}
+    for name in PER_NODE:
+        values[name] = [v for t in steps if t not in blips and (v := series[name].get(t)) is not None]
     served = values["served_rps_per_node"]
     mean_served = statistics.fmean(served)
     in_flight = statistics.fmean(values["in_flight_per_node"])

@@ -345,3 +345,19 @@ def test_results_without_time_to_ready_write_nulls(results, stack_root):
     provenance = yaml.safe_load((stack_root / "stacks" / "Pulumi.staging.yaml").read_text())["config"][
         "inference-platform:models"][0]["layout"]["provenance"]
     assert provenance["ready_seconds"] is None and provenance["weights_source"] is None
+
+
+def test_write_records_the_sessions_of_a_multi_turn_replay(results, stack_root):
+    """Issue 26: results of `infra bench --dataset multi-turn` carry the sessions they replayed
+    (metadata workload, turns_per_session, think_time_s); the provenance's workload keeps them, so
+    the recorded goodput says it includes those sessions' prefix-cache hits."""
+    from infra.config import load_stack_file
+
+    _add_metadata(results, workload="multi-turn", turns_per_session="8", think_time_s="300")
+    run(["tune", "ingest", str(results), "--stack", "staging", "--model", "qwen3-235b", "--write",
+         "--no-chart", "--stacks-dir", str(stack_root / "stacks")])
+    provenance = yaml.safe_load((stack_root / "stacks" / "Pulumi.staging.yaml").read_text())["config"][
+        "inference-platform:models"][0]["layout"]["provenance"]
+    assert provenance["workload"] == {"input_tokens": 2000, "output_tokens": 300, "turns_per_session": 8, "think_time_s": 300}
+    workload = load_stack_file("staging", root=stack_root).models[0].layout.provenance.workload
+    assert (workload.turns_per_session, workload.think_time_s) == (8, 300.0)

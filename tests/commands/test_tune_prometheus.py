@@ -106,6 +106,25 @@ def test_one_missed_scrape_of_one_engine_is_not_a_scaling_event():
     assert not _verdict(nodes=lambda t: 1.0 if T0 + 240 <= t < T0 + 360 else 2.0).steady
 
 
+def test_a_missed_scrape_leaves_its_step_out_of_the_per_node_means():
+    """One of 2 engines misses a scrape: `up` counts 1 node at that step while the served rates still
+    count both, so the per-node values there double. Two such steps in a window made its load read
+    as unstable (CV 30 %) and biased its means; the steps are left out."""
+    blips = {T0 + 240, T0 + 480}
+
+    def doubled(value):
+        return lambda t: 2 * value if t in blips else value
+
+    obs, verdicts = observations(
+        _series(T0 - WINDOW, T0 + WINDOW, nodes=lambda t: 1.0 if t in blips else 2.0, served_rps_per_node=doubled(3.0),
+                output_tokens_per_s_per_node=doubled(600.0), in_flight_per_node=doubled(IN_FLIGHT)),
+        MODEL, "tp1-r1", T0, T0 + WINDOW, STEP, WINDOW,
+    )  # fmt: skip
+    assert [v.steady for v in verdicts] == [True], verdicts
+    (o,) = obs
+    assert (o.nodes, o.served_rps_per_node, o.output_tokens_per_s_per_node, o.in_flight_per_node) == (2.0, 3.0, 600.0, IN_FLIGHT)
+
+
 def test_a_missed_slo_is_recorded_not_dropped():
     obs, _ = observations(_series(T0, T0 + WINDOW, ttft_good=lambda t: 0.7), MODEL, "tp1-r1", T0, T0 + WINDOW, STEP, WINDOW)
     assert [o.within_slo for o in obs] == [False]

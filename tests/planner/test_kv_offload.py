@@ -72,3 +72,16 @@ def test_round_robin_routing_loses_most_hits():
     sticky = _decide("Qwen/Qwen3-8B", "gpu-mi300x8-1536gb", Slo(1000, 25), CHAT, requested="none")
     spread = _decide("Qwen/Qwen3-8B", "gpu-mi300x8-1536gb", Slo(1000, 25), CHAT, requested="none", affinity=0.125)
     assert spread.without.hit.total < sticky.without.hit.total / 3
+
+
+def test_a_tier_on_a_size_whose_host_memory_is_unknown_asks_for_it():
+    """A catalog entry without the node's RAM (ram_gib 0) cannot size a tier: one problem naming the key."""
+    from dataclasses import replace
+
+    from infra.session_plan import offload_fit_problems
+
+    gpu = replace(gpu_size("gpu-mi300x8-1536gb"), ram_gib=0)
+    (problem,) = offload_fit_problems("models[0]", gpu, Layout(tp=4, ep=True, replicas_per_node=2), "cpu", 100.0)
+    assert problem.path == "models[0].kv_offload"
+    assert "host memory of gpu-mi300x8-1536gb is not in the catalog" in problem.message and "ram_gib" in problem.message
+    assert offload_fit_problems("models[0]", gpu, Layout(tp=4, ep=True, replicas_per_node=2), "none", None) == []
