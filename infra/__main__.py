@@ -26,13 +26,17 @@ if str(PROJECT_ROOT) not in sys.path:
 import pulumi  # noqa: E402
 from pulumi.runtime import config as runtime_config  # noqa: E402
 
-from infra.config import NS, SECRET_KEYS, load_config  # noqa: E402
-from infra.config.client_keys import DEFAULT_KEY_NAME, ClientKeys, key_value_problems  # noqa: E402
-from infra.config.cluster import control_plane_exposure  # noqa: E402
-from infra.declare import Secrets, declare  # noqa: E402
-from infra.errors import ConfigError  # noqa: E402
-from infra.invariant_gate import problems_before_up  # noqa: E402
-from infra.stack_plan import plan_stack  # noqa: E402
+from infra.errors import ConfigError, UserError  # noqa: E402
+
+try:  # the catalogs load on import: a malformed INFRA_GPU_CATALOG is one line, not a traceback
+    from infra.config import NS, SECRET_KEYS, load_config
+    from infra.config.client_keys import DEFAULT_KEY_NAME, ClientKeys, key_value_problems
+    from infra.config.cluster import control_plane_exposure
+    from infra.declare import Secrets, declare
+    from infra.invariant_gate import problems_before_up
+    from infra.stack_plan import plan_stack
+except UserError as _err:
+    raise pulumi.RunError(_err.render()) from None
 
 
 def values_from_pulumi_runtime() -> tuple[dict[str, Any], set[str]]:

@@ -128,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_command(argv: list[str]) -> int:
     """Parse `argv`, run the command, and turn a user mistake into one line and exit code 2."""
-    parser = build_parser(argv)
+    try:
+        parser = build_parser(argv)  # imports the command, which may load a user-given catalog
+    except UserError as err:
+        print(f"error: {err.render()}", file=sys.stderr)
+        return 2
     args = parse_args(parser, argv)
     try:
         code = int(args.func(args) or 0)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.errors import Problem, UserError
+
 
 @dataclass(frozen=True)
 class Accelerator:
@@ -119,6 +121,7 @@ ACCELERATORS: dict[str, Accelerator] = {
 
 PACKAGED_CATALOG = Path(__file__).resolve().parent / "gpu_sizes.json"
 CATALOG_ENV_VAR = "INFRA_GPU_CATALOG"
+REQUIRED_FIELDS = ("slug", "accelerator", "gpus", "vcpus", "ram_gib", "offer")
 
 
 def catalog_path() -> Path:
@@ -131,7 +134,7 @@ def size_from_entry(entry: dict[str, Any], sources: dict[str, str]) -> GpuSize:
     """One gpu_sizes.json entry as a GpuSize (KeyError/ValueError on a malformed entry)."""
     offer = entry["offer"]
     if offer not in ("self-serve", "spot", "contract"):
-        raise ValueError(f"{entry['slug']}: offer {offer!r} is not self-serve, spot or contract")
+        raise ValueError(f"offer {offer!r} is not self-serve, spot or contract")
     price = entry.get("price") or {}
     availability = entry.get("availability") or {}
     regions = entry.get("regions")
@@ -158,10 +161,30 @@ def size_from_entry(entry: dict[str, Any], sources: dict[str, str]) -> GpuSize:
 
 def load_sizes(path: Path | None = None) -> dict[str, GpuSize]:
     """slug → GpuSize from a catalog file (default: `catalog_path()`)."""
-    with open(path or catalog_path(), encoding="utf-8") as fh:
+    path = path or catalog_path()
+    with open(path, encoding="utf-8") as fh:
         doc = json.load(fh)
     sources = doc.get("sources") or {}
-    return {entry["slug"]: size_from_entry(entry, sources) for entry in doc["sizes"]}
+    sizes: dict[str, GpuSize] = {}
+    for index, entry in enumerate(doc.get("sizes") or []):
+        try:
+            size = size_from_entry(entry, sources)
+        except (KeyError, ValueError, TypeError) as err:
+            raise _catalog_error(path, index, entry, err) from None
+        sizes[size.slug] = size
+    return sizes
+
+
+def _catalog_error(path: Path, index: int, entry: Any, err: Exception) -> UserError:
+    """A malformed catalog entry (a hand-edited INFRA_GPU_CATALOG) as one line naming the file, the
+    entry and the field, instead of a traceback at import."""
+    slug = entry.get("slug") if isinstance(entry, dict) else None
+    where, what = f"sizes[{index}]", str(err)
+    if isinstance(err, KeyError):
+        where, what = f"{where}.{err.args[0]}", f"missing (every entry needs {', '.join(REQUIRED_FIELDS)})"
+    if slug:
+        what += f"; entry {slug!r}"
+    return UserError([Problem(where, what)], source=f"GPU catalog {path}")
 
 
 GPU_SIZES: dict[str, GpuSize] = load_sizes()
