@@ -9,7 +9,7 @@ from infra.config import NS, StackConfig, install_gateway_api_crds
 from infra.errors import ConfigError, Problem
 from infra.render.epp import FAILURE_MODES, PoolSpec, selection_conflicts
 from infra.render.gateway import API_KEY_SECRET, ENGINE_KEY_SECRET, GatewaySpec, route_timeout_seconds
-from infra.render.model_service import ModelServiceSpec, render_deployment
+from infra.render.model_service import ModelServiceSpec, pod_labels
 from infra.render.observability import MonitoringSettings
 from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 
@@ -53,7 +53,9 @@ def gateway_spec(
         return None
     r = cfg.router
     pools = gateway_pool_specs(cfg, services, system_node_selector)
-    pod_labels = {s.name: render_deployment(s)["spec"]["template"]["metadata"]["labels"] for s in services}
+    # The engine pods' labels as every engine workload renders them (a Deployment's template, a
+    # LeaderWorkerSet's leader), not by rendering a Deployment: a replica over nodes has none.
+    labels = {s.name: pod_labels(s) for s in services}
     index = {m.name: i for i, m in enumerate(cfg.models)}
     problems = [
         Problem(
@@ -61,7 +63,7 @@ def gateway_spec(
             f"{model!r}: its InferencePool's selector would also select the engine pods of models[{index[other]}] "
             f"({other!r}); every model needs its own engine labels (names must be unique)",
         )
-        for model, other in selection_conflicts(pools, pod_labels)
+        for model, other in selection_conflicts(pools, labels)
     ]
     if problems:
         raise ConfigError(problems, source=f"stacks/Pulumi.{cfg.stack}.yaml")
