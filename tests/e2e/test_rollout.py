@@ -118,16 +118,22 @@ def _router(factory, kind, engines):
     return factory(spec, list(engines.values()), name=f"router-rollout-{kind}")
 
 
+def _candidate_share(variants, send, requests: int = 200) -> float:
+    """The candidate's share (%) of `requests` requests sent by `send(i)`, from the engines' own
+    served-request counters (every request must land on one of the two variants)."""
+    before = _served(variants)
+    for i in range(requests):
+        send(i)
+    after = _served(variants)
+    got = {k: after[k] - before[k] for k in after}
+    assert sum(got.values()) == requests, got
+    return 100 * got["candidate"] / requests
+
+
 def test_the_split_matches_the_rendered_weight(plan, variants, module_router_factory):
     router = _router(module_router_factory, "round-robin", variants)
     weight = plan.model(inputs.MODEL).rollout.split.realised_percent
-    before = _served(variants)
-    for i in range(200):
-        _complete(router, prompt=f"split {i}")
-    after = _served(variants)
-    got = {k: after[k] - before[k] for k in after}
-    assert sum(got.values()) == 200, got
-    share = 100 * got["candidate"] / 200
+    share = _candidate_share(variants, lambda i: _complete(router, prompt=f"split {i}"))
     TIMINGS["rollout: candidate share of 200 requests, % (rendered weight 50)"] = round(share, 1)
     assert abs(share - weight) <= 10, f"candidate share {share:.1f} %, rendered weight {weight:.1f} %"
 
@@ -153,13 +159,8 @@ def test_the_split_by_session_follows_the_rendered_weight(plan, variants, module
     engine share only roughly, so the bound is wider than round robin's ±10 %. Measured, not tuned."""
     router = _router(module_router_factory, "session", variants)
     weight = plan.model(inputs.MODEL).rollout.split.realised_percent
-    before = _served(variants)
-    for s in range(200):
-        _complete(router, {"x-session-id": f"split-conversation-{s}"}, prompt=f"opening {s}")
-    after = _served(variants)
-    got = {k: after[k] - before[k] for k in after}
-    assert sum(got.values()) == 200, got
-    share = 100 * got["candidate"] / 200
+    share = _candidate_share(
+        variants, lambda s: _complete(router, {"x-session-id": f"split-conversation-{s}"}, prompt=f"opening {s}"))
     TIMINGS["rollout: candidate share of 200 sessions under session, % (rendered weight 50)"] = round(share, 1)
     assert abs(share - weight) <= 20, f"candidate share {share:.1f} % of sessions, rendered weight {weight:.1f} %"
 
