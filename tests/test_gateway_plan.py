@@ -280,3 +280,13 @@ def test_gateway_variants_comply_with_every_policy(which, request):
     """The policy pack `pulumi up` runs: pinned images and charts, no literal credentials, a public
     load balancer only with an API key."""
     assert policy_violations(request.getfixturevalue(which), which) == []
+
+
+@pytest.mark.parametrize("kind", ["gateway", "session"])
+def test_a_public_front_door_without_tls_or_allow_list_is_noted_in_staging(tmp_path, kind):
+    """Prod refuses it (tests/bad_inputs/stack-prod-public-*); staging plans and says both gaps."""
+    plan = _variant(tmp_path, "staging", {"kind": kind, "replicas": 2, "public": True})
+    notes = [n for n in plan.summary["notes"] if "router.public" in n]
+    assert len(notes) == 2
+    assert "tls_certificate_id" in notes[0] and "in clear" in notes[0] and "prod refuses" in notes[0]
+    assert "allowed_source_cidrs" in notes[1] and "whole internet" in notes[1]

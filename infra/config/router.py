@@ -95,8 +95,8 @@ class RouterConfig(StrictModel):
     )
     replicas: int = Field(2, ge=1, le=20, description="Router replicas (kind gateway: gateway proxy replicas); a PodDisruptionBudget keeps one up.")
     public: bool = Field(False, description="Expose through one DigitalOcean LoadBalancer (clients send one of the API keys: api_keys / api_key, or the generated one).")
-    tls_certificate_id: str | None = Field(None, description="DO certificate id for TLS termination on the LoadBalancer.")
-    allowed_source_cidrs: list[Cidr] = Field(default_factory=list, description="LoadBalancer source allow-list; empty: open.")
+    tls_certificate_id: str | None = Field(None, description="DO certificate id for TLS termination on the LoadBalancer (required with public in prod; noted when missing elsewhere).")
+    allowed_source_cidrs: list[Cidr] = Field(default_factory=list, description="LoadBalancer source allow-list; empty: open to the internet (refused with public in prod; noted elsewhere).")
     image: str | None = Field(
         None,
         description=(
@@ -185,4 +185,22 @@ def check_router(raw: StackInput) -> list[Problem]:
         problems.append(Problem(NS + "router.image", f"{image!r} is not a pinned image reference; give an image built from images/vllm-router/Dockerfile with an explicit tag other than latest"))
     if raw.router.tls_certificate_id and not raw.router.public:
         problems.append(Problem(NS + "router.tls_certificate_id", "applies only with router.public: true (TLS terminates on the public load balancer)"))
+    if raw.environment == "prod":
+        problems += [Problem(NS + "router.public", gap) for gap in public_exposure_gaps(raw.router)]
     return problems
+
+
+def public_exposure_gaps(router: RouterConfig) -> list[str]:
+    """What a public front door lacks (issue 30): TLS, or else the API keys and prompts cross the
+    internet in clear; a source allow-list, or else anyone on the internet can try keys against it.
+    Refused in prod (check_router), noted in dev and staging (infra/stack_plan/notes.py)."""
+    if not router.public:
+        return []
+    gaps = []
+    if not router.tls_certificate_id:
+        gaps.append("true without router.tls_certificate_id: clients would send their API keys and prompts in clear "
+                    "over the internet; give the id of a DigitalOcean certificate for the front door's domain")
+    if not router.allowed_source_cidrs:
+        gaps.append("true without router.allowed_source_cidrs: the front door would take requests (and key guesses) "
+                    "from the whole internet; list your clients' public ranges")
+    return gaps

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from infra.catalog import versions
 from infra.config.client_keys import ClientKeys, key_names_note
+from infra.config.router import RouterConfig, public_exposure_gaps
 from infra.planner.choice import MIN_KV_SHARE, held_back_reason
 from infra.planner.search import NEAR_TIE
 from infra.render.model_service import ModelServiceSpec
@@ -138,12 +139,7 @@ def api_key_note(keys: ClientKeys, *, front_door: bool) -> str:
     return key_names_note(keys, front_door=front_door)
 
 
-def open_router_notes(router: RouterSpec) -> list[str]:
-    """A public vllm-router open to every source: its admin routes have no authentication."""
-    if router.uses_router and router.public and not router.allowed_source_cidrs:
-        return [
-            "router.public without allowed_source_cidrs: vllm-router 0.1.17's admin routes (/workers, "
-            "/flush_cache) have no authentication; restrict the load balancer to your clients' CIDRs "
-            "(docs/serving.md#authentication)"
-        ]
-    return []
+def open_front_door_notes(router: RouterConfig) -> list[str]:
+    """A public front door (router or gateway) in dev or staging without TLS or a source allow-list:
+    noted here, refused in prod (infra/config/router.py `public_exposure_gaps`)."""
+    return [f"router.public {gap} (prod refuses this; docs/security.md)" for gap in public_exposure_gaps(router)]
