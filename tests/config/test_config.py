@@ -311,6 +311,8 @@ def test_api_key_is_never_a_missing_secret_it_is_generated():
     """issue 30: every serving path checks a key; without the api_key secret `pulumi up` generates one."""
     values, secrets = stack_values("prod")
     _set("router.public", True)(values)
+    _set("router.tls_certificate_id", "cert-123")(values)  # prod's public front door needs both
+    _set("router.allowed_source_cidrs", ["203.0.113.0/24"])(values)
     cfg = _load(values, secrets)
     assert "api_key" not in cfg.missing_secrets
 
