@@ -70,6 +70,7 @@ class _ApiRunner:
 
         self.api, self.namespace, self.out, self.poll_seconds = api, namespace, out, poll_seconds
         self.apps, self.core, self.batch = client.AppsV1Api(api), client.CoreV1Api(api), client.BatchV1Api(api)
+        self.networking = client.NetworkingV1Api(api)
         self.incomplete: list[tuple[str, str]] = []
 
     def run(self, step: Step) -> None:
@@ -149,6 +150,7 @@ class _ApiRunner:
             "Job": lambda n, ns: self.batch.delete_namespaced_job(n, ns, propagation_policy="Background", _preload_content=False),
             "Service": lambda n, ns: self.core.delete_namespaced_service(n, ns, _preload_content=False),
             "Deployment": lambda n, ns: self.apps.delete_namespaced_deployment(n, ns, _preload_content=False),
+            "NetworkPolicy": lambda n, ns: self.networking.delete_namespaced_network_policy(n, ns, _preload_content=False),
         }
         for obj in reversed(objects):
             try:

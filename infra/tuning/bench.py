@@ -48,6 +48,7 @@ from infra.catalog.vllm_flags import VLLM_PORT
 from infra.domain import LAYOUT_LIMIT_KEYS, Layout, Slo, Workload, session_shape
 from infra.errors import Problem, UserError
 from infra.render import model_service as ms
+from infra.render import network_policy as netpol
 from infra.tuning import multi_turn_trace, readiness
 from infra.tuning.bench_flags import known_bench_flags
 from infra.tuning.results import META_LAYOUT_FIELD_PREFIX
@@ -448,7 +449,37 @@ def render_layout_bench(target: BenchTarget, sweep: LayoutSweep, opts: BenchOpti
     headless["spec"].pop("type", None)
 
     job = _render_job(target, spec, sweep, opts, selector)
-    return [deployment, service, headless, job]
+    return [deployment, service, headless, bench_network_policy(spec, sweep.layout, target.model, opts), job]
+
+
+def bench_network_policy(spec: ms.ModelServiceSpec, layout: Layout, model: str, opts: BenchOptions) -> dict:
+    """The flows of one layout's bench under the engines' namespace's default deny (issue 30): its
+    client and engines (and, for P/D, its router) reach each other on every port, and without a
+    weight cache the client fetches the tokenizer from the model hub. Production's `engines` policy
+    already lets the bench engines load weights (they carry the engine component label), but no
+    production policy selects the client, so without this one every request of a sweep was dropped."""
+    run = {BENCH_MODEL_LABEL: model, BENCH_LAYOUT_LABEL: layout.name}
+    egress: list[dict] = [{"to": [{"podSelector": {"matchLabels": dict(run)}}]}]
+    if spec.cache is None:
+        hub = {"ipBlock": {"cidr": netpol.ANYWHERE, "except": [*netpol.PRIVATE_CIDRS, netpol.METADATA_CIDR]}}
+        egress.append({"to": [hub], "ports": [{"port": netpol.HTTPS_PORT, "protocol": "TCP"}]})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": spec.name,
+            "namespace": spec.namespace,
+            "labels": bench_labels(model, layout, opts.run_id, "network-policy"),
+            "annotations": {"inference-platform/why": "a bench's client, engines and P/D router talk to each other; "
+                                                      "its client may fetch the tokenizer from the hub"},
+        },
+        "spec": {
+            "podSelector": {"matchLabels": dict(run)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": dict(run)}}]}],
+            "egress": egress,
+        },
+    }
 
 
 def _render_pd_bench(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: LayoutSweep, opts: BenchOptions, labels: dict) -> list[dict]:
@@ -463,6 +494,10 @@ def _render_pd_bench(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: Layo
     for obj in objects:
         obj["metadata"]["labels"] = {**obj["metadata"].get("labels", {}), **labels}
         obj["metadata"].pop("annotations", None)
+        template = obj.get("spec", {}).get("template")
+        if template is not None:  # the run's keys on the pods too (not their names: selectors), for its NetworkPolicy
+            run = {k: labels[k] for k in (BENCH_MODEL_LABEL, BENCH_LAYOUT_LABEL, BENCH_RUN_LABEL) if k in labels}
+            template["metadata"]["labels"] = {**template["metadata"].get("labels", {}), **run}
     decode = {**ms.selector_labels(spec.name), PD_ROLE_LABEL: "decode"}
     headless = {
         "apiVersion": "v1",
@@ -471,7 +506,8 @@ def _render_pd_bench(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: Layo
         "spec": {"clusterIP": "None", "selector": decode,
                  "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}]},
     }
-    return [*objects, headless, _render_job(target, spec, sweep, opts, decode)]
+    policy = bench_network_policy(spec, sweep.layout, target.model, opts)
+    return [*objects, headless, policy, _render_job(target, spec, sweep, opts, decode)]
 
 
 def job_name(spec: ms.ModelServiceSpec) -> str:

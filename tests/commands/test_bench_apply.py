@@ -25,7 +25,7 @@ from infra.tuning.sweep_steps import Apply, Delete, LogTail, WaitForJob, sweep_s
 from tests.tuning.test_bench import _bundle, step_trace  # noqa: E402
 
 RESULT = {"request_rate": 2.0, "completed": 100, "failed": 0, "p90_ttft_ms": 800.0, "p90_tpot_ms": 30.0}
-_PATH = re.compile(r"^/(?:api/v1|apis/(?:apps|batch)/v1)/namespaces/(?P<ns>[^/]+)/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[a-z]+))?$")
+_PATH = re.compile(r"^/(?:api/v1|apis/(?:apps|batch|networking\.k8s\.io)/v1)/namespaces/(?P<ns>[^/]+)/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[a-z]+))?$")
 
 
 class FakeKubernetes:
@@ -134,7 +134,7 @@ def test_apply_runs_each_layout_collects_results_and_cleans_up(cluster, tmp_path
     first, second = ([f"{o['kind']}/{o['metadata']['name']}" for o in objs] for _, objs in bundle.layouts)
     # the prefetch first, then one layout at a time: created, measured, deleted before the next
     assert fake.created == [prefetch, *first, *second]
-    plural = {"Deployment": "deployments", "Service": "services", "Job": "jobs"}
+    plural = {"Deployment": "deployments", "Service": "services", "Job": "jobs", "NetworkPolicy": "networkpolicies"}
     deleted_first = [f"{plural[k.split('/')[0]]}/{k.split('/')[1]}" for k in reversed(first)]
     assert fake.deleted[: len(first)] == deleted_first
     assert len(fake.deleted) == len(first) + len(second)
@@ -227,7 +227,7 @@ def _api_trace(fake: FakeKubernetes, steps) -> list[tuple[str, str]]:
     directory_of = {}
     for step in steps:
         if isinstance(step, Apply | Delete):
-            plural = {"Deployment": "deployments", "Service": "services", "Job": "jobs"}
+            plural = {"Deployment": "deployments", "Service": "services", "Job": "jobs", "NetworkPolicy": "networkpolicies"}
             for obj in step.objects:
                 directory_of[f"{obj['kind']}/{obj['metadata']['name']}"] = step.directory
                 directory_of[f"{plural[obj['kind']]}/{obj['metadata']['name']}"] = step.directory

@@ -97,7 +97,7 @@ def test_every_flag_exists_in_the_pinned_vllm_bench_serve():
 
 
 def test_deployment_is_the_model_service_with_this_layout_on_one_node():
-    deployment, service, headless, job = _bundle().layouts[0][1]
+    deployment, service, headless, _policy, job = _bundle().layouts[0][1]
     assert deployment["metadata"]["name"] == "qwen3-235b-bench-tp4-ep-r2-engine"
     assert deployment["spec"]["replicas"] == 2
     pod = deployment["spec"]["template"]
@@ -114,7 +114,7 @@ def test_deployment_is_the_model_service_with_this_layout_on_one_node():
 
 
 def test_job_waits_for_every_replica_and_writes_to_the_cache_volume():
-    _, service, headless, job = _bundle().layouts[0][1]
+    _, service, headless, _policy, job = _bundle().layouts[0][1]
     spec = job["spec"]["template"]["spec"]
     wait = spec["initContainers"][0]["command"][-1]
     assert f"{headless['metadata']['name']}.inference-engines.svc.cluster.local" in wait and ">= 2" in wait
@@ -284,7 +284,7 @@ def test_bench_engines_serve_under_their_own_name_and_the_client_asks_for_it():
     _, _, production_names = _production(target)
     assert production_names == {target.service.served_model_name}  # found in the SLO rules and the KEDA query
     served = set()
-    for _, (deployment, _, _, job) in _bundle(target).layouts:
+    for _, (deployment, _, _, _, job) in _bundle(target).layouts:
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         name = args[args.index("--served-model-name") + 1]
         assert name not in production_names and name not in ms.serve_args(target.service)
@@ -648,3 +648,30 @@ def test_the_planner_offers_pd_layouts_to_the_sweep():
     planner = bench_cmd._Planner(resolve_model(target.service.source), target.service.gpu, target.workload, target.slo, None)
     cand = planner.for_pd("p1tp4-ep-d1tp4-ep")
     assert cand is not None and cand.fits and cand.goodput_rps_per_node > 0
+
+
+def _pod_labels(obj):
+    if obj["kind"] == "Job" or obj["kind"] == "Deployment":
+        return obj["spec"]["template"]["metadata"]["labels"]
+    return None
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_a_bench_brings_the_network_policy_its_client_needs_under_default_deny(cache):
+    """Issue 30: the engines' namespace denies every flow it does not list, and no production policy
+    selects the bench client; each layout's bench therefore carries a policy joining its client,
+    engines and (P/D) router, and — with no cache to read the tokenizer from — the hub over HTTPS."""
+    from infra.domain import PdLayout
+
+    pd = PdLayout(1, 4, 1, 4, True, True, 8, kv_cache_dtype="fp8", decode_max_num_seqs=128, max_model_len=4096)
+    for _, objs in _bundle(_target(cache=cache), layouts=(LAYOUT, pd)).layouts:
+        (policy,) = [o for o in objs if o["kind"] == "NetworkPolicy"]
+        kubernetes_validate.validate(policy, "1.33", strict=True)
+        assert objs.index(policy) < [o["kind"] for o in objs].index("Job")  # in place before the client runs
+        selector = policy["spec"]["podSelector"]["matchLabels"]
+        pods = [(o["metadata"]["name"], _pod_labels(o)) for o in objs if _pod_labels(o) is not None]
+        assert len(pods) >= 2 and all(_selects(selector, labels) for _, labels in pods), pods
+        assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": selector}}]}]
+        hub = [rule for rule in policy["spec"]["egress"] if rule.get("ports") == [{"port": 443, "protocol": "TCP"}]]
+        assert bool(hub) is (not cache)
+        assert policy["metadata"]["namespace"] == "inference-engines"
