@@ -39,49 +39,37 @@ except UserError as _err:
     raise pulumi.RunError(_err.render()) from None
 
 
-def values_from_pulumi_runtime() -> tuple[dict[str, Any], set[str]]:
-    """Config values as the Pulumi engine handed them to the program (structured values are JSON)."""
+def runtime_config_values() -> dict[str, Any]:
+    """Config values as the Pulumi engine handed them to the program, decrypted, structured values
+    (JSON text) decoded. Secrets among them go no further than `values_from_pulumi_runtime` and
+    `named_keys`."""
     merged: dict[str, Any] = dict(runtime_config.get_config_env())
     merged.update(runtime_config.CONFIG.get())
+    return {key: _decoded(value) for key, value in merged.items()}
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            pass
+    return value
+
+
+def values_from_pulumi_runtime() -> tuple[dict[str, Any], set[str]]:
+    """The values config validation sees: secrets as None, `api_keys` as its names only."""
+    merged = runtime_config_values()
     secret_keys = set(runtime_config.get_config_secret_keys_env()) | {k for k in merged if runtime_config.is_config_secret(k)}
     values: dict[str, Any] = {}
     for key, value in merged.items():
         if key == f"{NS}api_keys":  # the names of the named keys; their keys never carried past this point
-            values[key] = key_names_only(value)
-            continue
-        if key in secret_keys:
+            values[key] = {name: None for name in value} if isinstance(value, dict) else None
+        elif key in secret_keys:
             values[key] = None  # never carried past this point
-            continue
-        if isinstance(value, str) and value[:1] in ("{", "["):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
-        values[key] = value
+        else:
+            values[key] = value
     return values, secret_keys
-
-
-def key_names_only(value: Any) -> Any:
-    """`api_keys` as the config validation sees it: name → None (its names, never its keys)."""
-    if isinstance(value, str) and value[:1] == "{":
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            return None
-    return {name: None for name in value} if isinstance(value, dict) else None
-
-
-def merged_value(key: str) -> Any:
-    """A config value as the Pulumi engine handed it (decrypted): only for the key checks below."""
-    merged: dict[str, Any] = dict(runtime_config.get_config_env())
-    merged.update(runtime_config.CONFIG.get())
-    value = merged.get(key)
-    if isinstance(value, str) and value[:1] == "{":
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return None
-    return value
 
 
 def named_keys(config: pulumi.Config, keys: ClientKeys, api_keys: Any, api_key: str | None) -> dict[str, Any] | None:
@@ -120,8 +108,9 @@ def main() -> None:
         if problems:
             raise ConfigError(problems, source=f"stack {stack}")
         config = pulumi.Config("inference-platform")
+        given = runtime_config_values()
         secrets = Secrets(**{key: config.get_secret(key) for key in SECRET_KEYS if key != "api_keys"},
-                          api_keys=named_keys(config, cfg.client_keys, merged_value(f"{NS}api_keys"), merged_value(f"{NS}api_key")))
+                          api_keys=named_keys(config, cfg.client_keys, given.get(f"{NS}api_keys"), given.get(f"{NS}api_key")))
         outputs = declare(plan, secrets)
     except ConfigError as err:
         raise pulumi.RunError(err.render()) from None

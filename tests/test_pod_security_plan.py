@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from infra.invariants.objects import pod_templates
 from infra.offline import kubernetes_objects
 from infra.stack_plan import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 from tests.security_variants import NAMES, plan_named
@@ -27,16 +28,6 @@ SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.i
 def plans(tmp_path_factory):
     root = tmp_path_factory.mktemp("podsecurity")
     return {name: plan_named(name, root) for name in NAMES}
-
-
-def pod_templates(obj: dict) -> list[dict]:
-    spec = obj.get("spec") or {}
-    if obj["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job"):
-        return [spec["template"]]
-    if obj["kind"] == "LeaderWorkerSet":
-        lwt = spec["leaderWorkerTemplate"]
-        return [t for t in (lwt.get("leaderTemplate"), lwt.get("workerTemplate")) if t]
-    return []
 
 
 def restricted_violations(template: dict) -> list[str]:
@@ -86,7 +77,7 @@ def test_every_pod_in_inference_passes_restricted(plans, name):
         for o in kubernetes_objects(plans[name])
         if (o.get("metadata") or {}).get("namespace") == INFERENCE_NAMESPACE
         for t in pod_templates(o)
-        if (problems := restricted_violations(t))
+        if (problems := restricted_violations(t.template))
     }
     assert not bad, f"refused by Pod Security restricted in {INFERENCE_NAMESPACE}: {bad}"
 
@@ -97,7 +88,7 @@ def test_engines_live_in_their_namespace(plans, name):
     for o in kubernetes_objects(plans[name]):
         ns = (o.get("metadata") or {}).get("namespace")
         for t in pod_templates(o):
-            labels = t["metadata"].get("labels", {})
+            labels = t.labels
             if labels.get("app.kubernetes.io/component") == "engine":
                 assert ns == ENGINES_NAMESPACE, o["metadata"]["name"]
 

@@ -145,7 +145,9 @@ def _any_pod() -> dict[str, Any]:
     return {"namespaceSelector": {}}
 
 
-def _internet(*, private_too: bool = False) -> dict[str, Any]:
+def internet_peer(*, private_too: bool = False) -> dict[str, Any]:
+    """Any address outside the pod network but the metadata service (and the private ranges, unless
+    `private_too`): the hub, Spaces, the API. Also the peer of `infra bench`'s own policy."""
     except_ = [METADATA_CIDR] if private_too else [*PRIVATE_CIDRS, METADATA_CIDR]
     return {"ipBlock": {"cidr": ANYWHERE, "except": except_}}
 
@@ -180,7 +182,7 @@ def _dns_egress() -> dict[str, Any]:
 def _api_egress() -> dict[str, Any]:
     # The Kubernetes API of DOKS sits outside the pod network at an address known only after
     # create; private ranges stay open because the API may answer on the VPC address.
-    return {"to": [_internet(private_too=True)], "ports": _ports(HTTPS_PORT)}
+    return {"to": [internet_peer(private_too=True)], "ports": _ports(HTTPS_PORT)}
 
 
 # --------------------------------------------------------------------------- inference namespace
@@ -198,7 +200,7 @@ def _front_door_selectors(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
 
 
 def _clients(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
-    return [_any_pod(), _internet(private_too=True)] if spec.public else [_any_pod()]
+    return [_any_pod(), internet_peer(private_too=True)] if spec.public else [_any_pod()]
 
 
 def _prometheus(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
@@ -207,11 +209,11 @@ def _prometheus(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
 
 def _weights_egress(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     if spec.weights == "hub":  # no shared cache: each engine downloads its checkpoint
-        return [{"to": [_internet()], "ports": _ports(HTTPS_PORT)}]
+        return [{"to": [internet_peer()], "ports": _ports(HTTPS_PORT)}]
     if spec.weights == "nfs":  # the DO NFS share answers on a VPC address
         return [{"to": [{"ipBlock": {"cidr": spec.vpc_cidr}}], "ports": _ports(NFS_PORT)}]
     if spec.weights == "spaces":  # the regional Spaces endpoint, over HTTPS
-        return [{"to": [_internet()], "ports": _ports(HTTPS_PORT)}]
+        return [{"to": [internet_peer()], "ports": _ports(HTTPS_PORT)}]
     return []
 
 
@@ -311,7 +313,7 @@ def _inference_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
             _policy(
                 spec, spec.engines_ns, "prefetch", _match(PREFETCH_LABELS),
                 "the weight prefetch Jobs download from the model hub (or Spaces) into the cache",
-                egress=[_dns_egress(), {"to": [_internet()], "ports": _ports(HTTPS_PORT)}, *_weights_egress(spec)],
+                egress=[_dns_egress(), {"to": [internet_peer()], "ports": _ports(HTTPS_PORT)}, *_weights_egress(spec)],
             )
         )  # fmt: skip
     return out
@@ -338,7 +340,7 @@ def _monitoring_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
             spec, ns, "prometheus", _match(PROMETHEUS_LABELS),
             "Grafana and KEDA query Prometheus; Prometheus scrapes every target (metadata address excepted)",
             ingress=[{"from": prometheus_from, "ports": _ports(9090)}],
-            egress=[{"to": [_any_pod(), _internet(private_too=True)]}],
+            egress=[{"to": [_any_pod(), internet_peer(private_too=True)]}],
         ),
         _policy(
             spec, ns, "alertmanager", _match(ALERTMANAGER_LABELS),
@@ -353,7 +355,7 @@ def _monitoring_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
         _policy(
             spec, ns, "operator-webhook", _match(OPERATOR_LABELS),
             "the API server calls the operator's admission webhook (it comes from outside the pod network)",
-            ingress=[{"from": [_internet(private_too=True)], "ports": _ports(10250)}],
+            ingress=[{"from": [internet_peer(private_too=True)], "ports": _ports(10250)}],
         ),
     ]  # fmt: skip
 

@@ -461,8 +461,7 @@ def bench_network_policy(spec: ms.ModelServiceSpec, layout: Layout, model: str, 
     run = {BENCH_MODEL_LABEL: model, BENCH_LAYOUT_LABEL: layout.name}
     egress: list[dict] = [{"to": [{"podSelector": {"matchLabels": dict(run)}}]}]
     if spec.cache is None:
-        hub = {"ipBlock": {"cidr": netpol.ANYWHERE, "except": [*netpol.PRIVATE_CIDRS, netpol.METADATA_CIDR]}}
-        egress.append({"to": [hub], "ports": [{"port": netpol.HTTPS_PORT, "protocol": "TCP"}]})
+        egress.append({"to": [netpol.internet_peer()], "ports": [{"port": netpol.HTTPS_PORT, "protocol": "TCP"}]})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
