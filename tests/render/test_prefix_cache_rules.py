@@ -22,7 +22,14 @@ from infra.render.prefix_cache_rules import (
     prefix_cache_alert_group,
     prefix_cache_group,
 )
-from tests.render.test_rules_promtool import CHAT, alert, run_promtool, run_scenario, vllm_labels
+from tests.render.test_rules_promtool import (
+    CHAT,
+    alert,
+    run_promtool,
+    run_scenario,
+    vllm_labels,
+    write_rule_files,
+)
 
 PLANNED = 0.6
 MODEL = replace(CHAT, prefix_cache_planned_hit=PLANNED, kv_offload=True)
@@ -36,13 +43,7 @@ QUERIED_PER_MIN = 12_000  # 200 prompt tokens/s looked up: above the alert's tra
 @pytest.fixture(scope="module")
 def rules_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("prefix-cache-rules")
-    groups = [prefix_cache_group(MODEL), prefix_cache_alert_group([MODEL])]
-    (d / "prefix-cache.yml").write_text(yaml.safe_dump({"groups": groups}))
-    for g in groups:
-        for r in g["rules"]:
-            r.pop("annotations", None)
-    (d / "all-bare.yml").write_text(yaml.safe_dump({"groups": groups}))
-    return d
+    return write_rule_files(d, [prefix_cache_group(MODEL), prefix_cache_alert_group([MODEL])])
 
 
 def _counter(name: str, per_min: float, model=MODEL) -> dict:
@@ -58,7 +59,7 @@ def _lookups(gpu_share: float, offload_share: float, queried_per_min: float = QU
 
 
 def test_promtool_checks_the_prefix_cache_groups(rules_dir):
-    result = run_promtool("check", "rules", str(rules_dir / "prefix-cache.yml"))
+    result = run_promtool("check", "rules", str(rules_dir / "all.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -115,11 +116,7 @@ def test_collapse_silent(rules_dir, name, gpu, offload, queried):
 
 def test_without_a_plan_the_collapse_is_against_the_previous_day(tmp_path):
     """A model with no planned rate alerts when its 30-minute rate halves against its own day."""
-    groups = [prefix_cache_group(UNPLANNED), prefix_cache_alert_group([UNPLANNED])]
-    for g in groups:
-        for r in g["rules"]:
-            r.pop("annotations", None)
-    (tmp_path / "all-bare.yml").write_text(yaml.safe_dump({"groups": groups}))
+    write_rule_files(tmp_path, [prefix_cache_group(UNPLANNED), prefix_cache_alert_group([UNPLANNED])])
     day = 24 * 12  # 5-minute steps
     usual, collapsed = 0.6 * QUERIED_PER_MIN * 5, 0.1 * QUERIED_PER_MIN * 5  # hits per step
     hits = f"0+{usual:g}x{day} {usual * day + collapsed:g}+{collapsed:g}x23"  # a day at 60 %, then 2 h at 10 %
