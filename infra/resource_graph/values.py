@@ -76,7 +76,8 @@ class Apply:
 
     def __post_init__(self) -> None:
         if not self.name:
-            object.__setattr__(self, "name", f"{self.fn.__module__}.{self.fn.__qualname__}")
+            module = getattr(self.fn, "__module__", None) or type(self.fn).__module__
+            object.__setattr__(self, "name", f"{module}.{getattr(self.fn, '__qualname__', repr(self.fn))}")
 
 
 PLACEHOLDERS = (Ref, SecretInput, Secret, Invoke, Apply)
