@@ -31,7 +31,6 @@ Why each option is what it is (docs/architecture.md has the long form):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import versions
@@ -51,21 +50,6 @@ SYSTEM_POOL_LABEL = "inference-platform/pool"
 # DigitalOcean project environments accept exactly these three values.
 PROJECT_ENVIRONMENT = {"dev": "Development", "staging": "Staging", "prod": "Production"}
 RUNTIME_MODES = ("doks-managed", "device-plugin", "gpu-operator")
-
-
-@dataclass(frozen=True)
-class Foundation:
-    """Keys of what later resources stand on."""
-
-    vpc: str
-    cluster: str
-    provider: str
-    pools: dict[str, str]  # pool name → its group
-    runtime: str  # the GPU runtime's group
-    gpu_operator: str | None  # the AMD GPU operator's release (gpu-operator mode)
-    cert_manager: str | None
-    namespace: str  # `inference`: the front door
-    engines_namespace: str  # `inference-engines`: the engines
 
 
 def plan_network(b: GraphBuilder, spec: NetworkSpec) -> str:
