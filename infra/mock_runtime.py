@@ -313,7 +313,16 @@ def resolve(output: Any) -> tuple[Any, bool]:
     that kept an Output from the program it ran."""
     if not isinstance(output, pulumi.Output):
         return output, False
-    value_future, secret_future = output._future, output._is_secret
+    # pulumi ≥ 3.2xx keeps one `_data` future (`_future` / `_is_secret` became async properties:
+    # reading them would make coroutines nobody awaits); older releases keep two futures.
+    data = getattr(output, "_data", None)
+    if asyncio.isfuture(data) and data.done():
+        settled = data.result()
+        return (None if rpc.contains_unknowns(settled.value) else settled.value), bool(settled.is_secret)
+    if isinstance(getattr(type(output), "_future", None), property):
+        value_future = secret_future = None
+    else:
+        value_future, secret_future = output._future, output._is_secret
     if all(asyncio.isfuture(f) and f.done() for f in (value_future, secret_future)):
         # Settled while the program ran: read it here. Awaiting it again would need the program's
         # event loop, which `run` has closed; pulumi 3.231's _sync_await refuses a future of
