@@ -89,8 +89,9 @@ class RouterConfig(StrictModel):
     session_header: HeaderName = Field(
         "x-session-id",
         description=(
-            "HTTP header that pins a conversation to a replica (kind: session). vllm-router hashes x-session-id "
-            "and has no flag to rename it: only x-session-id is accepted."
+            "HTTP header that pins a conversation to a replica: kind session (vllm-router hashes x-session-id "
+            "and has no flag to rename it: only x-session-id is accepted), or kind gateway with "
+            "router.gateway.routing session (the endpoint pickers' session-affinity scorer keys on any header)."
         ),
     )
     replicas: int = Field(2, ge=1, le=20, description="Router replicas (kind gateway: gateway proxy replicas); a PodDisruptionBudget keeps one up.")
@@ -105,6 +106,20 @@ class RouterConfig(StrictModel):
         ),
     )
     gateway: GatewayConfig = Field(default_factory=GatewayConfig, description="The gateway of router.kind gateway.")
+
+
+def session_header_in_effect(router: RouterConfig) -> bool:
+    """Whether anything keys on `router.session_header`: vllm-router's consistent hash (kind
+    session), or the gateway's session-affinity scorer (kind gateway with routing session, or the
+    scorer named in `router.gateway.scorers`; infra/catalog/epp.py)."""
+    from infra.catalog.epp import SESSION_AFFINITY  # local import: keeps the catalog out of config's top
+
+    if router.kind == "session":
+        return True
+    if router.kind != "gateway":
+        return False
+    gw = router.gateway
+    return SESSION_AFFINITY in gw.scorers if gw.scorers is not None else gw.routing == "session"
 
 
 # Object names the gateway renders per model (infra/render/epp.py): `<model>-epp` must not be
