@@ -120,4 +120,6 @@ def candidate_service_spec(current: ModelServiceSpec, model: ModelConfig, facts:
         autoscaled=False,
         variant=CANDIDATE,
         fixed_replicas=facts.split.candidate_replicas,
+        # what the render reports (a flag of the candidate's extra_args, its layout) is the candidate's key
+        key_path=f"{current.key_path}.rollout.candidate" if current.key_path else "",
     )

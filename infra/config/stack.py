@@ -20,12 +20,13 @@ from infra.config.errors import problem_from_pydantic
 from infra.config.load import foreign_key_problems, read_stack_file, stack_file
 from infra.config.model_cache import ModelCacheConfig, check_model_cache
 from infra.config.models import (
+    ROLLOUT_SUSPENDS,
     ModelConfig,
     check_models,
     endpoint_picker_name_problems,
     hf_config_path,
     resolve_autoscaling,
-    streamer_problems,
+    suspended_by_rollout,
 )
 from infra.config.network import NetworkConfig, check_network
 from infra.config.observability import ObservabilityConfig, observability_on
@@ -80,6 +81,8 @@ class StackConfig(BaseModel):
     secrets_required: tuple[str, ...]  # secret keys this stack needs for `pulumi up`
     base_dir: Path | None = None  # the project root that relative paths (hf_config) start from
     spaces_credentials_set: bool = False  # digitalocean:spacesAccessId and spacesSecretKey are in the stack file
+    # models whose replica autoscaling would be on but is suspended while their rollout runs
+    rollout_suspends_autoscaling: frozenset[str] = frozenset()
 
     @property
     def spaces_region(self) -> str:
@@ -166,7 +169,7 @@ def load_config(
     problems = early + check_network(raw) + check_pools(raw) + check_runtime(raw) + check_models(raw, base_dir)
     problems += rollout_problems(raw)
     problems += check_cluster(raw)
-    problems += check_model_cache(raw) + streamer_problems(raw)
+    problems += check_model_cache(raw)
     problems += check_gateway(raw) + endpoint_picker_name_problems(raw)
     secret_problems, required = check_secrets(raw, secrets_set, plain_secrets)
     problems += secret_problems + check_router(raw) + front_door_problems(client_keys, raw.router.kind, f"{NS}api_keys")
@@ -191,7 +194,25 @@ def load_config(
         secrets_required=required,
         base_dir=base_dir,
         spaces_credentials_set=all(k in values for k in SPACES_PROVIDER_KEYS),
+        rollout_suspends_autoscaling=frozenset(m.name for m in raw.models if suspended_by_rollout(raw, m)),
     )
+
+
+def rollout_autoscaling_notes(cfg: StackConfig) -> list[str]:
+    """A rollout suspends replica autoscaling the model would otherwise have: said in the plan,
+    with what it costs while the rollout runs (infra/config/models.py `suspended_by_rollout`)."""
+    notes = []
+    for i, model in enumerate(cfg.models):
+        if model.name not in cfg.rollout_suspends_autoscaling:
+            continue
+        pool = cfg.pool(model.pool)
+        notes.append(
+            f"model {model.name}: replica autoscaling is off while models[{i}].rollout runs ({ROLLOUT_SUSPENDS}); "
+            f"meanwhile pool {pool.name} stays at min_nodes {pool.min_node_count} plus the candidate's nodes and does not grow "
+            f"toward max_nodes {pool.max_node_count} with the load"
+            + (f", so a peak of {model.workload.peak_rps:g} req/s is served by the floor only" if model.workload.peak_rps else "")
+        )
+    return notes
 
 
 def zero_replica_notes(cfg: StackConfig) -> list[str]:

@@ -77,8 +77,8 @@ def check_ignores(plan: StackPlan, paths: KeyPaths) -> tuple[list[Problem], list
         auto = model.autoscaling
         # `enabled` is resolved by the config (so always "set"); the other keys are set only when written.
         written = sorted(k for k in auto.model_fields_set if k != "enabled")
-        if auto.enabled or not written:
-            continue
+        if auto.enabled or not written or model.name in plan.config.rollout_suspends_autoscaling:
+            continue  # suspended by a rollout: the settings apply again after it (a plan note says so)
         problems.append(Problem(paths.model(model.name, f"autoscaling.{written[0]}") or "", (
             f"takes no effect: replica autoscaling is off for {model.name} because {_why_autoscaling_off(plan, i)}; "
             "fix that or remove the autoscaling settings (allowed: autoscaling settings only where the model autoscales)")))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from infra.catalog.models import resolve_model
-from infra.config import NS, StackConfig, gated_models, zero_replica_notes
+from infra.config import NS, StackConfig, gated_models, rollout_autoscaling_notes, zero_replica_notes
 from infra.config.cluster import control_plane_exposure
 from infra.errors import Problem
 from infra.planner import plan_model, slo_shortfall
@@ -18,7 +18,12 @@ from infra.stack_factors import load_stack_factors, measured_notes
 from infra.stack_plan.facts import ModelFacts
 from infra.stack_plan.monitoring import observed_models
 from infra.stack_plan.notes import api_key_note, pd_notes, sizing_notes, thin_kv_notes
-from infra.stack_plan.problems import auto_multi_node_problems, does_not_fit, running_target_problems
+from infra.stack_plan.problems import (
+    auto_multi_node_problems,
+    does_not_fit,
+    rollout_node_problems,
+    running_target_problems,
+)
 from infra.stack_plan.weights import cold_start_notes, readiness_plan
 
 
@@ -89,11 +94,13 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
         if telemetry is not None:
             notes += measured_notes(facts, telemetry)
     models = with_rollouts(models, cfg)
+    problems += rollout_node_problems(models)
     for index, m in enumerate(models):
         if m.rollout is not None and m.kv_offload is not None:  # the candidate's engines pin the same tier
             problems += offload_fit_problems(f"{NS}models[{index}]", m.pool.gpu, m.rollout.candidate_layout,
                                              m.kv_offload.kind, m.kv_offload.size_gib)
     notes += zero_replica_notes(cfg)
+    notes += rollout_autoscaling_notes(cfg)
     notes += cold_start_notes(cfg)
     if cfg.observability.enabled and models:
         notes += slo_bucket_warnings(observed_models(models))
