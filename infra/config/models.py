@@ -27,7 +27,6 @@ from infra.config.model_keys import ModelKeys, candidate_as_model, candidate_key
 from infra.config.observability import observability_on
 from infra.config.pools import GpuPoolConfig
 from infra.config.router import EPP_SUFFIX
-from infra.config.secrets import plain_secret_problems
 from infra.domain import (
     MAX_INPUT_TOKENS,
     MAX_OUTPUT_TOKENS,
@@ -297,7 +296,7 @@ def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
             continue
         by_pool.setdefault(model.pool, []).append(i)
         own = model_problems(model, model_keys(i), pool, raw.model_cache.kind)
-        problems += own + plain_secret_problems(model, at)
+        problems += own
         problems += model_source_problems(model, at, base_dir)
         candidate = candidate_as_model(model)
         if candidate is not None:  # the model the rollout would promote, judged by the same checks

@@ -16,6 +16,7 @@ from infra.catalog.regions import REGIONS
 from infra.config.base import NS, StrictModel, one_of, stack_name_problems
 from infra.config.client_keys import ClientKeys, client_keys_from_config, front_door_problems
 from infra.config.cluster import ClusterConfig, check_cluster
+from infra.config.credentials import credential_problems
 from infra.config.errors import problem_from_pydantic
 from infra.config.load import foreign_key_problems, read_stack_file, stack_file
 from infra.config.model_cache import ModelCacheConfig, check_model_cache
@@ -155,6 +156,8 @@ def load_config(
             continue
         project_values[short] = value
 
+    # One scan over every string of the file, every namespace (keys that are secrets by declaration aside).
+    early += credential_problems(values, skip={*PROVIDER_SECRET_KEYS, *(f"{NS}{k}" for k in SECRET_KEYS)})
     client_keys, key_problems = client_keys_from_config(
         api_keys_raw, api_keys_path=f"{NS}api_keys", api_key_set="api_key" in secrets_set, api_keys_secret=api_keys_secret
     )
