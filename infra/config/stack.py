@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from infra.catalog.regions import REGIONS
+from infra.config.allow_lists import stack_exposure
 from infra.config.base import NS, StrictModel, one_of, stack_name_problems
 from infra.config.client_keys import ClientKeys, client_keys_from_config, front_door_problems
 from infra.config.cluster import ClusterConfig, check_cluster
@@ -33,7 +34,7 @@ from infra.config.network import NetworkConfig, check_network
 from infra.config.observability import ObservabilityConfig, observability_on
 from infra.config.pools import GpuPoolConfig, check_pools
 from infra.config.rollout import rollout_problems
-from infra.config.router import RouterConfig, check_gateway, check_router
+from infra.config.router import RouterConfig, check_gateway, check_router, client_keys_checked
 from infra.config.runtime import GpuRuntimeConfig, check_runtime
 from infra.config.secrets import PROVIDER_SECRET_KEYS, SECRET_KEYS, SPACES_PROVIDER_KEYS, check_secrets
 from infra.errors import ConfigError, Problem
@@ -172,10 +173,13 @@ def load_config(
     problems = early + check_network(raw) + check_pools(raw) + check_runtime(raw) + check_models(raw, base_dir)
     problems += rollout_problems(raw)
     problems += check_cluster(raw)
+    problems += list(stack_exposure(raw.environment, raw.cluster.control_plane_allowed_cidrs, raw.router).problems)
     problems += check_model_cache(raw)
     problems += check_gateway(raw) + endpoint_picker_name_problems(raw)
     secret_problems, required = check_secrets(raw, secrets_set, plain_secrets)
-    problems += secret_problems + check_router(raw) + front_door_problems(client_keys, raw.router.kind, f"{NS}api_keys")
+    problems += secret_problems + check_router(raw) + front_door_problems(
+        client_keys, raw.router.kind, f"{NS}api_keys" if api_keys_raw is not None or api_keys_secret else f"{NS}api_key",
+        checked=client_keys_checked(raw.router))
     if problems:
         raise ConfigError(problems, source=source)
 

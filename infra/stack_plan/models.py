@@ -8,7 +8,8 @@ from dataclasses import replace
 
 from infra.catalog.models import resolve_model
 from infra.config import NS, StackConfig, gated_models, rollout_autoscaling_notes, zero_replica_notes
-from infra.config.cluster import control_plane_exposure
+from infra.config.allow_lists import stack_exposure
+from infra.config.router import client_keys_checked
 from infra.errors import Problem
 from infra.planner import plan_model, slo_shortfall
 from infra.render.slo_rules import slo_bucket_warnings
@@ -108,9 +109,9 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
         notes.append(
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
-    notes.append(api_key_note(cfg.client_keys, front_door=cfg.router.kind != "service"))
-    _, blockers, api_notes = control_plane_exposure(cfg.environment, [str(c) for c in cfg.cluster.control_plane_allowed_cidrs])
-    notes += api_notes + [f"to fix before `pulumi up`: {b.path}: {b.message}" for b in blockers]
+    notes.append(api_key_note(cfg.client_keys, front_door=cfg.router.kind != "service", checked=client_keys_checked(cfg.router)))
+    exposed = stack_exposure(cfg.environment, cfg.cluster.control_plane_allowed_cidrs, cfg.router)
+    notes += list(exposed.notes) + [f"to fix before `pulumi up`: {b.path}: {b.message}" for b in exposed.blockers]
     return models, notes, problems
 
 

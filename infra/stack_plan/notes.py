@@ -134,9 +134,10 @@ def tag_only_image_notes(services: tuple[ModelServiceSpec, ...], router: RouterS
     return [f"prod: images pinned by tag only: {', '.join(tag_only)}; pin by digest with models[].image / router.image = <image>@sha256:<digest>"]
 
 
-def api_key_note(keys: ClientKeys, *, front_door: bool) -> str:
-    """Which client keys exist (names only), where they are checked, how to read one (issue 30)."""
-    return key_names_note(keys, front_door=front_door)
+def api_key_note(keys: ClientKeys, *, front_door: bool, checked: bool = True) -> str:
+    """Which client keys exist (names only), where they are checked, how to read one (issue 30);
+    none checked behind a gateway with authentication none (issue 37)."""
+    return key_names_note(keys, front_door=front_door, checked=checked)
 
 
 def open_front_door_notes(router: RouterConfig) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 from infra.catalog.cpu_sizes import CPU_PRICES_AS_OF, CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
 from infra.catalog.gpus import HOURS_PER_MONTH
 from infra.config import GpuPoolConfig, StackConfig
+from infra.config.router import client_keys_checked
 from infra.errors import ConfigError, Problem
 from infra.front_door import FrontDoor
 from infra.layout_fit import require_layouts_fit
@@ -256,7 +257,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         services=services,
         router=router,
         front_door=replace(gateway_front_door(gateway) if gateway is not None else front_door(router, services),
-                           client_keys=cfg.client_keys.names),
+                           client_keys=cfg.client_keys.names if client_keys_checked(cfg.router) else ()),
         observability=observability,
         autoscaling=autoscaling,
         project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=cfg.environment),
