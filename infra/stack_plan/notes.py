@@ -144,3 +144,25 @@ def open_front_door_notes(router: RouterConfig) -> list[str]:
     """A public front door (router or gateway) in dev or staging without TLS or a source allow-list:
     noted here, refused in prod (infra/config/router.py `public_exposure_gaps`)."""
     return [f"router.public {gap} (prod refuses this; docs/security.md)" for gap in public_exposure_gaps(router)]
+
+
+def override_notes(cfg) -> list[str]:
+    """Every override of the catalog says what it overrides (issue 37): a pool planned in a region
+    the GPU catalog does not list its size in (`available_in_region: true`), with the catalog's
+    regions and date and how to confirm it online; an override the catalog no longer needs."""
+    notes = []
+    for i, pool in enumerate(cfg.gpu_pools):
+        if not pool.available_in_region:
+            continue
+        listed, when = pool.gpu.regions, pool.gpu.availability_as_of or "an unrecorded date"
+        at = f"gpu_pools[{i}].available_in_region"
+        if not listed:
+            notes.append(f"{at}: true overrides nothing: the GPU catalog of {when} lists no regions for {pool.size} (contract "
+                         "sizes are not listed; regions are per account); `infra doctor` checks it online")
+        elif cfg.region in listed:
+            notes.append(f"{at}: true is no longer needed: the GPU catalog of {when} lists {pool.size} in {cfg.region}; remove it")
+        else:
+            notes.append(f"{at}: true plans {pool.size} in {cfg.region} although the GPU catalog of {when} lists it only in "
+                         f"{', '.join(listed)}; confirm with `infra doctor {cfg.stack}` before `pulumi up` (DOKS fails to "
+                         "create the pool mid-deploy otherwise), and `infra catalog sync` to refresh the catalog")
+    return notes
