@@ -23,22 +23,24 @@ STICKY_ROUTERS = frozenset({"session", "prefix", "gateway"})
 def session_decision(
     arch: ModelArch, gpu: GpuSize, workload: Workload, slo: Slo, explicit: Layout | None, *,
     kv_offload: str, size_gib: float | None, router_kind: str, min_nodes: int,
-    usd_per_hour: float | None, fabric: bool, pool_nodes: int | None,
+    usd_per_hour: float | None, fabric: bool, pool_nodes: int | None, efficiency=None,
 ) -> OffloadDecision | None:
-    """Plan the model with its sessions, without and with an offload tier (None: single-turn)."""
+    """Plan the model with its sessions, without and with an offload tier (None: single-turn);
+    `efficiency`: the stack's own factors (stacks/factors.STACK.json), as for single-turn models."""
     if not workload.multi_turn or getattr(explicit, "disaggregated", False):
         return None  # a P/D layout's prefill engines are planned without the session model
 
     def search(w: Workload, layout: Layout | None) -> ModelPlan:
         if explicit is not None:
-            return plan_model(arch, gpu, w, slo, explicit, usd_per_hour=usd_per_hour, fabric=fabric, pool_nodes=pool_nodes)
+            return plan_model(arch, gpu, w, slo, explicit, usd_per_hour=usd_per_hour, fabric=fabric, pool_nodes=pool_nodes,
+                              efficiency=efficiency)
         if layout is None:
-            return plan_model(arch, gpu, w, slo, usd_per_hour=usd_per_hour, fabric=fabric, pool_nodes=pool_nodes)
+            return plan_model(arch, gpu, w, slo, usd_per_hour=usd_per_hour, fabric=fabric, pool_nodes=pool_nodes, efficiency=efficiency)
         return plan_model(arch, gpu, w, slo, usd_per_hour=usd_per_hour, tp=layout.tp, ep=layout.ep, dp=layout.dp,
-                          replicas_per_node=layout.replicas_per_node)
+                          replicas_per_node=layout.replicas_per_node, efficiency=efficiency)
 
     def evaluate(w: Workload, layout: Layout):
-        return evaluate_layout(arch, gpu, w, slo, layout, usd_per_hour=usd_per_hour)
+        return evaluate_layout(arch, gpu, w, slo, layout, usd_per_hour=usd_per_hour, efficiency=efficiency)
 
     def affinity(layout: Layout) -> float:
         return 1.0 if router_kind in STICKY_ROUTERS else 1.0 / max(1, layout.replicas_for_nodes(max(1, min_nodes)))

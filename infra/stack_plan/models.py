@@ -41,7 +41,7 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
     problems: list[Problem] = []
     gated = {m.name for m in gated_models(cfg.models)}
     # The stack's own factors, fitted from its cluster (`infra tune calibrate --prometheus --write`).
-    telemetry = load_stack_factors(cfg.base_dir, cfg.stack)
+    telemetry = load_stack_factors(cfg.base_dir, cfg.stack, families={p.gpu.accelerator.family for p in cfg.gpu_pools})
     efficiency = telemetry.table() if telemetry is not None else None
     if telemetry is not None:
         notes.append(telemetry.describe())
@@ -53,7 +53,7 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
         sessions = session_decision(
             arch, pool.gpu, model.workload.to_workload(), slo, explicit, kv_offload=model.kv_offload.kind,
             size_gib=model.kv_offload.size_gib, router_kind=cfg.router.kind, min_nodes=pool.min_node_count,
-            usd_per_hour=pool.node_usd_per_hour, fabric=pool.fabric, pool_nodes=pool.max_node_count,
+            usd_per_hour=pool.node_usd_per_hour, fabric=pool.fabric, pool_nodes=pool.max_node_count, efficiency=efficiency,
         )
         plan = sessions.chosen.plan if sessions is not None else plan_model(
             arch, pool.gpu, model.workload.to_workload(), slo, explicit, usd_per_hour=pool.node_usd_per_hour,
@@ -94,7 +94,7 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
             notes += pd_notes(facts, efficiency)
         if telemetry is not None:
             notes += measured_notes(facts, telemetry)
-    models = with_rollouts(models, cfg)
+    models = with_rollouts(models, cfg, efficiency)
     problems += rollout_node_problems(models)
     for index, m in enumerate(models):
         if m.rollout is not None and m.kv_offload is not None:  # the candidate's engines pin the same tier
@@ -115,7 +115,7 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
     return models, notes, problems
 
 
-def with_rollouts(models: list[ModelFacts], cfg: StackConfig) -> list[ModelFacts]:
+def with_rollouts(models: list[ModelFacts], cfg: StackConfig, efficiency=None) -> list[ModelFacts]:
     """Each model with a rollout gets its candidate planned (after every model: the candidate
     takes the GPUs the pool's models leave free before extra nodes are added)."""
     out = []
@@ -127,6 +127,7 @@ def with_rollouts(models: list[ModelFacts], cfg: StackConfig) -> list[ModelFacts
         facts = plan_rollout(
             m.config, m.arch, m.pool.gpu, m.layout, pool_nodes=m.pool.min_node_count, used_per_node=used,
             usd_per_node_hour=m.pool.node_usd_per_hour, fabric=m.pool.fabric, pool_max_nodes=m.pool.max_node_count,
+            efficiency=efficiency,
         )
         out.append(replace(m, rollout=facts))
     return out
