@@ -447,8 +447,9 @@ class KvOffload:
 
     kind: "cpu" (vLLM's native OffloadingConnector, `--kv-offloading-backend native`) or
         "lmcache" (LMCache's CPU tier, `--kv-offloading-backend lmcache`).
-    size_gib: host memory per data-parallel engine of a replica (vLLM's `--kv-offloading-size`:
-        the total over the engine's TP ranks, each pinning its share).
+    size_gib: cpu: host memory per data-parallel engine of a replica (vLLM's
+        `--kv-offloading-size`: the total over the engine's TP ranks, each pinning its share);
+        lmcache: the L1 buffer of the engine pod's one LMCache server, shared by its engines.
     """
 
     kind: str
@@ -458,6 +459,14 @@ class KvOffload:
     def backend(self) -> str:
         """The value of vLLM's `--kv-offloading-backend`."""
         return "native" if self.kind == "cpu" else self.kind
+
+    def gib_per_engine(self, engines_per_pod: int) -> float:
+        """Host memory one data-parallel engine's share of the tier holds."""
+        return self.size_gib / max(1, engines_per_pod) if self.kind == "lmcache" else self.size_gib
+
+    def gib_per_pod(self, engines_per_pod: int) -> float:
+        """Host memory the tier pins in one engine pod."""
+        return self.size_gib if self.kind == "lmcache" else self.size_gib * max(1, engines_per_pod)
 
 
 @dataclass(frozen=True)

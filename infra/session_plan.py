@@ -11,7 +11,7 @@ from infra.catalog.gpus import GpuSize
 from infra.catalog.models import ModelArch
 from infra.domain import Layout, Slo, Workload
 from infra.errors import Problem
-from infra.planner.kv_offload import OffloadDecision, Planner, decide, offload_room_per_engine_gib
+from infra.planner.kv_offload import OffloadDecision, Planner, decide, offload_room_gib
 from infra.planner.search import ModelPlan, evaluate_layout, plan_model
 
 # Front doors that send a session's turns back to the replica that served it (vllm-router's
@@ -49,17 +49,21 @@ def session_decision(
                   router_affinity=affinity)
 
 
-def offload_fit_problems(path: str, gpu: GpuSize, layout: Layout, kind: str, size_gib: float | None) -> list[Problem]:
-    """A configured tier must fit the host memory an engine pod of `layout` has beside the engine."""
+def offload_fit_problems(path: str, gpu: GpuSize, layout: Layout, kind: str, size_gib: float | None, whose: str = "") -> list[Problem]:
+    """A configured tier must fit the host memory an engine pod of `layout` has beside the engine:
+    per data-parallel engine for kind cpu, once per pod for kind lmcache (one shared server).
+    `whose`: " (the rollout candidate's engines)" when the layout is a candidate's."""
     if kind in ("none", "auto") or size_gib is None:
         return []
     if gpu.ram_gib <= 0:
         return [Problem(f"{path}.kv_offload", f"the host memory of {gpu.slug} is not in the catalog: add its ram_gib to infra/catalog/gpu_sizes.json")]
-    room = offload_room_per_engine_gib(gpu, layout)
+    room = offload_room_gib(gpu, layout, kind)
     if size_gib > room:
+        holder = ("the engine pod's one LMCache server (shared by its data-parallel engines)" if kind == "lmcache"
+                  else "an engine" + (f" (each of the {layout.dp} data-parallel engines of a replica pins its own)" if layout.dp > 1 else ""))
         return [Problem(
             f"{path}.kv_offload.size_gib",
-            f"{size_gib:g} GiB does not fit: an engine of {layout.name} on {gpu.slug} ({gpu.ram_gib} GiB RAM per node) "
+            f"{size_gib:g} GiB does not fit{whose}: {holder} of {layout.name} on {gpu.slug} ({gpu.ram_gib} GiB RAM per node) "
             f"has {max(room, 0)} GiB of host memory beside the engine itself; allowed: 1 to {max(room, 0)}",
         )]
     return []

@@ -30,11 +30,11 @@ class KvOffloadConfig(StrictModel):
 
     kind: Literal["none", "auto", "cpu", "lmcache"] = Field(
         "none",
-        description="none; auto: the planner turns a CPU tier on where it raises goodput by 5 % or more (needs workload.turns_per_session); cpu: vLLM's native OffloadingConnector; lmcache: LMCache's multi-process server in the engine container, reached by vLLM's LMCacheMPConnector (needs an image with LMCache: the pinned vLLM images are built without it).",
+        description="none; auto: the planner turns a CPU tier on where it raises goodput by 5 % or more (needs workload.turns_per_session); cpu: vLLM's native OffloadingConnector; lmcache: LMCache's multi-process server (`lmcache server`, LMCache 0.4.3 or later) in the engine container, reached by vLLM's LMCacheMPConnector; needs an image with LMCache: vLLM's ROCm images carry none (set models[].image), its CUDA images from v0.14.0 do (infra/catalog/lmcache.py).",
     )
     size_gib: float | None = Field(
         None, gt=0, le=65536, allow_inf_nan=False,
-        description="cpu / lmcache (required): host memory per engine (cpu: vLLM's --kv-offloading-size, shared by its TP ranks; lmcache: the L1 buffer of the LMCache server in the engine container; a replica with dp ranks pins it dp times); must fit the engine pod's share of the node's RAM beside the engine itself.",
+        description="cpu / lmcache (required): host memory of the tier (cpu: per engine, vLLM's --kv-offloading-size, shared by its TP ranks, and a replica with dp ranks pins it dp times; lmcache: the L1 buffer of the one LMCache server in the engine container, shared by its dp ranks); must fit the engine pod's share of the node's RAM beside the engine itself.",
     )
 
     def to_offload(self) -> KvOffload | None:

@@ -99,7 +99,7 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
     for index, m in enumerate(models):
         if m.rollout is not None and m.kv_offload is not None:  # the candidate's engines pin the same tier
             problems += offload_fit_problems(f"{NS}models[{index}]", m.pool.gpu, m.rollout.candidate_layout,
-                                             m.kv_offload.kind, m.kv_offload.size_gib)
+                                             m.kv_offload.kind, m.kv_offload.size_gib, " (the rollout candidate's engines)")
     notes += zero_replica_notes(cfg)
     notes += rollout_autoscaling_notes(cfg)
     notes += cold_start_notes(cfg)
