@@ -166,3 +166,25 @@ def override_notes(cfg) -> list[str]:
                          f"{', '.join(listed)}; confirm with `infra doctor {cfg.stack}` before `pulumi up` (DOKS fails to "
                          "create the pool mid-deploy otherwise), and `infra catalog sync` to refresh the catalog")
     return notes
+
+
+def lmcache_image_notes(cfg) -> list[str]:
+    """kind lmcache on an image the catalog cannot tell about (a custom build): the plan says what
+    the image must carry, since the engine starts anyway and finds no server without it."""
+    from infra.catalog.lmcache import SERVER_MIN_VERSION, lmcache_in_image
+    from infra.config.kv_offload import engine_image
+
+    notes = []
+    for model in cfg.models:
+        if model.kv_offload.kind != "lmcache":
+            continue
+        images = [("", engine_image(model, cfg.pool(model.pool).gpu.vendor))]
+        if model.rollout is not None and model.rollout.candidate.image is not None:
+            images.append((" (rollout candidate)", model.rollout.candidate.image))
+        for whose, image in images:
+            carries, why = lmcache_in_image(image)
+            if carries is None:
+                notes.append(f"model {model.name}{whose}: kv_offload lmcache runs `lmcache server` from {image} ({why}): "
+                             f"it must carry LMCache {'.'.join(map(str, SERVER_MIN_VERSION))} or later, or vLLM starts "
+                             "without its tier (the pod logs say `lmcache: not found`)")
+    return notes
