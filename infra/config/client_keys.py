@@ -113,7 +113,7 @@ def front_door_problems(keys: ClientKeys, router_kind: str, api_keys_path: str, 
         return [
             Problem(
                 api_keys_path,
-                f"names {len(keys.names)} client key(s) ({', '.join(keys.names)}), but router.gateway.authentication is none: "
+                f"gives {len(keys.names)} client key(s) ({', '.join(keys.names)}), but router.gateway.authentication is none: "
                 "the gateway checks no client key, so they would let nobody in and keep nobody out; set "
                 "router.gateway.authentication: api-key, or remove the keys (`pulumi config rm --path 'api_keys.<name>'`, "
                 "`pulumi config rm api_key`)",

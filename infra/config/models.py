@@ -324,7 +324,13 @@ def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
 
 
 def unpinned_image(image: str | None) -> bool:
-    return image is not None and (":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest"))
+    """No tag, an empty tag (`vllm/vllm-openai:`) or `latest`; a digest (`@sha256:...`) pins."""
+    if image is None:
+        return False
+    if "@" in image:
+        return not image.rsplit("@", 1)[1]
+    name, _, tag = image.rsplit("/", 1)[-1].partition(":")
+    return not tag or tag == "latest"
 
 
 def model_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cache_kind: str) -> list[Problem]:
