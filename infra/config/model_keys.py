@@ -92,7 +92,8 @@ def candidate_as_model(model: ModelConfig) -> ModelConfig | None:
 
 
 def candidate_only(candidate: list[Problem], own: list[Problem]) -> list[Problem]:
-    """The candidate's problems that are not the model's own (same key, same words): an inherited
-    key is reported once, at the model."""
-    seen = set(own)
-    return [p for p in dict.fromkeys(candidate) if p not in seen]
+    """The candidate's problems at keys the model has none at: a key the candidate inherits and the
+    model's own check already refuses is reported once, at the model (its words may differ, e.g.
+    which layout to change)."""
+    refused = {p.path for p in own}
+    return [p for p in dict.fromkeys(candidate) if p.path not in refused]
