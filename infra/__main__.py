@@ -30,8 +30,8 @@ from infra.errors import ConfigError, UserError  # noqa: E402
 
 try:  # the catalogs load on import: a malformed INFRA_GPU_CATALOG is one line, not a traceback
     from infra.config import NS, SECRET_KEYS, load_config
+    from infra.config.allow_lists import stack_exposure
     from infra.config.client_keys import DEFAULT_KEY_NAME, ClientKeys, key_value_problems
-    from infra.config.cluster import control_plane_exposure
     from infra.declare import Secrets, declare
     from infra.offline import check_before_up
     from infra.stack_plan import plan_stack
@@ -94,7 +94,7 @@ def main() -> None:
     values, secret_keys = values_from_pulumi_runtime()
     try:
         cfg = load_config(values, stack=stack, secret_keys=secret_keys, base_dir=PROJECT_ROOT, source=f"stack {stack}")
-        _, blockers, _ = control_plane_exposure(cfg.environment, [str(c) for c in cfg.cluster.control_plane_allowed_cidrs])
+        blockers = stack_exposure(cfg.environment, cfg.cluster.control_plane_allowed_cidrs, cfg.router).blockers
         if blockers:
             raise ConfigError("; ".join(f"{b.path}: {b.message}" for b in blockers))
         if cfg.missing_secrets:

@@ -110,6 +110,12 @@ def render() -> str:
     out += ["", "## Secrets", "", "Set with `pulumi config set --secret KEY VALUE`; a secret given in plain text is an error.", "",
             "| key | what it is |", "|---|---|", "| `digitalocean:token` | DigitalOcean API token (or `DIGITALOCEAN_TOKEN` in the environment) |"]
     out += [f"| `{NS}{k}` | {v} |" for k, v in SECRET_KEYS.items()]
+    out += ["", "A credential in any other key is an error too: every string of the stack file, in every namespace, is "
+            "scanned (`infra/config/credentials.py`): access tokens by their prefix, JWTs and private keys; incoming-webhook "
+            "URLs (a Slack webhook is a credential: it belongs in `alert_webhook_url`); URLs with a password or a credential "
+            "in their query string (`runbook_url`, env values); env variables and provider keys named like a credential "
+            "(`*TOKEN*`, `*SECRET*`, `*KEY*`, `*PASSWORD*`, `kubernetes:kubeconfig`); credential flags in argument lists "
+            "(`--api-key`, `--hf-token`). The error names the key, never the value."]
     out += ["", "## Sections", ""]
     for model, path in sections:
         _section(model, path, out)

@@ -15,6 +15,7 @@ all use, so measurements and predictions can be joined on it.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from dataclasses import asdict, dataclass, replace
 from typing import Annotated, Any, Literal
@@ -386,11 +387,34 @@ def derived_new_tokens_per_turn(input_tokens: int, output_tokens: int, turns: in
     return (input_tokens - half * output_tokens) / (1.0 + half)
 
 
+# How far the mean prompt a given `new_tokens_per_turn` implies may be from input_tokens (rounding
+# and round figures) before the two contradict each other.
+SESSION_MEAN_TOLERANCE = 0.10
+
+
+def implied_mean_prompt(new_tokens_per_turn: float, output_tokens: int, turns: int) -> float:
+    """The mean prompt over a session whose turns add `new_tokens_per_turn` user tokens each:
+    n + (T − 1)/2 · (n + output) (see `derived_new_tokens_per_turn`)."""
+    return new_tokens_per_turn + (turns - 1) / 2.0 * (new_tokens_per_turn + output_tokens)
+
+
+def longest_prompt_tokens(workload: Workload) -> int:
+    """The prompt of a session's last turn: n + (T − 1)(n + output), where n is the new tokens per
+    turn; the whole history re-sent. Single-turn traffic: input_tokens."""
+    if not workload.multi_turn:
+        return workload.input_tokens
+    turns = workload.turns_per_session
+    new = (float(workload.new_tokens_per_turn) if workload.new_tokens_per_turn is not None
+           else derived_new_tokens_per_turn(workload.input_tokens, workload.output_tokens, turns))
+    return math.ceil(new + (turns - 1) * (new + workload.output_tokens))
+
+
 def session_shape(workload: Workload) -> SessionShape | None:
     """The session model of a workload, or None for single-turn traffic.
 
     Raises ValueError (a message for the stack's `workload`) when the fields contradict each
-    other: the answers of T turns outgrow the mean prompt, or the new tokens exceed it.
+    other: the answers of T turns outgrow the mean prompt, or the new tokens given imply another
+    mean prompt than input_tokens.
     """
     if not workload.multi_turn:
         return None
@@ -404,10 +428,15 @@ def session_shape(workload: Workload) -> SessionShape | None:
             )
     else:
         new = float(workload.new_tokens_per_turn)
-        if new >= prompt:
+        implied = implied_mean_prompt(new, workload.output_tokens, turns)
+        if abs(implied - prompt) > SESSION_MEAN_TOLERANCE * prompt:
+            derived = derived_new_tokens_per_turn(prompt, workload.output_tokens, turns)
+            fits = (f"give about {max(1, round(derived))} (what input_tokens implies) or leave it unset"
+                    if derived >= 1 else "no new_tokens_per_turn fits these turns and answers: lower turns_per_session or output_tokens")
             raise ValueError(
-                f"new_tokens_per_turn {workload.new_tokens_per_turn} must be below input_tokens {prompt} "
-                "(the mean prompt includes the history the new tokens are added to)"
+                f"new_tokens_per_turn {workload.new_tokens_per_turn} over {turns} turns of {workload.output_tokens}-token answers "
+                f"makes a mean prompt of {implied:.0f} tokens (n + (turns − 1)/2 · (n + output_tokens)), not input_tokens "
+                f"{prompt} (more than {SESSION_MEAN_TOLERANCE:.0%} apart); {fits}, or set input_tokens to {implied:.0f}"
             )
     return SessionShape(turns, new, workload.think_time_s, 1.0 - new / prompt)
 
@@ -418,8 +447,9 @@ class KvOffload:
 
     kind: "cpu" (vLLM's native OffloadingConnector, `--kv-offloading-backend native`) or
         "lmcache" (LMCache's CPU tier, `--kv-offloading-backend lmcache`).
-    size_gib: host memory per data-parallel engine of a replica (vLLM's `--kv-offloading-size`:
-        the total over the engine's TP ranks, each pinning its share).
+    size_gib: cpu: host memory per data-parallel engine of a replica (vLLM's
+        `--kv-offloading-size`: the total over the engine's TP ranks, each pinning its share);
+        lmcache: the L1 buffer of the engine pod's one LMCache server, shared by its engines.
     """
 
     kind: str
@@ -429,6 +459,14 @@ class KvOffload:
     def backend(self) -> str:
         """The value of vLLM's `--kv-offloading-backend`."""
         return "native" if self.kind == "cpu" else self.kind
+
+    def gib_per_engine(self, engines_per_pod: int) -> float:
+        """Host memory one data-parallel engine's share of the tier holds."""
+        return self.size_gib / max(1, engines_per_pod) if self.kind == "lmcache" else self.size_gib
+
+    def gib_per_pod(self, engines_per_pod: int) -> float:
+        """Host memory the tier pins in one engine pod."""
+        return self.size_gib if self.kind == "lmcache" else self.size_gib * max(1, engines_per_pod)
 
 
 @dataclass(frozen=True)

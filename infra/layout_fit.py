@@ -22,6 +22,8 @@ from infra.config import (
     hf_config_path,
     load_stack_file,
 )
+from infra.config.model_keys import ModelKeys, candidate_as_model, candidate_keys, candidate_only, model_keys
+from infra.domain import longest_prompt_tokens
 from infra.errors import ConfigError, Problem
 from infra.planner import check_layout
 from infra.planner.disaggregation import CONNECTORS, pd_problems
@@ -48,37 +50,32 @@ def layout_fit_problems(cfg: StackConfig) -> list[Problem]:
     problems: list[Problem] = []
     names = [p.name for p in cfg.gpu_pools]
     for i, model in enumerate(cfg.models):
-        pool_at = f"{NS}gpu_pools[{names.index(model.pool)}]"
-        problems += model_layout_problems(model, cfg.pool(model.pool), f"{NS}models[{i}]", cfg.base_dir, pool_at)
-        problems += candidate_layout_problems(model, cfg.pool(model.pool), f"{NS}models[{i}]", cfg.base_dir)
+        pool, pool_at = cfg.pool(model.pool), f"{NS}gpu_pools[{names.index(model.pool)}]"
+        own = model_layout_problems(model, pool, model_keys(i), cfg.base_dir, pool_at)
+        problems += own
+        candidate = candidate_as_model(model)
+        if candidate is not None and candidate.layout.nodes_per_replica == 1:  # one over nodes: the config refuses it
+            keys = candidate_keys(i, model.rollout.candidate)
+            problems += candidate_only(model_layout_problems(candidate, pool, keys, cfg.base_dir, pool_at), own)
     return problems
 
 
-def model_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str, base_dir: Path | None, pool_at: str = "") -> list[Problem]:
+def model_layout_problems(model: ModelConfig, pool: GpuPoolConfig, keys: ModelKeys, base_dir: Path | None, pool_at: str = "") -> list[Problem]:
     """Check the model's context and an explicit layout against model and node (the config has
-    already made sure the architecture resolves)."""
+    already made sure the architecture resolves). `keys`: where the model's keys are written — a
+    model's, or those of the model a rollout candidate would become."""
     hf_path = hf_config_path(model, base_dir)
     arch = resolve_model(model.source, str(hf_path) if hf_path else None)
-    problems = _context_problems(model, arch, at)
+    problems = _context_problems(model, arch, keys)
     if model.layout is None:
         return problems
     if isinstance(model.layout, PdLayoutConfig):
-        return problems + _pd_layout_problems(model, pool, arch, at, pool_at)
+        return problems + _pd_layout_problems(model, pool, arch, keys, pool_at)
     if model.layout.nodes_per_replica > 1:
-        multi = _multi_node_layout_problems(model, pool, at, pool_at)
+        multi = _multi_node_layout_problems(model, pool, keys, pool_at)
         if multi:
             return problems + multi
-    return problems + [Problem(f"{at}.layout", msg) for msg in check_layout(arch, pool.gpu, model.layout.to_layout())]
-
-
-def candidate_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str, base_dir: Path | None) -> list[Problem]:
-    """A rollout's candidate layout against the model and node, like an explicit layout."""
-    if model.rollout is None or model.rollout.candidate.layout.nodes_per_replica > 1:
-        return []  # no rollout, or one the config refuses
-    hf_path = hf_config_path(model, base_dir)
-    arch = resolve_model(model.source, str(hf_path) if hf_path else None)
-    layout = model.rollout.candidate.layout.to_layout()
-    return [Problem(f"{at}.rollout.candidate.layout", msg) for msg in check_layout(arch, pool.gpu, layout)]
+    return problems + [Problem(keys("layout"), msg) for msg in check_layout(arch, pool.gpu, model.layout.to_layout())]
 
 
 def _whole_groups_problems(pool: GpuPoolConfig, pool_at: str, nodes: int, what) -> list[Problem]:
@@ -91,12 +88,12 @@ def _whole_groups_problems(pool: GpuPoolConfig, pool_at: str, nodes: int, what) 
     return []
 
 
-def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str, pool_at: str) -> list[Problem]:
+def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, keys: ModelKeys, pool_at: str) -> list[Problem]:
     """A replica over several nodes against its pool: a fabric pool, big enough, node counts in whole
     replicas, every GPU of its nodes used. One problem each, before the shape checks."""
     lay = model.layout
     n, gpus = lay.nodes_per_replica, pool.gpu.gpus
-    key = f"{at}.layout.nodes_per_replica"
+    key = keys("layout.nodes_per_replica")
     if not pool.fabric:
         fabric_sizes = sorted(slug for slug, size in GPU_SIZES.items() if size.fabric)
         return [
@@ -118,13 +115,13 @@ def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str
     if lay.tp * lay.dp != n * gpus:
         problems.append(
             Problem(
-                f"{at}.layout",
+                keys("layout"),
                 f"gpus_per_replica tp × dp = {lay.tp}×{lay.dp} = {lay.tp * lay.dp} is not nodes_per_replica × GPUs per node = "
                 f"{n}×{gpus} = {n * gpus}; a replica over nodes uses every GPU of them (with ep: dp = {n * gpus} / tp; without: tp = {n * gpus})",
             )
         )
     if lay.replicas_per_node != 1:
-        problems.append(Problem(f"{at}.layout.replicas_per_node", f"{lay.replicas_per_node} with nodes_per_replica {n}; allowed: 1 (a replica over nodes is the only one on each)"))
+        problems.append(Problem(keys("layout.replicas_per_node"), f"{lay.replicas_per_node} with nodes_per_replica {n}; allowed: 1 (a replica over nodes is the only one on each)"))
     problems += _whole_groups_problems(
         pool, pool_at, n, lambda count: f"{count} is not a multiple of models[{model.name!r}].layout.nodes_per_replica {n}; allowed: whole replicas"
     )
@@ -136,26 +133,26 @@ def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, at: str
 MORIIO_MIN_ROCM_IMAGE = (0, 21, 0)
 
 
-def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: str, pool_at: str) -> list[Problem]:
+def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, keys: ModelKeys, pool_at: str) -> list[Problem]:
     """A P/D layout against the pool (connector, nodes, fabric) and the model's engine image."""
     gpu = pool.gpu
     pd = model.layout.to_layout(gpu.gpus)
     problems = []
     if gpu.vendor not in CONNECTORS:
         allowed = ", ".join(f"{v} GPUs ({c})" for v, c in sorted(CONNECTORS.items()))
-        return [Problem(f"{at}.layout", f"{pd.name} needs a KV connector; {gpu.slug} ({gpu.vendor}) has none. Supported: {allowed}")]
+        return [Problem(keys("layout"), f"{pd.name} needs a KV connector; {gpu.slug} ({gpu.vendor}) has none. Supported: {allowed}")]
     if gpu.vendor == "amd" and model.image is not None:
         version = versions.vllm_version_of_image(model.image)
         if version is not None and version < MORIIO_MIN_ROCM_IMAGE:
             problems.append(
                 Problem(
-                    f"{at}.image",
+                    keys("image"),
                     f"{model.image!r} (vLLM {'.'.join(map(str, version))}) does not ship MoRIIOConnector for P/D layout {pd.name}; "
                     f"give a vllm/vllm-openai-rocm image of v{'.'.join(map(str, MORIIO_MIN_ROCM_IMAGE))} or later, or a colocated layout",
                 )
             )
     for msg in pd_problems(arch, gpu, pd, fabric=pool.fabric, pool_nodes=pool.max_node_count):
-        problems.append(Problem(f"{at}.layout", f"{pd.name}: {msg}"))
+        problems.append(Problem(keys("layout"), f"{pd.name}: {msg}"))
     if pd.spans_nodes and not problems:
         k = pd.nodes_per_unit
         problems += _whole_groups_problems(
@@ -167,11 +164,11 @@ def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: 
         for role, tokens in (("prefill", model.workload.input_tokens + 1), ("decode", context)):
             mem = memory_per_gpu(arch, gpu, kv.side(role), tokens)
             if not mem.fits:
-                problems.append(Problem(f"{at}.layout", f"{pd.name}: the {role} engine of TP{kv.side(role).tp} does not fit: {mem.problem}"))
+                problems.append(Problem(keys("layout"), f"{pd.name}: the {role} engine of TP{kv.side(role).tp} does not fit: {mem.problem}"))
     if model.autoscaling.enabled and pd.spans_nodes:
         problems.append(
             Problem(
-                f"{at}.autoscaling.enabled",
+                keys("autoscaling.enabled"),
                 f"true is not supported with P/D layout {pd.name}, whose unit spans {pd.nodes_per_unit} nodes: its engines are whole "
                 "nodes paired over the fabric and the pool counts whole units, so one side cannot grow alone; set it to false, "
                 "or use a unit within one node",
@@ -180,15 +177,16 @@ def _pd_layout_problems(model: ModelConfig, pool: GpuPoolConfig, arch: Any, at: 
     return problems
 
 
-def _context_problems(model: ModelConfig, arch: Any, at: str) -> list[Problem]:
-    """A typical request longer than the model's context (or an explicit max_model_len) is one vLLM
-    refuses outright: the stack would serve nothing of the traffic it was sized for."""
+def _context_problems(model: ModelConfig, arch: Any, keys: ModelKeys) -> list[Problem]:
+    """A request longer than the model's context (or an explicit max_model_len) is one vLLM
+    refuses outright: a typical request, and with sessions the last turn of a conversation, whose
+    prompt re-sends the whole history (infra/domain.py `longest_prompt_tokens`)."""
     w = model.workload
     need = w.input_tokens + w.output_tokens
     if need > arch.max_context:
         return [
             Problem(
-                f"{at}.workload",
+                keys("workload"),
                 f"input_tokens + output_tokens = {w.input_tokens} + {w.output_tokens} = {need} exceeds the "
                 f"{arch.max_context}-token context of {arch.id}; vLLM would refuse every such request. Give at most "
                 f"{arch.max_context} tokens in total, or serve a long-context variant",
@@ -198,10 +196,25 @@ def _context_problems(model: ModelConfig, arch: Any, at: str) -> list[Problem]:
     if limit is not None and need > limit:
         return [
             Problem(
-                f"{at}.layout.max_model_len",
+                keys("layout.max_model_len"),
                 f"{limit} is shorter than a typical request (input_tokens + output_tokens = {need}); vLLM would refuse "
                 f"it. Give at least {need} (at most {arch.max_context}), or leave it unset",
             )
         ]
+    if not w.turns_per_session > 1:
+        return []
+    try:
+        longest = longest_prompt_tokens(w.to_workload()) + w.output_tokens
+    except ValueError:
+        return []  # the session shape itself is refused (infra/config/kv_offload.py)
+    grows = (f"with turns_per_session {w.turns_per_session} the last turn re-sends the whole conversation: its prompt "
+             f"and answer are {longest} tokens (the mean prompt is input_tokens {w.input_tokens})")
+    if longest > arch.max_context:
+        return [Problem(keys("workload.turns_per_session"), (
+            f"{grows}, beyond the {arch.max_context}-token context of {arch.id}; vLLM would refuse the late turns of every "
+            "conversation. Lower turns_per_session, input_tokens or output_tokens, or serve a long-context variant"))]
+    if limit is not None and longest > limit:
+        return [Problem(keys("layout.max_model_len"), (
+            f"{limit} is shorter than a conversation's last turn: {grows}; vLLM would refuse the late turns of every "
+            f"conversation. Give at least {longest} (at most {arch.max_context}), or leave it unset"))]
     return []
-

@@ -93,13 +93,13 @@ def extra_nodes_for(candidate: Layout, replicas: int, gpus_per_node: int, used_p
 
 def plan_rollout(
     model: ModelConfig, arch: ModelArch, gpu: GpuSize, current: Layout, *, pool_nodes: int, used_per_node: int,
-    usd_per_node_hour: float | None, fabric: bool, pool_max_nodes: int,
+    usd_per_node_hour: float | None, fabric: bool, pool_max_nodes: int, efficiency=None,
 ) -> RolloutFacts:
     """The candidate's predictions, replicas and extra nodes (the config has validated the rollout)."""
     r = model.rollout
     cand_plan = plan_model(
         arch, gpu, model.workload.to_workload(), model.slo.to_slo(), r.candidate.layout.to_layout(gpu.gpus),
-        usd_per_hour=usd_per_node_hour, fabric=fabric, pool_nodes=pool_max_nodes,
+        usd_per_hour=usd_per_node_hour, fabric=fabric, pool_nodes=pool_max_nodes, efficiency=efficiency,
     )
     split = router_split(r.weight, current.replicas_for_nodes(pool_nodes))
     extra = extra_nodes_for(cand_plan.chosen.layout, split.candidate_replicas, gpu.gpus, used_per_node, pool_nodes)
@@ -120,4 +120,6 @@ def candidate_service_spec(current: ModelServiceSpec, model: ModelConfig, facts:
         autoscaled=False,
         variant=CANDIDATE,
         fixed_replicas=facts.split.candidate_replicas,
+        # what the render reports (a flag of the candidate's extra_args, its layout) is the candidate's key
+        key_path=f"{current.key_path}.rollout.candidate" if current.key_path else "",
     )

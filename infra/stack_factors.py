@@ -15,16 +15,26 @@ shipped catalog — are untouched, so one cluster's engine build cannot move ano
 
 Observations are kept so that the next run re-fits on all of them and knows which windows it has
 already seen: a run that finds no new steady window changes nothing.
+
+The file is read through a schema (pydantic, below): every factor present and a number in its
+range — efficiencies are fractions in (0, 1], a percent (85) is refused with the fraction it
+means, never clamped —, families the catalog knows and, for a plan, families of the stack's own
+GPU pools; a wrong type (a list where an object belongs) is one line naming the file and the
+field.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from infra.errors import UserError
-from infra.planner.efficiency import EfficiencyFactors, EfficiencyTable, load_efficiency
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from infra.catalog.gpus import GPU_SIZES
+from infra.errors import Problem, UserError, json_kind
+from infra.planner.efficiency import FRACTIONS, EfficiencyFactors, EfficiencyTable, load_efficiency
 
 FORMAT_VERSION = 1
 
@@ -99,9 +109,11 @@ class StackFactors:
         }
 
 
-def load_stack_factors(root: Path | None, stack: str) -> StackFactors | None:
+def load_stack_factors(root: Path | None, stack: str, families: set[str] | frozenset[str] | None = None) -> StackFactors | None:
     """The stack's factors file, or None when it has none (or the config was not loaded from a
-    project directory). A file that exists but cannot be read is an error, never ignored."""
+    project directory). A file that exists but cannot be read is an error, never ignored.
+    `families`: the GPU families of the stack's pools; a family of the file that is none of them
+    is refused (its factors would change nothing while the plan's note says they are used)."""
     if root is None:
         return None
     path = factors_path(root, stack)
@@ -110,39 +122,158 @@ def load_stack_factors(root: Path | None, stack: str) -> StackFactors | None:
     where = f"stacks/{path.name}"
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserError(f"{where}: cannot be read as JSON ({err}); fix it or delete it to plan with the catalog's factors") from None
-    return stack_factors_from_json(doc, stack, where, path)
+    factors = stack_factors_from_json(doc, stack, where, path)
+    if families is not None:
+        stray = sorted(set(factors.families) - set(families))
+        if stray:
+            raise UserError([Problem(f"families.{f}", (
+                f"this stack's GPU pools are {', '.join(sorted(families)) or 'none'}, not {f}: factors of another GPU family "
+                f"would apply to none of its models; remove the family (or the file), or re-fit with `infra tune calibrate "
+                f"--prometheus URL --stack {stack} --write`")) for f in stray], source=where)
+    return factors
+
+
+# --- the file's schema ------------------------------------------------------------------------
+
+
+def _fraction(value: float) -> float:
+    """An efficiency is a share of a datasheet peak, in (0, 1]; 85 is a percent written as such."""
+    if not 0 < value <= 1:
+        hint = f"; {value:g} looks like a percent: write {value / 100:g}" if 1 < value <= 100 else ""
+        raise ValueError(f"{value!r} is out of range: an efficiency is a fraction of the datasheet peak, greater than 0 and at most 1{hint}")
+    return value
+
+
+def _at_least(bound: float, what: str):
+    def check(value: float) -> float:
+        if value < bound:
+            raise ValueError(f"{value!r} is out of range: {what} is at least {bound:g}")
+        return value
+    return check
+
+
+def _factor_field(name: str) -> tuple[Any, Any]:
+    if name in FRACTIONS:
+        return Annotated[float, AfterValidator(_fraction)], ...
+    if name == "tpot_p90_factor":
+        return Annotated[float, AfterValidator(_at_least(1.0, "a p90 over mean factor"))], ...
+    return Annotated[float, AfterValidator(_at_least(0.0, "an overhead or a size"))], ...
+
+
+class _Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, populate_by_name=True)
+
+
+FactorsSchema = create_model(
+    "FactorsSchema", __base__=_Schema, **{f.name: _factor_field(f.name) for f in fields(EfficiencyFactors)}
+)
+
+
+class FamilySchema(_Schema):
+    engine: Literal["vllm"] = "vllm"
+    factors: FactorsSchema  # type: ignore[valid-type]
+
+
+class WindowSchema(_Schema):
+    start: str = Field(alias="from")
+    end: str = Field(alias="to")
+
+
+class ProvenanceSchema(BaseModel):
+    model_config = ConfigDict(extra="allow")  # what calibrate recorded; more is kept, not read
+    prometheus: str | None = None
+    cluster: str | None = None
+    window: WindowSchema | None = None
+    images: list[str] = []
+    fitted_at: str | None = None
+    runs: int | None = Field(None, ge=0)
+
+
+class MeasuredSchema(_Schema):
+    served_rps_per_node: float = Field(ge=0)
+    within_slo: bool
+    start: str = Field(alias="from")
+    end: str = Field(alias="to")
+    windows: int = Field(ge=1)
+
+
+class FileSchema(_Schema):
+    format: Literal[1]
+    stack: str
+    source: Literal["telemetry"] = "telemetry"
+    families: dict[str, FamilySchema]
+    provenance: ProvenanceSchema = ProvenanceSchema()
+    observations: list[dict[str, Any]] = []
+    measured: dict[str, MeasuredSchema] = {}
+
+
+_KINDS = {"dict_type": "an object", "model_type": "an object", "list_type": "a list", "float_type": "a number",
+          "float_parsing": "a number", "string_type": "a string", "bool_type": "true or false", "int_type": "an integer",
+          "int_parsing": "an integer", "bool_parsing": "true or false"}
+
+
+def _problem(err: dict) -> Problem:
+    path = ".".join(str(p) for p in err["loc"])
+    kind, value = err["type"], err.get("input")
+    if kind == "missing":
+        return Problem(path, "required; the file is written by `infra tune calibrate --prometheus URL --stack STACK --write`")
+    if kind == "extra_forbidden":
+        return Problem(path, "unknown field")
+    if kind in _KINDS:
+        return Problem(path, f"{json_kind(value)} where {_KINDS[kind]} belongs")
+    if kind == "value_error":
+        return Problem(path, str(err["msg"]).removeprefix("Value error, "))
+    if kind == "literal_error":
+        return Problem(path, f"{json_kind(value) if not isinstance(value, str | int) else repr(value)} is not allowed; "
+                             f"allowed: {err.get('ctx', {}).get('expected', '')}")
+    if kind == "finite_number":
+        return Problem(path, "not a finite number")
+    return Problem(path, str(err["msg"]))
+
+
+def _problems(errors: list[dict]) -> list[Problem]:
+    """One problem per field; the factors missing from one family as one problem naming them all."""
+    missing: dict[str, list[str]] = {}
+    out: list[Problem] = []
+    for err in errors:
+        loc = [str(p) for p in err["loc"]]
+        if err["type"] == "missing" and len(loc) >= 4 and loc[0] == "families" and loc[2] == "factors":
+            at = ".".join(loc[:3])
+            if at not in missing:
+                missing[at] = []
+                out.append(Problem(at, ""))  # its place among the problems
+            missing[at].append(loc[3])
+            continue
+        out.append(_problem(err))
+    return [Problem(p.path, f"misses {len(missing[p.path])} factor(s): {', '.join(missing[p.path])}; every factor is required "
+                            "(`infra tune calibrate --prometheus URL --stack STACK --write` writes them all)")
+            if p.path in missing and not p.message else p for p in out]
 
 
 def stack_factors_from_json(doc: object, stack: str, where: str, path: Path | None = None) -> StackFactors:
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT_VERSION:
-        got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise UserError(f"{where}: format {got!r} is not supported; expected {FORMAT_VERSION} (written by `infra tune calibrate --prometheus --write`)")
-    if doc.get("stack") != stack:
-        raise UserError(f"{where}: was written for stack {doc.get('stack')!r}, not {stack!r}")
-    known = set(EfficiencyFactors.__dataclass_fields__)
-    families: dict[str, EfficiencyFactors] = {}
-    engines: dict[str, str] = {}
-    for name, entry in (doc.get("families") or {}).items():
-        values = (entry or {}).get("factors") if isinstance(entry, dict) else None
-        if not isinstance(values, dict) or set(values) - known:
-            raise UserError(f"{where} families.{name}.factors: needs the factor names of the planner ({', '.join(sorted(known))})")
-        try:
-            families[name] = EfficiencyFactors(**{k: float(v) for k, v in values.items()}).clamped()
-        except (TypeError, ValueError):
-            raise UserError(f"{where} families.{name}.factors: every factor must be a number") from None
-        engines[name] = str(entry.get("engine", "vllm"))
-    measured = {}
-    for name, m in (doc.get("measured") or {}).items():
-        try:
-            measured[name] = MeasuredModel(float(m["served_rps_per_node"]), bool(m["within_slo"]), str(m["from"]), str(m["to"]), int(m["windows"]))
-        except (KeyError, TypeError, ValueError):
-            raise UserError(f"{where} measured.{name}: needs served_rps_per_node, within_slo, from, to, windows") from None
-    observations = doc.get("observations") or []
-    if not isinstance(observations, list) or not all(isinstance(o, dict) for o in observations):
-        raise UserError(f"{where} observations: must be a list of objects")
-    return StackFactors(stack, families, engines, dict(doc.get("provenance") or {}), tuple(observations), measured, path)
+    """The file read through its schema: every field's type and range, the families the catalog
+    knows; each problem names the file and the field (never a traceback)."""
+    if not isinstance(doc, dict):
+        raise UserError(f"{where}: {json_kind(doc)} where an object belongs (written by `infra tune calibrate --prometheus --write`)")
+    if doc.get("format") != FORMAT_VERSION:
+        raise UserError(f"{where}: format {doc.get('format')!r} is not supported; expected {FORMAT_VERSION} (written by `infra tune calibrate --prometheus --write`)")
+    try:
+        parsed = FileSchema.model_validate(doc)
+    except ValidationError as err:
+        raise UserError(_problems(err.errors(include_url=False)), source=where) from None
+    if parsed.stack != stack:
+        raise UserError([Problem("stack", f"written for stack {parsed.stack!r}, not {stack!r}")], source=where)
+    known = sorted({g.accelerator.family for g in GPU_SIZES.values()})
+    unknown = [Problem(f"families.{f}", f"not a GPU family of the catalog; families: {', '.join(known)}") for f in parsed.families if f not in known]
+    if unknown:
+        raise UserError(unknown, source=where)
+    families = {name: EfficiencyFactors(**e.factors.model_dump()) for name, e in parsed.families.items()}
+    engines = {name: e.engine for name, e in parsed.families.items()}
+    measured = {name: MeasuredModel(m.served_rps_per_node, m.within_slo, m.start, m.end, m.windows) for name, m in parsed.measured.items()}
+    provenance = dict(doc.get("provenance") or {})
+    return StackFactors(stack, families, engines, provenance, tuple(parsed.observations), measured, path)
 
 
 def save_stack_factors(path: Path, factors: StackFactors) -> None:

@@ -15,13 +15,13 @@ FABRIC_SIZE = "gpu-mi325x8-2048gb-fabric-contracted"
 
 def _public_router(config) -> None:
     config["inference-platform:router"].update(
-        {"public": True, "tls_certificate_id": "cert-123", "allowed_source_cidrs": ["198.18.0.0/15"]}
+        {"public": True, "tls_certificate_id": "5a1c2f4e-9b3d-4e7a-8c21-0f6d3b9a7e15", "allowed_source_cidrs": ["198.18.0.0/15"]}
     )
 
 
 def _gateway(config) -> None:
     config["inference-platform:router"] = {
-        "kind": "gateway", "replicas": 3, "public": True, "tls_certificate_id": "cert-123",
+        "kind": "gateway", "replicas": 3, "public": True, "tls_certificate_id": "5a1c2f4e-9b3d-4e7a-8c21-0f6d3b9a7e15",
         "allowed_source_cidrs": ["198.18.0.0/15"],
     }  # fmt: skip
 

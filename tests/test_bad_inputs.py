@@ -20,6 +20,7 @@ A case file is YAML:
     files: {name.json: "text"}     # files under {tmp}
     results: {dir: r, layout: tp99-r1}      # bench fixture results under {tmp}/r, relabelled
     env: {VAR: value}              # environment variables for the command
+    factors: {...}                 # stacks/factors.case.json (a JSON value, or its text) beside the stack file
     expect: [words, ...]           # all on the one `error:` line
 """
 
@@ -129,6 +130,9 @@ def test_bad_input_is_refused_with_one_clear_line(case_file, tmp_path, monkeypat
         monkeypatch.setenv(name, str(value).replace("{token}", TOKEN))
     monkeypatch.chdir(root)
 
+    if "factors" in case:
+        factors = case["factors"]
+        (root / "stacks" / "factors.case.json").write_text(factors if isinstance(factors, str) else json.dumps(factors))
     if "argv" in case:
         argv = [str(a).replace("{root}", str(root)).replace("{tmp}", str(scratch)) for a in case["argv"]]
     else:

@@ -41,7 +41,7 @@ def staging(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def prod(tmp_path_factory):
-    public = {**GATEWAY, "replicas": 3, "public": True, "tls_certificate_id": "cert-123", "allowed_source_cidrs": ["203.0.113.0/24"]}
+    public = {**GATEWAY, "replicas": 3, "public": True, "tls_certificate_id": "5a1c2f4e-9b3d-4e7a-8c21-0f6d3b9a7e15", "allowed_source_cidrs": ["203.0.113.0/24"]}
     return _variant(tmp_path_factory.mktemp("gw-prod"), "prod", public)
 
 
@@ -173,7 +173,7 @@ def test_prod_has_one_gateway_and_one_endpoint_for_both_models(prod):
     (params,) = _objects(prod, "AgentgatewayParameters")
     svc = params["spec"]["service"]
     assert svc["spec"]["type"] == "LoadBalancer" and svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
-    assert svc["metadata"]["annotations"]["service.beta.kubernetes.io/do-loadbalancer-certificate-id"] == "cert-123"
+    assert svc["metadata"]["annotations"]["service.beta.kubernetes.io/do-loadbalancer-certificate-id"] == "5a1c2f4e-9b3d-4e7a-8c21-0f6d3b9a7e15"
     door = prod.to_dict()["front_door"]
     assert len(door["models"]) == 2 and door["public_url"].startswith("https://")
     assert not [r for r in prod.resources if r["type"] == "inference-platform:router:Router"]

@@ -89,7 +89,8 @@ def test_lmcache_tier_plans_cleanly_on_an_image_with_lmcache(lmcache_plan):
     # vLLM's lmcache backend is LMCache's multi-process connector: its server runs in the engine container
     command = container["command"]
     assert command[:2] == ["/bin/sh", "-c"] and command[3] == "vllm-serve"
-    assert "lmcache server --host 127.0.0.1 --port 5555 --l1-size-gb 256 &" in command[2]
+    # every LMCache release with `lmcache server` (0.4.3+) exits without an eviction policy (issue 37)
+    assert "lmcache server --host 127.0.0.1 --port 5555 --l1-size-gb 256 --eviction-policy LRU &" in command[2]
     assert command[2].endswith('exec vllm serve "$@"')
     assert "prefix_cache" not in _model(lmcache_plan)  # single-turn workload: no session model
 

@@ -41,7 +41,7 @@ from infra.errors import UserError
 from infra.planner import Slo, Workload, load_efficiency, plan_model
 from infra.planner.compare import compare_gpus
 from infra.planner.compare import summary as compare_summary
-from infra.planner.kv_offload import offload_room_per_engine_gib
+from infra.planner.kv_offload import offload_room_gib
 
 
 def register(subparsers) -> None:
@@ -218,7 +218,7 @@ def _run_sessions(args, arch, sizes, workload, slo) -> int:
         usd_per_hour=args.usd_per_hour, fabric=False, pool_nodes=None,
     )
     if size is not None:
-        room = offload_room_per_engine_gib(gpu, decision.chosen.plan.chosen.layout)
+        room = offload_room_gib(gpu, decision.chosen.plan.chosen.layout, kind)
         if size > room:
             raise UserError(f"--kv-offload cpu:{size:g}: an engine of {decision.chosen.plan.chosen.layout.name} on {gpu.slug} "
                             f"has {max(room, 0)} GiB of host memory beside the engine; allowed: 1 to {max(room, 0)}")

@@ -143,7 +143,10 @@ def run_calibrate_prometheus(args) -> int:
 
     catalog = load_efficiency()
     fits: list[FamilyFit] = []
-    families = dict(previous.families) if previous else {}
+    # A family none of the stack's pools is any more (the pool's size changed) is dropped: `infra plan`
+    # refuses a factors file whose factors would apply to no model.
+    in_use = {p.gpu.accelerator.family for p in cfg.gpu_pools}
+    families = {f: v for f, v in (previous.families.items() if previous else ()) if f in in_use}
     for family in sorted({subjects[o.model].family for o in new}):
         mine_new = [o for o in new if subjects[o.model].family == family]
         mine_stored = [o for o in usable if o.model in subjects and subjects[o.model].family == family]

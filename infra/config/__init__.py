@@ -50,7 +50,14 @@ from infra.config.pools import RESERVED_LABEL_PREFIXES, GpuPoolConfig
 from infra.config.router import GatewayConfig, GatewayObjectiveConfig, RouterConfig, install_gateway_api_crds
 from infra.config.runtime import GpuRuntimeConfig
 from infra.config.secrets import PROVIDER_SECRET_KEYS, SECRET_KEYS, SPACES_PROVIDER_KEYS, gated_models
-from infra.config.stack import StackConfig, StackInput, load_config, load_stack_file, zero_replica_notes
+from infra.config.stack import (
+    StackConfig,
+    StackInput,
+    load_config,
+    load_stack_file,
+    rollout_autoscaling_notes,
+    zero_replica_notes,
+)
 
 __all__ = [
     "ENVIRONMENTS", "NS", "OTHER_NAMESPACES", "PROJECT", "PROVIDER_SECRET_KEYS", "RESERVED_LABEL_PREFIXES",
@@ -60,5 +67,5 @@ __all__ = [
     "ObservabilityConfig", "PdLayoutConfig", "RolloutCandidateConfig", "RolloutConfig", "RouterConfig", "SloConfig", "StackConfig", "StackInput",
     "StrictModel", "SystemPoolConfig", "WorkloadConfig", "gated_models", "hf_config_path", "install_gateway_api_crds",
     "load_config", "load_stack_file", "parse_stack_text", "pins_in_use", "read_stack_file", "stack_file",
-    "stack_name_problem", "zero_replica_notes",
+    "rollout_autoscaling_notes", "stack_name_problem", "zero_replica_notes",
 ]

@@ -103,10 +103,22 @@ def key_value_problems(keys: Mapping[str, Any], path_of: Mapping[str, str]) -> l
     return problems
 
 
-def front_door_problems(keys: ClientKeys, router_kind: str, api_keys_path: str) -> list[Problem]:
+def front_door_problems(keys: ClientKeys, router_kind: str, api_keys_path: str, *, checked: bool = True) -> list[Problem]:
     """Several keys need a front door: without one (router.kind service) each engine checks the
     client key itself, and vLLM reads one key from VLLM_API_KEY (several only on its command
-    line, where `ps` would show them)."""
+    line, where `ps` would show them). Keys given to a front door that checks none
+    (`checked` false: a gateway with authentication none) would protect nothing: refused, as a
+    user who names keys expects them to be checked."""
+    if not checked and not keys.generated:
+        return [
+            Problem(
+                api_keys_path,
+                f"gives {len(keys.names)} client key(s) ({', '.join(keys.names)}), but router.gateway.authentication is none: "
+                "the gateway checks no client key, so they would let nobody in and keep nobody out; set "
+                "router.gateway.authentication: api-key, or remove the keys (`pulumi config rm --path 'api_keys.<name>'`, "
+                "`pulumi config rm api_key`)",
+            )
+        ]
     if keys.several and router_kind == "service":
         return [
             Problem(
@@ -119,8 +131,12 @@ def front_door_problems(keys: ClientKeys, router_kind: str, api_keys_path: str) 
     return []
 
 
-def key_names_note(keys: ClientKeys, *, front_door: bool) -> str:
-    """The plan's line on client keys: names only, where they are checked, how to read one."""
+def key_names_note(keys: ClientKeys, *, front_door: bool, checked: bool = True) -> str:
+    """The plan's line on client keys: names only, where they are checked, how to read one; with
+    a front door that checks none (gateway authentication none), that no client key is checked."""
+    if not checked:
+        return ("API keys: none checked — router.gateway.authentication is none, so the gateway admits every client that "
+                "reaches it (internal gateways only); the engines behind it check an internal engine key")
     checked = "checked at the front door; the engines behind it check an internal engine key" if front_door else "checked by each engine"
     if keys.generated:
         source = "`default`, generated at `pulumi up` (pulumi-random, a secret in the stack's state)"

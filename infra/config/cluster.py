@@ -12,9 +12,9 @@ from pydantic import AfterValidator, Field
 from infra.catalog import doks
 from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH
 from infra.compat import unsupported_pins
+from infra.config.allow_lists import AllowedCidr
 from infra.config.base import NS, StrictModel
 from infra.config.models import resolve_autoscaling
-from infra.config.network import Cidr
 from infra.config.observability import observability_on
 from infra.config.router import install_gateway_api_crds
 from infra.errors import Problem
@@ -100,11 +100,13 @@ class ClusterConfig(StrictModel):
     surge_upgrade: bool = Field(True, description="Upgrade by adding new nodes before draining old ones.")
     system_pool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, description="The default (system) node pool.")
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig, description="Maintenance window.")
-    control_plane_allowed_cidrs: list[Cidr] = Field(
+    control_plane_allowed_cidrs: list[AllowedCidr] = Field(
         default_factory=list,
         description=(
-            "Allow-list for the Kubernetes API (control-plane firewall); must include the machine running Pulumi "
-            "(CI runner too). Empty: firewall explicitly off (API open to the internet, token-protected)."
+            "Allow-list for the Kubernetes API (control-plane firewall), IPv4; must include the machine running Pulumi "
+            "(CI runner too). Empty: firewall explicitly off (API open to the internet, token-protected; refused in prod). "
+            "Judged by the address space its entries open together: half the IPv4 space or more is refused like 0.0.0.0/0; "
+            "documentation and other unreachable ranges are noted (a prod list of only those blocks `pulumi up`)."
         ),
     )
     kubeconfig_expire_seconds: int = Field(
@@ -138,60 +140,6 @@ def pins_in_use(raw: StackInput) -> list[str]:
     return pins
 
 
-# Ranges from which nobody reaches a public API: documentation (RFC 5737), benchmarking (RFC 2544),
-# shared address space (RFC 6598), loopback, link-local, multicast and reserved.
-UNREACHABLE_CIDRS = {
-    "192.0.2.0/24": "a documentation range (RFC 5737)",
-    "198.51.100.0/24": "a documentation range (RFC 5737)",
-    "203.0.113.0/24": "a documentation range (RFC 5737)",
-    "198.18.0.0/15": "the benchmarking range (RFC 2544)",
-    "100.64.0.0/10": "the carrier-grade NAT range (RFC 6598)",
-    "127.0.0.0/8": "loopback",
-    "169.254.0.0/16": "link-local",
-    "224.0.0.0/4": "multicast",
-    "240.0.0.0/4": "reserved",
-}
-PRIVATE = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
-
-
-def control_plane_exposure(environment: str, cidrs: list[str]) -> tuple[list[Problem], list[Problem], list[str]]:
-    """(problems, blockers, notes) of the Kubernetes API allow-list (issue 30).
-
-    Problems (refused by every command): an entry that opens the API to the internet (`0.0.0.0/0`:
-    leave the list empty in dev/staging to say so), and in prod an empty list. Blockers (the plan
-    lists them, `pulumi up` refuses them, like a secret not set yet): a prod list nobody can reach
-    the API from — documentation, special-purpose or private-only ranges (the DOKS API is a public
-    endpoint: Pulumi and CI must be in the list); the shipped prod stack carries documentation
-    ranges as placeholders for exactly this reason. Notes: an open API in dev and staging."""
-    import ipaddress
-
-    key = f"{NS}cluster.control_plane_allowed_cidrs"
-    problems: list[Problem] = []
-    blockers: list[Problem] = []
-    notes: list[str] = []
-    nets = [ipaddress.ip_network(c, strict=False) for c in cidrs]
-    for i, net in enumerate(nets):
-        if net.prefixlen == 0:
-            problems.append(Problem(f"{key}[{i}]", f"{cidrs[i]!r} opens the Kubernetes API to the internet; list the ranges Pulumi and your operators connect from (dev/staging: an empty list says \"open\" explicitly)"))
-    if environment != "prod":
-        if not cidrs:
-            notes.append(f"{environment}: the Kubernetes API is open to the internet (token-protected); set cluster.control_plane_allowed_cidrs to the ranges Pulumi and your operators connect from")
-        return problems, blockers, notes
-    if not cidrs:
-        problems.append(Problem(key, "not set or empty, which opens the prod Kubernetes API to the internet; list the public ranges Pulumi (CI) and your operators connect from"))
-        return problems, blockers, notes
-    dead = []
-    for i, net in enumerate(nets):
-        why = next((w for r, w in UNREACHABLE_CIDRS.items() if net.version == 4 and net.subnet_of(ipaddress.ip_network(r))), None)
-        if why:
-            dead.append(f"{key}[{i}] {cidrs[i]!r} is {why}")
-    if len(dead) == len(nets):
-        blockers.append(Problem(key, "; ".join(dead) + ": nobody, Pulumi included, could reach the prod API; list the public ranges Pulumi (CI) and your operators connect from"))
-    elif all(any(n.version == 4 and n.subnet_of(ipaddress.ip_network(p)) for p in PRIVATE) for n in nets):
-        blockers.append(Problem(key, f"{cidrs} holds private ranges only: the DOKS API is a public endpoint, so Pulumi (CI) and operators outside the VPC could not reach it; add their public ranges"))
-    return problems, blockers, notes
-
-
 def check_cluster(raw: StackInput) -> list[Problem]:
     """A Kubernetes minor outside what a pin the stack deploys supports; and an exact version with
     auto-upgrade: DOKS moves the patch past the slug, and the next `pulumi up` would plan the slug
@@ -214,6 +162,5 @@ def check_cluster(raw: StackInput) -> list[Problem]:
                 "set auto_upgrade: false, or give a prefix such as \"1.33\"",
             )
         )
-    problems += control_plane_exposure(raw.environment, [str(c) for c in raw.cluster.control_plane_allowed_cidrs])[0]
     return problems
 

@@ -21,12 +21,12 @@ from infra.catalog.vllm_flags import (
     vllm_flags,
 )
 from infra.config.base import NS, Name, StrictModel, dns_label, duplicates
-from infra.config.kv_offload import KvOffloadConfig, kv_offload_problems
+from infra.config.kv_offload import KvOffloadConfig, kv_offload_problems, lmcache_image_problems
 from infra.config.layout import AnyLayout, LayoutConfig, PdLayoutConfig, auto_or_layout
+from infra.config.model_keys import ModelKeys, candidate_as_model, candidate_keys, candidate_only, model_keys
 from infra.config.observability import observability_on
 from infra.config.pools import GpuPoolConfig
 from infra.config.router import EPP_SUFFIX
-from infra.config.secrets import plain_secret_problems
 from infra.domain import (
     MAX_INPUT_TOKENS,
     MAX_OUTPUT_TOKENS,
@@ -295,12 +295,12 @@ def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
             problems.append(Problem(f"{at}.pool", f"{model.pool!r} is not a pool{hint}; defined pools: {', '.join(pools)}"))
             continue
         by_pool.setdefault(model.pool, []).append(i)
-        if unpinned_image(model.image):
-            problems.append(Problem(f"{at}.image", f"{model.image!r} is not pinned; give an explicit tag other than latest"))
-        problems += extra_args_problems(model.extra_args, f"{at}.extra_args", f"models[{i}].layout")
-        problems += plain_secret_problems(model, at)
-        problems += kv_offload_problems(model, at)
+        own = model_problems(model, model_keys(i), pool, raw.model_cache.kind)
+        problems += own
         problems += model_source_problems(model, at, base_dir)
+        candidate = candidate_as_model(model)
+        if candidate is not None:  # the model the rollout would promote, judged by the same checks
+            problems += candidate_only(model_problems(candidate, candidate_keys(i, model.rollout.candidate), pool, raw.model_cache.kind), own)
     for pool_name, indices in by_pool.items():
         if len(indices) > 1:
             models = [raw.models[i] for i in indices]
@@ -324,18 +324,43 @@ def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
 
 
 def unpinned_image(image: str | None) -> bool:
-    return image is not None and (":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest"))
+    """No tag, an empty tag (`vllm/vllm-openai:`) or `latest`; a digest (`@sha256:...`) pins."""
+    if image is None:
+        return False
+    if "@" in image:
+        return not image.rsplit("@", 1)[1]
+    name, _, tag = image.rsplit("/", 1)[-1].partition(":")
+    return not tag or tag == "latest"
 
 
-def extra_args_problems(args: list[str], at: str, layout_key: str) -> list[Problem]:
-    """`extra_args` flags the layout owns or that would blind the SLO rules (`at`: the list's key)."""
+def model_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cache_kind: str) -> list[Problem]:
+    """The checks of one model as it runs — run for each model and for the model its rollout
+    candidate would become (infra/config/model_keys.py), each problem at the key as written."""
+    problems = []
+    if unpinned_image(model.image):
+        problems.append(Problem(keys("image"), f"{model.image!r} is not pinned; give an explicit tag other than latest"))
+    problems += extra_args_problems(model.extra_args, keys)
+    if model.kv_offload.kind != "none":
+        for j, arg in enumerate(model.extra_args):
+            if canonical_flag(arg) == "--kv-transfer-config":
+                problems.append(Problem(keys(f"extra_args[{j}]"), (
+                    f"{arg!r} cannot be combined with kv_offload kind {model.kv_offload.kind}: vLLM writes the offload "
+                    "connector into the KV transfer config from --kv-offloading-backend, replacing this one")))
+    problems += kv_offload_problems(model, keys)
+    problems += lmcache_image_problems(model, keys, pool.gpu.vendor)
+    problems += streamer_problems(model, keys, cache_kind)
+    return problems
+
+
+def extra_args_problems(args: list[str], keys: ModelKeys) -> list[Problem]:
+    """`extra_args` flags the layout owns or that would blind the SLO rules."""
     problems = []
     for j, arg in enumerate(args):
         flag = canonical_flag(arg)  # as vLLM reads it: `--tensor_parallel_size=2` and `-tp 2` included
         if flag in _LAYOUT_FLAGS:
-            problems.append(Problem(f"{at}[{j}]", f"{arg!r} is set by the layout; change {layout_key} instead"))
+            problems.append(Problem(keys(f"extra_args[{j}]"), f"{arg!r} is set by the layout; change {keys.short('layout')} instead"))
         elif flag in _OBSERVABILITY_FLAGS:
-            problems.append(Problem(f"{at}[{j}]", f"{arg!r} is not allowed: {_OBSERVABILITY_FLAGS[flag]}"))
+            problems.append(Problem(keys(f"extra_args[{j}]"), f"{arg!r} is not allowed: {_OBSERVABILITY_FLAGS[flag]}"))
     return problems
 
 
@@ -401,20 +426,41 @@ def pd_spans_nodes(layout: PdLayoutConfig, pool: GpuPoolConfig | None) -> bool:
         return True
 
 
+def autoscaling_default(raw: StackInput, model: ModelConfig) -> tuple[bool, str]:
+    """Whether a model autoscales when `autoscaling.enabled` is not written, and why not when it
+    does not (the words a note or an error gives the reader)."""
+    pools = {p.name: p for p in raw.gpu_pools}
+    pool = pools[model.pool]
+    if isinstance(model.layout, PdLayoutConfig) and pd_spans_nodes(model.layout, pool):
+        return False, "its P/D unit spans nodes and grows in whole units only"
+    if not 1 <= pool.min_node_count < pool.max_node_count:
+        return False, (f"pool {pool.name!r} has min_nodes 0" if pool.min_node_count == 0 and pool.max_node_count > 0
+                       else f"pool {pool.name!r} has a fixed node count")
+    if sum(1 for n in raw.models if n.pool == model.pool) > 1:
+        return False, f"pool {pool.name!r} is shared with other models"
+    if not observability_on(raw):
+        return False, "observability is off (KEDA reads the queue from Prometheus)"
+    return True, ""
+
+
+def suspended_by_rollout(raw: StackInput, model: ModelConfig) -> bool:
+    """The model would autoscale by default, but its rollout turns autoscaling off while it runs."""
+    return (model.rollout is not None and model.autoscaling.enabled is not True
+            and "enabled" not in model.autoscaling.model_fields_set and autoscaling_default(raw, model)[0])
+
+
+ROLLOUT_SUSPENDS = ("KEDA would scale the current engines only and move the traffic split the rollout sets; it is "
+                    "back once `infra rollout promote` from the last step or `infra rollout abort` removes the rollout")
+
+
 def resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
     """Each model with `autoscaling.enabled` decided (never None afterwards)."""
-    pools = {p.name: p for p in raw.gpu_pools}
-    sharing = {m.pool: sum(1 for n in raw.models if n.pool == m.pool) for m in raw.models}
     out = []
     for model in raw.models:
         enabled = model.autoscaling.enabled
-        if enabled is None and isinstance(model.layout, PdLayoutConfig) and pd_spans_nodes(model.layout, pools.get(model.pool)):
-            enabled = False  # a unit over nodes grows in whole units only: its sides are not autoscaled
-        if enabled is None and model.rollout is not None:
-            enabled = False  # KEDA would scale the current engines only and move the split
         if enabled is None:
-            pool = pools[model.pool]
-            enabled = 1 <= pool.min_node_count < pool.max_node_count and sharing[model.pool] == 1 and observability_on(raw)
+            # A rollout suspends it: KEDA would scale the current engines only and move the split.
+            enabled = model.rollout is None and autoscaling_default(raw, model)[0]
         out.append(model.model_copy(update={"autoscaling": model.autoscaling.model_copy(update={"enabled": enabled})}))
     return out
 
@@ -456,27 +502,26 @@ _OBSERVABILITY_FLAGS = {
 _STREAMER_FLAGS = ("--load-format", "--model-loader-extra-config")
 
 
-def streamer_problems(raw: StackInput) -> list[Problem]:
+def streamer_problems(model: ModelConfig, keys: ModelKeys, cache_kind: str) -> list[Problem]:
     """Under model_cache.kind spaces every engine streams its weights: an image too old for the
     Run:ai Model Streamer, or extra_args that set the streamer's own flags, is refused."""
-    if raw.model_cache.kind != "spaces":
+    if cache_kind != "spaces":
         return []
     problems = []
     minimum = versions.parse_version(versions.VLLM_RUNAI_STREAMER_MIN_VERSION)
-    for i, model in enumerate(raw.models):
-        found = versions.vllm_version_of_image(model.image) if model.image else None
-        if found is not None and found < minimum:
-            problems.append(
-                Problem(
-                    f"{NS}models[{i}].image",
-                    f"{model.image!r} is vLLM {'.'.join(map(str, found))}; model_cache.kind spaces streams weights with "
-                    f"the Run:ai Model Streamer, which needs vLLM ≥ {versions.VLLM_RUNAI_STREAMER_MIN_VERSION} "
-                    "(infra/catalog/versions.py); use a newer image or another model_cache.kind",
-                )
+    found = versions.vllm_version_of_image(model.image) if model.image else None
+    if found is not None and found < minimum:
+        problems.append(
+            Problem(
+                keys("image"),
+                f"{model.image!r} is vLLM {'.'.join(map(str, found))}; model_cache.kind spaces streams weights with "
+                f"the Run:ai Model Streamer, which needs vLLM ≥ {versions.VLLM_RUNAI_STREAMER_MIN_VERSION} "
+                "(infra/catalog/versions.py); use a newer image or another model_cache.kind",
             )
-        for j, arg in enumerate(model.extra_args):
-            if canonical_flag(arg) in _STREAMER_FLAGS:
-                problems.append(Problem(f"{NS}models[{i}].extra_args[{j}]", f"{arg!r} is set by model_cache.kind spaces (the streamer's load format and concurrency)"))
+        )
+    for j, arg in enumerate(model.extra_args):
+        if canonical_flag(arg) in _STREAMER_FLAGS:
+            problems.append(Problem(keys(f"extra_args[{j}]"), f"{arg!r} is set by model_cache.kind spaces (the streamer's load format and concurrency)"))
     return problems
 
 

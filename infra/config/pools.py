@@ -68,6 +68,19 @@ def _node_labels(labels: dict[str, str]) -> dict[str, str]:
         raise ValidationError.from_exception_data("labels", errors)
     return labels
 
+# Node limits of a DOKS node pool: 512 nodes (the `nodes`/`max_nodes` range below), 64 for a pool of
+# a fabric size (DigitalOcean's GPU fabric groups). A rollout's extra nodes count against them too.
+MAX_POOL_NODES = 512
+FABRIC_MAX_NODES = 64
+
+
+def node_limit(size: GpuSize) -> tuple[int, str]:
+    """(the most nodes a pool of `size` may have, what limit that is)."""
+    if size.fabric:
+        return FABRIC_MAX_NODES, "the node limit for fabric sizes"
+    return MAX_POOL_NODES, "the node limit of a DOKS node pool"
+
+
 GpuSlug = Annotated[str, AfterValidator(_gpu_slug)]
 NodeLabels = Annotated[dict[str, str], AfterValidator(_node_labels)]
 
@@ -78,15 +91,15 @@ class GpuPoolConfig(StrictModel):
     name: Name = Field(description="Pool name (DOKS node-pool name and the `inference-platform/pool` label).")
     size: GpuSlug = Field(description="GPU Droplet size slug (see the GPU catalog). Changing it replaces the pool.")
     nodes: int | None = Field(
-        None, ge=1, le=512, description="Fixed node count (≥ 1; to park a pool at zero nodes use min_nodes: 0). Mutually exclusive with min_nodes/max_nodes."
+        None, ge=1, le=MAX_POOL_NODES, description="Fixed node count (≥ 1; to park a pool at zero nodes use min_nodes: 0). Mutually exclusive with min_nodes/max_nodes."
     )
     min_nodes: int | None = Field(
         None,
         ge=0,
-        le=512,
+        le=MAX_POOL_NODES,
         description="Autoscaling lower bound. 0 parks the pool: its models get 0 replicas and serve nothing (autoscaling cannot start from zero).",
     )
-    max_nodes: int | None = Field(None, ge=1, le=512, description="Autoscaling upper bound.")
+    max_nodes: int | None = Field(None, ge=1, le=MAX_POOL_NODES, description="Autoscaling upper bound.")
     partition_mode: Literal["AMD_PARTITION_MODE_SPX_NPS1", "AMD_PARTITION_MODE_DPX_NPS2"] | None = Field(
         None, description="AMD compute/memory partition mode; create-time only (a change replaces the pool)."
     )
@@ -153,8 +166,9 @@ def check_pools(raw: StackInput) -> list[Problem]:
             problems.append(Problem(f"{at}.partition_mode", f"{pool.partition_mode!r} applies to AMD pools only; {pool.size} is {pool.gpu.vendor}"))
         if pool.gpu.fabric and any(p.gpu.fabric is False for p in raw.gpu_pools):
             problems.append(Problem(f"{at}.size", f"{pool.size} is a fabric size; fabric sizes cannot be mixed with other GPU pools in one cluster"))
-        if pool.gpu.fabric and pool.max_node_count > 64:
-            problems.append(Problem(f"{at}.max_nodes", f"{pool.max_node_count} exceeds 64, the node limit for fabric sizes"))
+        limit, what = node_limit(pool.gpu)
+        if pool.max_node_count > limit:
+            problems.append(Problem(f"{at}.{'nodes' if pool.nodes is not None else 'max_nodes'}", f"{pool.max_node_count} exceeds {limit}, {what}"))
     return problems
 
 

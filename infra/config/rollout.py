@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from infra.config.base import NS
 from infra.config.layout import PdLayoutConfig
-from infra.config.models import ModelConfig, extra_args_problems, unpinned_image
+from infra.config.models import ModelConfig
 from infra.config.pools import GpuPoolConfig
 from infra.errors import Problem
 from infra.rollout.split import MAX_STEP_PERCENT, router_split, split_problem
@@ -81,10 +81,6 @@ def model_rollout_problems(kind: str, model: ModelConfig, pool: GpuPoolConfig, a
     if cand.layout.nodes_per_replica > 1:
         problems.append(Problem(f"{ra}.candidate.layout.nodes_per_replica", f"{cand.layout.nodes_per_replica}: a candidate spans one node at most"))
         return problems
-    if unpinned_image(cand.image):
-        problems.append(Problem(f"{ra}.candidate.image", f"{cand.image!r} is not pinned; give an explicit tag other than latest"))
-    if cand.extra_args is not None:
-        problems += extra_args_problems(cand.extra_args, f"{ra}.candidate.extra_args", "rollout.candidate.layout")
     same = (
         cand.layout.model_dump(exclude={"provenance"}) == model.layout.model_dump(exclude={"provenance"})
         and cand.image in (None, model.image)

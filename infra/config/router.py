@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from infra.catalog import versions
+from infra.config.allow_lists import AllowedCidr
 from infra.config.base import NS, Name, StrictModel
-from infra.config.network import Cidr, NetworkConfig
+from infra.config.network import NetworkConfig
 from infra.errors import Problem
 
 if TYPE_CHECKING:
@@ -31,6 +32,24 @@ def _header_name(value: str) -> str:
 
 
 HeaderName = Annotated[str, AfterValidator(_header_name)]
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _certificate_id(value: str) -> str:
+    """DigitalOcean names a certificate by its UUID id (the load balancer's `certificate_id`); a
+    certificate's name is what a user sees first in the control panel, and would fail at deploy."""
+    if not _UUID.match(value.lower()):
+        shown = value if len(value) <= 70 else value[:67] + "..."
+        raise ValueError(
+            f"{shown!r} is not a DigitalOcean certificate id: the load balancer takes the certificate's UUID "
+            "(`doctl compute certificate list` shows it in the ID column, e.g. 892071a0-bb95-49bc-8021-3afd67a210bf), "
+            "not its name"
+        )
+    return value
+
+
+CertificateId = Annotated[str, AfterValidator(_certificate_id)]
 
 
 class GatewayObjectiveConfig(StrictModel):
@@ -89,14 +108,18 @@ class RouterConfig(StrictModel):
     session_header: HeaderName = Field(
         "x-session-id",
         description=(
-            "HTTP header that pins a conversation to a replica (kind: session). vllm-router hashes x-session-id "
-            "and has no flag to rename it: only x-session-id is accepted."
+            "HTTP header that pins a conversation to a replica: kind session (vllm-router hashes x-session-id "
+            "and has no flag to rename it: only x-session-id is accepted), or kind gateway with "
+            "router.gateway.routing session (the endpoint pickers' session-affinity scorer keys on any header)."
         ),
     )
     replicas: int = Field(2, ge=1, le=20, description="Router replicas (kind gateway: gateway proxy replicas); a PodDisruptionBudget keeps one up.")
     public: bool = Field(False, description="Expose through one DigitalOcean LoadBalancer (clients send one of the API keys: api_keys / api_key, or the generated one).")
-    tls_certificate_id: str | None = Field(None, description="DO certificate id for TLS termination on the LoadBalancer (required with public in prod; noted when missing elsewhere).")
-    allowed_source_cidrs: list[Cidr] = Field(default_factory=list, description="LoadBalancer source allow-list; empty: open to the internet (refused with public in prod; noted elsewhere).")
+    tls_certificate_id: CertificateId | None = Field(None, description="DO certificate id (its UUID, not its name) for TLS termination on the LoadBalancer (required with public in prod; noted when missing elsewhere).")
+    allowed_source_cidrs: list[AllowedCidr] = Field(
+        default_factory=list,
+        description="LoadBalancer source allow-list, IPv4; empty: open to the internet (refused with public in prod; noted elsewhere). Judged by the address space its entries open together, like cluster.control_plane_allowed_cidrs: half the IPv4 space or more is refused like 0.0.0.0/0; documentation and other unreachable ranges are noted (a prod list of only those blocks `pulumi up`).",
+    )
     image: str | None = Field(
         None,
         description=(
@@ -105,6 +128,26 @@ class RouterConfig(StrictModel):
         ),
     )
     gateway: GatewayConfig = Field(default_factory=GatewayConfig, description="The gateway of router.kind gateway.")
+
+
+def client_keys_checked(router: RouterConfig) -> bool:
+    """Whether anything checks the client keys: every front door and engine does, except a
+    gateway whose authentication is none."""
+    return not (router.kind == "gateway" and router.gateway.authentication == "none")
+
+
+def session_header_in_effect(router: RouterConfig) -> bool:
+    """Whether anything keys on `router.session_header`: vllm-router's consistent hash (kind
+    session), or the gateway's session-affinity scorer (kind gateway with routing session, or the
+    scorer named in `router.gateway.scorers`; infra/catalog/epp.py)."""
+    from infra.catalog.epp import SESSION_AFFINITY  # local import: keeps the catalog out of config's top
+
+    if router.kind == "session":
+        return True
+    if router.kind != "gateway":
+        return False
+    gw = router.gateway
+    return SESSION_AFFINITY in gw.scorers if gw.scorers is not None else gw.routing == "session"
 
 
 # Object names the gateway renders per model (infra/render/epp.py): `<model>-epp` must not be

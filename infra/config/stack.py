@@ -13,25 +13,28 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from infra.catalog.regions import REGIONS
+from infra.config.allow_lists import stack_exposure
 from infra.config.base import NS, StrictModel, one_of, stack_name_problems
 from infra.config.client_keys import ClientKeys, client_keys_from_config, front_door_problems
 from infra.config.cluster import ClusterConfig, check_cluster
+from infra.config.credentials import credential_problems
 from infra.config.errors import problem_from_pydantic
 from infra.config.load import foreign_key_problems, read_stack_file, stack_file
 from infra.config.model_cache import ModelCacheConfig, check_model_cache
 from infra.config.models import (
+    ROLLOUT_SUSPENDS,
     ModelConfig,
     check_models,
     endpoint_picker_name_problems,
     hf_config_path,
     resolve_autoscaling,
-    streamer_problems,
+    suspended_by_rollout,
 )
 from infra.config.network import NetworkConfig, check_network
 from infra.config.observability import ObservabilityConfig, observability_on
 from infra.config.pools import GpuPoolConfig, check_pools
 from infra.config.rollout import rollout_problems
-from infra.config.router import RouterConfig, check_gateway, check_router
+from infra.config.router import RouterConfig, check_gateway, check_router, client_keys_checked
 from infra.config.runtime import GpuRuntimeConfig, check_runtime
 from infra.config.secrets import PROVIDER_SECRET_KEYS, SECRET_KEYS, SPACES_PROVIDER_KEYS, check_secrets
 from infra.errors import ConfigError, Problem
@@ -80,6 +83,8 @@ class StackConfig(BaseModel):
     secrets_required: tuple[str, ...]  # secret keys this stack needs for `pulumi up`
     base_dir: Path | None = None  # the project root that relative paths (hf_config) start from
     spaces_credentials_set: bool = False  # digitalocean:spacesAccessId and spacesSecretKey are in the stack file
+    # models whose replica autoscaling would be on but is suspended while their rollout runs
+    rollout_suspends_autoscaling: frozenset[str] = frozenset()
 
     @property
     def spaces_region(self) -> str:
@@ -152,6 +157,8 @@ def load_config(
             continue
         project_values[short] = value
 
+    # One scan over every string of the file, every namespace (keys that are secrets by declaration aside).
+    early += credential_problems(values, skip={*PROVIDER_SECRET_KEYS, *(f"{NS}{k}" for k in SECRET_KEYS)})
     client_keys, key_problems = client_keys_from_config(
         api_keys_raw, api_keys_path=f"{NS}api_keys", api_key_set="api_key" in secrets_set, api_keys_secret=api_keys_secret
     )
@@ -166,10 +173,13 @@ def load_config(
     problems = early + check_network(raw) + check_pools(raw) + check_runtime(raw) + check_models(raw, base_dir)
     problems += rollout_problems(raw)
     problems += check_cluster(raw)
-    problems += check_model_cache(raw) + streamer_problems(raw)
+    problems += list(stack_exposure(raw.environment, raw.cluster.control_plane_allowed_cidrs, raw.router).problems)
+    problems += check_model_cache(raw)
     problems += check_gateway(raw) + endpoint_picker_name_problems(raw)
     secret_problems, required = check_secrets(raw, secrets_set, plain_secrets)
-    problems += secret_problems + check_router(raw) + front_door_problems(client_keys, raw.router.kind, f"{NS}api_keys")
+    problems += secret_problems + check_router(raw) + front_door_problems(
+        client_keys, raw.router.kind, f"{NS}api_keys" if api_keys_raw is not None or api_keys_secret else f"{NS}api_key",
+        checked=client_keys_checked(raw.router))
     if problems:
         raise ConfigError(problems, source=source)
 
@@ -191,7 +201,25 @@ def load_config(
         secrets_required=required,
         base_dir=base_dir,
         spaces_credentials_set=all(k in values for k in SPACES_PROVIDER_KEYS),
+        rollout_suspends_autoscaling=frozenset(m.name for m in raw.models if suspended_by_rollout(raw, m)),
     )
+
+
+def rollout_autoscaling_notes(cfg: StackConfig) -> list[str]:
+    """A rollout suspends replica autoscaling the model would otherwise have: said in the plan,
+    with what it costs while the rollout runs (infra/config/models.py `suspended_by_rollout`)."""
+    notes = []
+    for i, model in enumerate(cfg.models):
+        if model.name not in cfg.rollout_suspends_autoscaling:
+            continue
+        pool = cfg.pool(model.pool)
+        notes.append(
+            f"model {model.name}: replica autoscaling is off while models[{i}].rollout runs ({ROLLOUT_SUSPENDS}); "
+            f"meanwhile pool {pool.name} stays at min_nodes {pool.min_node_count} plus the candidate's nodes and does not grow "
+            f"toward max_nodes {pool.max_node_count} with the load"
+            + (f", so a peak of {model.workload.peak_rps:g} req/s is served by the floor only" if model.workload.peak_rps else "")
+        )
+    return notes
 
 
 def zero_replica_notes(cfg: StackConfig) -> list[str]:

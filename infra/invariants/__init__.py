@@ -3,7 +3,8 @@
 One place for every check that needs the plan as a whole rather than one key: identity (no two
 objects share a name), wiring (selectors and references), capacity (pods, DaemonSets and chart
 components fit their pools; storage holds what is written to it), the GPU view (partition modes),
-no silent ignores, and one number (the plan's views agree). They run on the Kubernetes objects
+no silent ignores, metric dependencies (what autoscaling and alerts read is still exported), and one
+number (the plan's views agree). They run on the Kubernetes objects
 the program declares plus those its controllers, charts and DOKS create (implied.py), generic over
 kinds, so a new feature's objects are covered without new code.
 
@@ -26,6 +27,7 @@ from infra.invariants.identity import check_identity
 from infra.invariants.ignores import check_ignores
 from infra.invariants.implied import implied_objects
 from infra.invariants.keypaths import KeyPaths
+from infra.invariants.metrics import check_metrics
 from infra.invariants.prerequisites import check_prerequisites
 from infra.invariants.wiring import check_references, check_selectors
 from infra.stack_plan import StackPlan
@@ -53,6 +55,7 @@ def check_plan(plan: StackPlan, objects: list[dict], resources: list[dict] = (),
     problems += check_gpu_view(plan, paths)
     problems += check_capacity(plan, everything, paths)
     problems += check_storage(plan, paths)
+    problems += check_metrics(everything, paths)
     ignored, notes = check_ignores(plan, paths)
     problems += ignored
     if plan_json is not None:

@@ -8,6 +8,7 @@ not see is a note (an autoscaling pool nothing scales).
 
 from __future__ import annotations
 
+from infra.config.router import session_header_in_effect
 from infra.errors import Problem
 from infra.invariants.keypaths import KeyPaths
 from infra.stack_plan import StackPlan
@@ -33,7 +34,10 @@ def _section_rules(plan: StackPlan) -> list[tuple[str, object, tuple[str, ...], 
     amd = any(p.gpu.vendor == "amd" for p in cfg.gpu_pools)
     return [
         ("router", router, ("session_header",),
-         None if router.kind == "session" else f"applies only with router.kind session (kind is {router.kind!r})"),
+         None if session_header_in_effect(router) else
+         "applies only with router.kind session, or router.kind gateway with router.gateway.routing session (or "
+         f"session-affinity-scorer in router.gateway.scorers); kind is {router.kind!r}"
+         + (f", routing {router.gateway.routing!r}" if router.kind == "gateway" else "")),
         ("router", router, ("replicas", "public", "allowed_source_cidrs", "image"),
          None if router.kind != "service" else "router.kind service runs no router (each model is reached at its own Service)"),
         ("router", router, ("image",),
@@ -73,8 +77,8 @@ def check_ignores(plan: StackPlan, paths: KeyPaths) -> tuple[list[Problem], list
         auto = model.autoscaling
         # `enabled` is resolved by the config (so always "set"); the other keys are set only when written.
         written = sorted(k for k in auto.model_fields_set if k != "enabled")
-        if auto.enabled or not written:
-            continue
+        if auto.enabled or not written or model.name in plan.config.rollout_suspends_autoscaling:
+            continue  # suspended by a rollout: the settings apply again after it (a plan note says so)
         problems.append(Problem(paths.model(model.name, f"autoscaling.{written[0]}") or "", (
             f"takes no effect: replica autoscaling is off for {model.name} because {_why_autoscaling_off(plan, i)}; "
             "fix that or remove the autoscaling settings (allowed: autoscaling settings only where the model autoscales)")))

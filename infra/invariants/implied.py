@@ -2,6 +2,8 @@
 
 Helm charts and controllers create objects of their own: the Service and Deployment an
 Agentgateway controller makes for each Gateway (named after the Gateway, in its namespace), the
+headless Service and StatefulSets the LeaderWorkerSet controller names after each LeaderWorkerSet,
+the HorizontalPodAutoscaler KEDA names after each ScaledObject, the
 pods of each chart release, the DaemonSets DOKS runs on every node, and what the charts' operators
 and hook Jobs create from the chart's objects (operator_objects.py). The invariants must see them —
 a model named like the Gateway takes the controller's Service name; a 1-vCPU system node cannot
@@ -110,6 +112,35 @@ def _gateway_objects(gateway: dict, objects: list[dict]) -> list[dict]:
     return [proxy, service, account]
 
 
+# The LeaderWorkerSet controller (LWS v0.10.0, pkg/controllers/leaderworkerset_controller.go) creates,
+# named after the LeaderWorkerSet: a headless Service (the group's DNS; subdomainPolicy Shared, the
+# default), the leaders' StatefulSet, and one workers' StatefulSet per group, `<name>-<group>`.
+# KEDA (v2.18) creates the HorizontalPodAutoscaler of a ScaledObject as `keda-hpa-<name>`.
+KEDA_HPA_PREFIX = "keda-hpa-"
+
+
+def _named(kind: str, api: str, name: str, ns: str, why: str) -> dict[str, Any]:
+    """An object a controller creates, for its identity only (no selector, no pods: those are the
+    owner's, already counted)."""
+    return {"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": ns, "annotations": {IMPLIED: why}}}
+
+
+def controller_named_objects(obj: dict) -> list[dict]:
+    """The objects a controller names after `obj` (see above), for the identity invariant: a model
+    named like one of them would be overwritten by, or overwrite, the controller's."""
+    _, kind, ns, name = identity(obj)
+    if kind == "LeaderWorkerSet":
+        why = f"created by the LeaderWorkerSet controller for LeaderWorkerSet {ns}/{name}"
+        groups = int((obj.get("spec") or {}).get("replicas") or 1)
+        return ([_named("Service", "v1", name, ns, why), _named("StatefulSet", "apps/v1", name, ns, why)]
+                + [_named("StatefulSet", "apps/v1", f"{name}-{g}", ns, why) for g in range(groups)])
+    if kind == "ScaledObject":
+        hpa = (((obj.get("spec") or {}).get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {}).get("name")
+        why = f"created by KEDA for ScaledObject {ns}/{name}"
+        return [_named("HorizontalPodAutoscaler", "autoscaling/v2", hpa or f"{KEDA_HPA_PREFIX}{name}", ns, why)]
+    return []
+
+
 def _release_objects(release: dict, objects: list[dict]) -> list[dict]:
     inputs = release.get("inputs") or {}
     chart = chart_name(str(inputs.get("chart", "")), str(inputs.get("version", "")))
@@ -144,6 +175,7 @@ def implied_objects(objects: list[dict], releases: list[dict], system_node_selec
     for obj in objects:
         if obj.get("kind") == "Gateway" and str(obj.get("apiVersion", "")).startswith("gateway.networking.k8s.io/"):
             out += _gateway_objects(obj, objects)
+        out += controller_named_objects(obj)
     for release in releases:
         out += _release_objects(release, objects)
     why = "run by DOKS itself (assumed footprint)"

@@ -39,7 +39,7 @@ FORMAT_VERSION = 2
 REFERENCE_ENGINE = "vllm"
 
 # Factors that are fractions of a datasheet peak; they may never exceed 1.
-_FRACTIONS = (
+FRACTIONS = _FRACTIONS = (
     "hbm_efficiency",
     "moe_hbm_efficiency",
     "kv_hbm_efficiency",

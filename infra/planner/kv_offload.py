@@ -101,11 +101,13 @@ def prefill_s_per_token(arch: ModelArch, gpu: GpuSize, layout: Layout) -> float:
 
 
 def offload_tokens_per_engine(candidate: Candidate, offload: KvOffload | None) -> float:
-    """Tokens one engine's offload tier holds: its size over the KV bytes per token of its TP group."""
+    """Tokens one engine's share of the offload tier holds: the share over the KV bytes per token of
+    its TP group (lmcache: the pod's one LMCache server is shared by its data-parallel engines)."""
     if offload is None:
         return 0.0
     bytes_per_token = candidate.memory.kv_bytes_per_token_per_gpu * candidate.layout.tp
-    return offload.size_gib * GIB / bytes_per_token if bytes_per_token > 0 else 0.0
+    share = offload.gib_per_engine(engines_per_replica(candidate.layout))
+    return share * GIB / bytes_per_token if bytes_per_token > 0 else 0.0
 
 
 def hit_for(
@@ -214,11 +216,19 @@ def plan_sessions(
     return SessionPlan(offload_of(plan.chosen), hit, plan)
 
 
-def offload_room_per_engine_gib(gpu: GpuSize, layout: Layout) -> int:
-    """Host memory an engine of `layout` may pin for a tier on `gpu` (its pod's room over its
-    data-parallel engines, each of which allocates its own `--kv-offloading-size`)."""
+def offload_room_gib(gpu: GpuSize, layout: Layout, kind: str = "cpu") -> int:
+    """The most `kv_offload.size_gib` may be for an engine pod of `layout` on `gpu`: with kind cpu
+    each data-parallel engine allocates its own `--kv-offloading-size`, so the pod's room over its
+    engines; with kind lmcache the pod's one LMCache server holds one L1 buffer its engines share
+    (infra/render/lmcache_server.py), so the pod's whole room."""
     gpus_per_pod = layout.gpus_per_node_used if layout.multi_node else layout.gpus_per_replica
-    return host_memory.offload_room_gib(gpu.ram_gib, gpu.gpus, gpus_per_pod) // engines_per_replica(layout)
+    room = host_memory.offload_room_gib(gpu.ram_gib, gpu.gpus, gpus_per_pod)
+    return room if kind == "lmcache" else room // engines_per_replica(layout)
+
+
+def offload_room_per_engine_gib(gpu: GpuSize, layout: Layout) -> int:
+    """Host memory an engine of `layout` may pin for a native (cpu) tier: `offload_room_gib`."""
+    return offload_room_gib(gpu, layout, "cpu")
 
 
 def auto_size_gib(

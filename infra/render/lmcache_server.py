@@ -9,27 +9,36 @@ in the engine container (which holds them, with hostIPC on AMD) rather than in a
 none. A shell starts `lmcache server` in the background with an L1 (host memory) buffer of the
 tier's size, then execs `vllm serve "$@"`: the container's args stay the checked flag list.
 
-The server's flags are those of the vLLM ROCm image built with LMCache (vLLM PR #51208,
-`docker/Dockerfile.rocm --build-arg INSTALL_LMCACHE=true`: `lmcache server --host --port
---l1-size-gb`); an image with another LMCache release may name them differently, which is why
-`kv_offload: lmcache` needs `models[].image` to be set deliberately.
+One server per engine container, shared by every data-parallel rank of the replica: each rank's
+connector reaches the same tcp://localhost:5555, and LMCache's multi-process server exists to
+serve several engines. The tier's size is therefore the pod's — one L1 buffer, not one per rank —
+and the plan counts it once per pod (infra/planner/kv_offload.py `offload_room_gib`).
+
+The flags are those every LMCache release with `lmcache server` (0.4.3 and later) accepts:
+`--host`, `--port` (lmcache/v1/multiprocess/config.py), `--l1-size-gb` and `--eviction-policy`
+(lmcache/v1/distributed/config.py), the last two required — without an eviction policy the
+server exits at start and vLLM finds no server (infra/catalog/lmcache.py has the evidence).
 """
 
 from __future__ import annotations
 
+from infra.catalog.lmcache import EVICTION_POLICY, SERVER_PORT
 from infra.domain import KvOffload
 
-LMCACHE_PORT = 5555  # LMCacheMPConnector's default server address: tcp://localhost:5555
+LMCACHE_PORT = SERVER_PORT  # LMCacheMPConnector's default server address: tcp://localhost:5555
 
 
 def uses_lmcache_server(offload: KvOffload | None) -> bool:
     return offload is not None and offload.kind == "lmcache"
 
 
+def lmcache_server_args(offload: KvOffload) -> list[str]:
+    """`lmcache server` and its flags: bound to the pod's loopback, an L1 of the tier's size."""
+    return ["lmcache", "server", "--host", "127.0.0.1", "--port", str(LMCACHE_PORT),
+            "--l1-size-gb", f"{offload.size_gib:g}", "--eviction-policy", EVICTION_POLICY]
+
+
 def engine_command_with_lmcache(offload: KvOffload) -> list[str]:
     """`/bin/sh -c 'lmcache server ... & exec vllm serve "$@"'` for the engine container."""
-    script = (
-        f"lmcache server --host 127.0.0.1 --port {LMCACHE_PORT} --l1-size-gb {offload.size_gib:g} & "
-        'exec vllm serve "$@"'
-    )
+    script = f"{' '.join(lmcache_server_args(offload))} & exec vllm serve \"$@\""
     return ["/bin/sh", "-c", script, "vllm-serve"]

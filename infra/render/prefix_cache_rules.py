@@ -33,6 +33,12 @@ OFFLOAD_COUNTERS = {
     "load": ("vllm:kv_offload_load_bytes_total", "vllm:kv_offload_load_time_total", "vllm:kv_offload_load_size_count"),
     "store": ("vllm:kv_offload_store_bytes_total", "vllm:kv_offload_store_time_total", "vllm:kv_offload_store_size_count"),
 }
+# The offloading backends whose connector exports the transfer counters: vLLM's native
+# OffloadingConnector only (vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py);
+# `--kv-offloading-backend lmcache` runs LMCacheMPConnector, which exports none of them (LMCache's
+# server keeps its own metrics, on its own port), so a lmcache model gets no transfer rules and the
+# dashboard's transfer panels show kind cpu models only.
+TRANSFER_METRICS_BACKENDS = ("native",)
 # Every vLLM series these rules read (tests/e2e checks them against a real engine's /metrics).
 PREFIX_CACHE_METRICS = (QUERIES, GPU_HITS, OFFLOAD_HITS)
 OFFLOAD_METRICS = tuple(name for names in OFFLOAD_COUNTERS.values() for name in names)
@@ -52,8 +58,8 @@ def _sum_rate(metric: str, model: ObservedModel, window: str) -> str:
 
 def prefix_cache_group(m: ObservedModel) -> dict:
     """Recording rules of one model: hit rates by tier over 5 and 30 minutes, the planned rate
-    (`prefix_cache_planned_hit`), and with an offload tier (`kv_offload`) transfer volume and
-    mean time per transfer by direction."""
+    (`prefix_cache_planned_hit`), and with a native offload tier (`kv_offload` kind cpu) transfer
+    volume and mean time per transfer by direction."""
     rules = []
     # The GPU tier's own 5-minute ratio is model:vllm_prefix_cache_hit:ratio_rate5m (slo_rules).
     for window in ("5m", "30m"):
@@ -67,7 +73,7 @@ def prefix_cache_group(m: ObservedModel) -> dict:
         ]
     if m.prefix_cache_planned_hit is not None:
         rules.append(recording_rule("model:vllm_prefix_cache_hit:planned", f"vector({promql_number(round(m.prefix_cache_planned_hit, 4))})", m))
-    if m.kv_offload:
+    if m.kv_offload_backend in TRANSFER_METRICS_BACKENDS:
         for direction, (bytes_total, seconds_total, ops) in OFFLOAD_COUNTERS.items():
             rules += [
                 recording_rule(f"model:vllm_kv_offload_{direction}_bytes:rate5m", _sum_rate(bytes_total, m, "5m"), m),

@@ -154,10 +154,11 @@ class ObservedModel:
     predicted_ready_seconds: int | None = field(default=None, kw_only=True)
     pd: PdObserved | None = field(default=None, kw_only=True)
     # The plan's predicted share of prompt tokens from the prefix cache (GPU + offload tier) for a
-    # multi-turn workload, None without one; and whether the engines run a KV offload tier
-    # (prefix_cache_rules.py records its transfers).
+    # multi-turn workload, None without one; and the KV offload tier's backend, vLLM's
+    # `--kv-offloading-backend` ("native" | "lmcache"), None without a tier: only the native
+    # backend's OffloadingConnector exports the transfer counters prefix_cache_rules.py records.
     prefix_cache_planned_hit: float | None = field(default=None, kw_only=True)
-    kv_offload: bool = field(default=False, kw_only=True)
+    kv_offload_backend: str | None = field(default=None, kw_only=True)
     # The plan's prediction for this model (infra/render/planner_rules.py); None: no planner series.
     prediction: PlannerPrediction | None = field(default=None, kw_only=True)
     # GPUs per engine of a rollout's candidate (models[].rollout), whose engines the model's series

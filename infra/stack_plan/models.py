@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from infra.catalog.models import resolve_model
-from infra.config import NS, StackConfig, gated_models, zero_replica_notes
-from infra.config.cluster import control_plane_exposure
+from infra.config import NS, StackConfig, gated_models, rollout_autoscaling_notes, zero_replica_notes
+from infra.config.allow_lists import stack_exposure
+from infra.config.router import client_keys_checked
 from infra.errors import Problem
 from infra.planner import plan_model, slo_shortfall
 from infra.render.slo_rules import slo_bucket_warnings
@@ -18,7 +19,12 @@ from infra.stack_factors import load_stack_factors, measured_notes
 from infra.stack_plan.facts import ModelFacts
 from infra.stack_plan.monitoring import observed_models
 from infra.stack_plan.notes import api_key_note, pd_notes, sizing_notes, thin_kv_notes
-from infra.stack_plan.problems import auto_multi_node_problems, does_not_fit, running_target_problems
+from infra.stack_plan.problems import (
+    auto_multi_node_problems,
+    does_not_fit,
+    rollout_node_problems,
+    running_target_problems,
+)
 from infra.stack_plan.weights import cold_start_notes, readiness_plan
 
 
@@ -35,7 +41,7 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
     problems: list[Problem] = []
     gated = {m.name for m in gated_models(cfg.models)}
     # The stack's own factors, fitted from its cluster (`infra tune calibrate --prometheus --write`).
-    telemetry = load_stack_factors(cfg.base_dir, cfg.stack)
+    telemetry = load_stack_factors(cfg.base_dir, cfg.stack, families={p.gpu.accelerator.family for p in cfg.gpu_pools})
     efficiency = telemetry.table() if telemetry is not None else None
     if telemetry is not None:
         notes.append(telemetry.describe())
@@ -47,7 +53,7 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
         sessions = session_decision(
             arch, pool.gpu, model.workload.to_workload(), slo, explicit, kv_offload=model.kv_offload.kind,
             size_gib=model.kv_offload.size_gib, router_kind=cfg.router.kind, min_nodes=pool.min_node_count,
-            usd_per_hour=pool.node_usd_per_hour, fabric=pool.fabric, pool_nodes=pool.max_node_count,
+            usd_per_hour=pool.node_usd_per_hour, fabric=pool.fabric, pool_nodes=pool.max_node_count, efficiency=efficiency,
         )
         plan = sessions.chosen.plan if sessions is not None else plan_model(
             arch, pool.gpu, model.workload.to_workload(), slo, explicit, usd_per_hour=pool.node_usd_per_hour,
@@ -88,12 +94,14 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
             notes += pd_notes(facts, efficiency)
         if telemetry is not None:
             notes += measured_notes(facts, telemetry)
-    models = with_rollouts(models, cfg)
+    models = with_rollouts(models, cfg, efficiency)
+    problems += rollout_node_problems(models)
     for index, m in enumerate(models):
         if m.rollout is not None and m.kv_offload is not None:  # the candidate's engines pin the same tier
             problems += offload_fit_problems(f"{NS}models[{index}]", m.pool.gpu, m.rollout.candidate_layout,
-                                             m.kv_offload.kind, m.kv_offload.size_gib)
+                                             m.kv_offload.kind, m.kv_offload.size_gib, " (the rollout candidate's engines)")
     notes += zero_replica_notes(cfg)
+    notes += rollout_autoscaling_notes(cfg)
     notes += cold_start_notes(cfg)
     if cfg.observability.enabled and models:
         notes += slo_bucket_warnings(observed_models(models))
@@ -101,13 +109,13 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
         notes.append(
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
-    notes.append(api_key_note(cfg.client_keys, front_door=cfg.router.kind != "service"))
-    _, blockers, api_notes = control_plane_exposure(cfg.environment, [str(c) for c in cfg.cluster.control_plane_allowed_cidrs])
-    notes += api_notes + [f"to fix before `pulumi up`: {b.path}: {b.message}" for b in blockers]
+    notes.append(api_key_note(cfg.client_keys, front_door=cfg.router.kind != "service", checked=client_keys_checked(cfg.router)))
+    exposed = stack_exposure(cfg.environment, cfg.cluster.control_plane_allowed_cidrs, cfg.router)
+    notes += list(exposed.notes) + [f"to fix before `pulumi up`: {b.path}: {b.message}" for b in exposed.blockers]
     return models, notes, problems
 
 
-def with_rollouts(models: list[ModelFacts], cfg: StackConfig) -> list[ModelFacts]:
+def with_rollouts(models: list[ModelFacts], cfg: StackConfig, efficiency=None) -> list[ModelFacts]:
     """Each model with a rollout gets its candidate planned (after every model: the candidate
     takes the GPUs the pool's models leave free before extra nodes are added)."""
     out = []
@@ -119,6 +127,7 @@ def with_rollouts(models: list[ModelFacts], cfg: StackConfig) -> list[ModelFacts
         facts = plan_rollout(
             m.config, m.arch, m.pool.gpu, m.layout, pool_nodes=m.pool.min_node_count, used_per_node=used,
             usd_per_node_hour=m.pool.node_usd_per_hour, fabric=m.pool.fabric, pool_max_nodes=m.pool.max_node_count,
+            efficiency=efficiency,
         )
         out.append(replace(m, rollout=facts))
     return out

@@ -50,7 +50,7 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 predicted_ready_seconds=m.readiness.rollout_s if m.readiness is not None else None,
                 pd=pd,
                 prefix_cache_planned_hit=m.sessions.chosen.hit.total if m.sessions is not None else None,
-                kv_offload=m.kv_offload is not None,
+                kv_offload_backend=m.kv_offload.backend if m.kv_offload is not None else None,
                 prediction=prediction_of(m.plan.chosen, m.config.workload.input_tokens, m.config.workload.output_tokens),
                 candidate_gpus_per_replica=m.rollout.candidate_layout.gpus_per_replica if m.rollout else None,
             )

@@ -134,12 +134,57 @@ def tag_only_image_notes(services: tuple[ModelServiceSpec, ...], router: RouterS
     return [f"prod: images pinned by tag only: {', '.join(tag_only)}; pin by digest with models[].image / router.image = <image>@sha256:<digest>"]
 
 
-def api_key_note(keys: ClientKeys, *, front_door: bool) -> str:
-    """Which client keys exist (names only), where they are checked, how to read one (issue 30)."""
-    return key_names_note(keys, front_door=front_door)
+def api_key_note(keys: ClientKeys, *, front_door: bool, checked: bool = True) -> str:
+    """Which client keys exist (names only), where they are checked, how to read one (issue 30);
+    none checked behind a gateway with authentication none (issue 37)."""
+    return key_names_note(keys, front_door=front_door, checked=checked)
 
 
 def open_front_door_notes(router: RouterConfig) -> list[str]:
     """A public front door (router or gateway) in dev or staging without TLS or a source allow-list:
     noted here, refused in prod (infra/config/router.py `public_exposure_gaps`)."""
     return [f"router.public {gap} (prod refuses this; docs/security.md)" for gap in public_exposure_gaps(router)]
+
+
+def override_notes(cfg) -> list[str]:
+    """Every override of the catalog says what it overrides (issue 37): a pool planned in a region
+    the GPU catalog does not list its size in (`available_in_region: true`), with the catalog's
+    regions and date and how to confirm it online; an override the catalog no longer needs."""
+    notes = []
+    for i, pool in enumerate(cfg.gpu_pools):
+        if not pool.available_in_region:
+            continue
+        listed, when = pool.gpu.regions, pool.gpu.availability_as_of or "an unrecorded date"
+        at = f"gpu_pools[{i}].available_in_region"
+        if not listed:
+            notes.append(f"{at}: true overrides nothing: the GPU catalog of {when} lists no regions for {pool.size} (contract "
+                         "sizes are not listed; regions are per account); `infra doctor` checks it online")
+        elif cfg.region in listed:
+            notes.append(f"{at}: true is no longer needed: the GPU catalog of {when} lists {pool.size} in {cfg.region}; remove it")
+        else:
+            notes.append(f"{at}: true plans {pool.size} in {cfg.region} although the GPU catalog of {when} lists it only in "
+                         f"{', '.join(listed)}; confirm with `infra doctor {cfg.stack}` before `pulumi up` (DOKS fails to "
+                         "create the pool mid-deploy otherwise), and `infra catalog sync` to refresh the catalog")
+    return notes
+
+
+def lmcache_image_notes(cfg) -> list[str]:
+    """kind lmcache on an image the catalog cannot tell about (a custom build): the plan says what
+    the image must carry, since the engine starts anyway and finds no server without it."""
+    from infra.catalog.lmcache import SERVER_MIN_VERSION, lmcache_in_image
+    from infra.config.kv_offload import engine_image
+
+    notes = []
+    for model in cfg.models:
+        if model.kv_offload.kind != "lmcache":
+            continue
+        images = [("", engine_image(model, cfg.pool(model.pool).gpu.vendor))]
+        if model.rollout is not None and model.rollout.candidate.image is not None:
+            images.append((" (rollout candidate)", model.rollout.candidate.image))
+        for whose, image in images:
+            carries, why = lmcache_in_image(image)
+            if carries is None:
+                notes.append(f"model {model.name}{whose}: kv_offload lmcache runs `lmcache server` from {image} ({why}): "
+                             f"it must carry LMCache {'.'.join(map(str, SERVER_MIN_VERSION))} or later, or vLLM starts "
+                             "without its tier (the pod logs say `lmcache: not found`)")
+    return notes

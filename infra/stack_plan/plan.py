@@ -17,6 +17,7 @@ from typing import Any
 from infra.catalog.cpu_sizes import CPU_PRICES_AS_OF, CPU_USD_PER_MONTH, HA_CONTROL_PLANE_USD_PER_MONTH
 from infra.catalog.gpus import HOURS_PER_MONTH
 from infra.config import GpuPoolConfig, StackConfig
+from infra.config.router import client_keys_checked
 from infra.errors import ConfigError, Problem
 from infra.front_door import FrontDoor
 from infra.layout_fit import require_layouts_fit
@@ -55,7 +56,12 @@ from infra.stack_plan.monitoring import (
     observability_spec,
 )
 from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
-from infra.stack_plan.notes import open_front_door_notes, tag_only_image_notes
+from infra.stack_plan.notes import (
+    lmcache_image_notes,
+    open_front_door_notes,
+    override_notes,
+    tag_only_image_notes,
+)
 from infra.stack_plan.router import front_door, router_spec
 from infra.stack_plan.services import image_prepull_spec, model_service_specs
 from infra.stack_plan.weights import model_cache_spec, weight_bucket_spec
@@ -239,7 +245,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         candidate_service_spec(service, m.config, m.rollout) for m, service in zip(models, services, strict=True) if m.rollout
     )
     router = router_spec(cfg, models, services, cluster.system_node_selector)
-    notes = [*notes, *open_front_door_notes(cfg.router)]
+    notes = [*notes, *open_front_door_notes(cfg.router), *override_notes(cfg), *lmcache_image_notes(cfg)]
     observability = observability_spec(cfg, models, cluster.system_node_selector)
     gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
     autoscaling = autoscaling_spec(prefix, models, cluster.system_node_selector)
@@ -260,7 +266,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         services=services,
         router=router,
         front_door=replace(gateway_front_door(gateway) if gateway is not None else front_door(router, services),
-                           client_keys=cfg.client_keys.names),
+                           client_keys=cfg.client_keys.names if client_keys_checked(cfg.router) else ()),
         observability=observability,
         autoscaling=autoscaling,
         project=ProjectSpec(name=f"{prefix}-project", project_name=project_name(cfg.stack), environment=cfg.environment),

@@ -106,3 +106,29 @@ def running_target_problems(model: ModelFacts, index: int) -> list[Problem]:
             f" × dp {layout.dp} = {cap}; give 1..{cap}, or leave it unset to derive it from the plan",
         )
     ]
+
+
+def rollout_node_problems(models: list[ModelFacts]) -> list[Problem]:
+    """Rollout candidates' extra nodes join their model's pool for the rollout (stack_plan/cluster.py
+    `pool_specs`): the grown pool must stay within its node limit (64 for a fabric size, 512 for
+    any DOKS pool), or DOKS refuses the node count mid-`pulumi up`. Reported at the first rollout
+    on the pool."""
+    from infra.config.pools import node_limit
+
+    problems = []
+    by_pool: dict[str, list[tuple[int, ModelFacts]]] = {}
+    for index, m in enumerate(models):
+        if m.rollout is not None and m.rollout.extra_nodes:
+            by_pool.setdefault(m.pool.name, []).append((index, m))
+    for rollouts in by_pool.values():
+        index, first = rollouts[0]
+        pool = first.pool
+        extra = sum(m.rollout.extra_nodes for _, m in rollouts)
+        limit, what = node_limit(pool.gpu)
+        if pool.max_node_count + extra > limit:
+            models = ", ".join(f"models[{i}] {m.rollout.extra_nodes}" for i, m in rollouts)
+            problems.append(Problem(f"{NS}models[{index}].rollout.weight", (
+                f"{first.config.rollout.weight} % needs {extra} extra node(s) of pool {pool.name!r} for the candidate's engines "
+                f"({models}), which takes the pool from {pool.max_node_count} to {pool.max_node_count + extra} nodes, past {limit}, "
+                f"{what}; give a lower weight, a candidate layout that fits the GPUs the pool leaves free, or fewer pool nodes")))
+    return problems

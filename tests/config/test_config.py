@@ -311,7 +311,7 @@ def test_api_key_is_never_a_missing_secret_it_is_generated():
     """issue 30: every serving path checks a key; without the api_key secret `pulumi up` generates one."""
     values, secrets = stack_values("prod")
     _set("router.public", True)(values)
-    _set("router.tls_certificate_id", "cert-123")(values)  # prod's public front door needs both
+    _set("router.tls_certificate_id", "5a1c2f4e-9b3d-4e7a-8c21-0f6d3b9a7e15")(values)  # prod's public front door needs both
     _set("router.allowed_source_cidrs", ["203.0.113.0/24"])(values)
     cfg = _load(values, secrets)
     assert "api_key" not in cfg.missing_secrets

@@ -85,3 +85,18 @@ def test_a_tier_on_a_size_whose_host_memory_is_unknown_asks_for_it():
     assert problem.path == "models[0].kv_offload"
     assert "host memory of gpu-mi300x8-1536gb is not in the catalog" in problem.message and "ram_gib" in problem.message
     assert offload_fit_problems("models[0]", gpu, Layout(tp=4, ep=True, replicas_per_node=2), "none", None) == []
+
+
+def test_one_lmcache_server_per_pod_is_shared_by_its_data_parallel_engines():
+    """kind lmcache runs one LMCache server per engine container, which its dp ranks share: the pod's
+    room holds one L1 buffer, and each engine's share is the buffer over its ranks (issue 37); kind
+    cpu pins one tier per engine."""
+    from infra.planner.kv_offload import offload_room_gib
+
+    gpu = gpu_size("gpu-mi300x8-1536gb")
+    layout = Layout(tp=2, dp=4, ep=True)
+    assert offload_room_gib(gpu, layout, "lmcache") >= 4 * offload_room_gib(gpu, layout, "cpu")
+    tier = KvOffload("lmcache", 400.0)
+    assert tier.gib_per_engine(4) == 100.0 and tier.gib_per_pod(4) == 400.0
+    native = KvOffload("cpu", 100.0)
+    assert native.gib_per_engine(4) == 100.0 and native.gib_per_pod(4) == 400.0

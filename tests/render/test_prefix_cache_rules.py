@@ -32,8 +32,8 @@ from tests.render.test_rules_promtool import (
 )
 
 PLANNED = 0.6
-MODEL = replace(CHAT, prefix_cache_planned_hit=PLANNED, kv_offload=True)
-UNPLANNED = replace(CHAT, name="plain", served_model_name="plain-served", prefix_cache_planned_hit=None, kv_offload=False)
+MODEL = replace(CHAT, prefix_cache_planned_hit=PLANNED, kv_offload_backend="native")
+UNPLANNED = replace(CHAT, name="plain", served_model_name="plain-served", prefix_cache_planned_hit=None, kv_offload_backend=None)
 ALERT = "VllmPrefixCacheHitRateCollapsed"
 FIRING = {"severity": "warning", "model": "chat"}
 MINUTES = 90
@@ -134,3 +134,15 @@ def test_without_a_plan_the_collapse_is_against_the_previous_day(tmp_path):
     path.write_text(yaml.safe_dump(doc, sort_keys=False, width=10_000))
     result = run_promtool("test", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(("backend", "transfers"), [("native", True), ("lmcache", False), (None, False)])
+def test_transfer_rules_only_where_the_backend_exports_them(backend, transfers):
+    """vLLM's native OffloadingConnector exports vllm:kv_offload_*; LMCacheMPConnector does not
+    (issue 37): a lmcache model gets hit-rate rules, no transfer rules reading series that never come."""
+    group = prefix_cache_group(replace(MODEL, kv_offload_backend=backend))
+    recorded = {r["record"] for r in group["rules"]}
+    assert ("model:vllm_kv_offload_load_bytes:rate5m" in recorded) is transfers
+    assert "model:vllm_prefix_cache_offload_hit:ratio_rate5m" in recorded
+    exprs = " ".join(r["expr"] for r in group["rules"])
+    assert ("vllm:kv_offload_load_bytes_total" in exprs) is transfers

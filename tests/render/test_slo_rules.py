@@ -57,7 +57,7 @@ AMD = GpuRuntimeFacts(vendor="amd", mode="doks-managed")
 # A multi-turn chat model with a planned hit rate and a KV offload tier (prefix_cache_rules.py).
 MULTI_TURN = ObservedModel(
     "chat-mt", "chat-mt", "inference", 2000, 50, 4, 2, deployment="chat-mt-engine",
-    prefix_cache_planned_hit=0.6, kv_offload=True,
+    prefix_cache_planned_hit=0.6, kv_offload_backend="native",
 )
 
 # Every metric a rule or dashboard may read that it does not record itself, with its source.
