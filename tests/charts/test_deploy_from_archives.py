@@ -28,7 +28,7 @@ def _release(plan, chart_name):
 
 
 def _deploy_check():
-    """What the check before `pulumi up` runs (infra/invariant_gate.py): the offline plan, strict."""
+    """What the check before `pulumi up` runs (`infra.offline.check_before_up`): the offline plan, strict."""
     return offline_plan(plan_stack(load_stack_file("prod", project_root(None))), deploy=True)
 
 
