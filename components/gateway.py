@@ -35,6 +35,7 @@ from infra.render.gateway_observability import (
     render_gateway_prometheus_rule,
 )
 from infra.render.model_service import API_KEY_KEY
+from infra.render.secret_keys import with_keys
 
 HELM_TIMEOUT_S = 600
 
@@ -140,7 +141,7 @@ class InferenceGateway(pulumi.ComponentResource):
             secrets.append(
                 k8s.core.v1.Secret(
                     f"{name}-api-key",
-                    metadata={"name": spec.api_key_secret, "namespace": spec.namespace, "labels": gateway_labels()},
+                    metadata=with_keys({"name": spec.api_key_secret, "namespace": spec.namespace, "labels": gateway_labels()}, names),
                     string_data=pulumi.Output.secret(entries),
                     opts=child(additional_secret_outputs=["data", "stringData"]),
                 )
@@ -151,7 +152,7 @@ class InferenceGateway(pulumi.ComponentResource):
             secrets.append(
                 k8s.core.v1.Secret(
                     f"{name}-engine-key",
-                    metadata={"name": spec.engine_key_secret, "namespace": spec.namespace, "labels": gateway_labels()},
+                    metadata=with_keys({"name": spec.engine_key_secret, "namespace": spec.namespace, "labels": gateway_labels()}, [API_KEY_KEY]),
                     string_data={API_KEY_KEY: pulumi.Output.secret(args.engine_key)},
                     opts=child(additional_secret_outputs=["data", "stringData"]),
                 )

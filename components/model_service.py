@@ -44,6 +44,7 @@ from infra.render.model_service import (
 )
 from infra.render.multi_node import render_leader_worker_set
 from infra.render.pd_service import PdServiceSpec, render_pd_service
+from infra.render.secret_keys import with_keys
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,7 @@ class ModelService(pulumi.ComponentResource):
         shape = render_secret_shape(secret_name, self.spec.namespace, key, self.spec.name)
         return k8s.core.v1.Secret(
             logical_name,
-            metadata=shape["metadata"],
+            metadata=with_keys(shape["metadata"], [key]),
             type=shape["type"],
             string_data={key: pulumi.Output.secret(value)},
             opts=child_opts(additional_secret_outputs=["data", "stringData"]),

@@ -27,6 +27,7 @@ from infra.render.observability import (
     render_pod_monitors,
     render_prometheus_rules,
 )
+from infra.render.secret_keys import with_keys
 
 HELM_TIMEOUT_S = 900  # CRDs + admission-webhook hook jobs + a PVC on a fresh cluster
 
@@ -72,7 +73,7 @@ class Observability(pulumi.ComponentResource):
         # Secrets first: the chart's pods mount them by name.
         self.grafana_admin = k8s.core.v1.Secret(
             f"{name}-grafana-admin",
-            metadata={"name": GRAFANA_ADMIN_SECRET, "namespace": ns},
+            metadata=with_keys({"name": GRAFANA_ADMIN_SECRET, "namespace": ns}, ["admin-user", "admin-password"]),
             string_data={
                 "admin-user": "admin",
                 "admin-password": pulumi.Output.secret(args.grafana_admin_password),
@@ -85,7 +86,7 @@ class Observability(pulumi.ComponentResource):
                 raise ValueError(f"alert_receiver {settings.alert_receiver!r} needs alert_webhook_url")
             webhook = k8s.core.v1.Secret(
                 f"{name}-alert-webhook",
-                metadata={"name": ALERT_WEBHOOK_SECRET, "namespace": ns},
+                metadata=with_keys({"name": ALERT_WEBHOOK_SECRET, "namespace": ns}, ["url"]),
                 string_data={"url": pulumi.Output.secret(args.alert_webhook_url)},
                 opts=in_ns,
             )

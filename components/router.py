@@ -28,6 +28,7 @@ from infra.render.router import (
     render_router_service,
     render_service_account,
 )
+from infra.render.secret_keys import with_keys
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class Router(pulumi.ComponentResource):
             secrets.append(
                 k8s.core.v1.Secret(
                     f"{name}-{shape['metadata']['name']}",
-                    metadata=shape["metadata"],
+                    metadata=with_keys(shape["metadata"], [file]),
                     type=shape["type"],
                     string_data={file: pulumi.Output.secret(content)},
                     opts=child_opts(additional_secret_outputs=["data", "stringData"]),

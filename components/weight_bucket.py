@@ -22,6 +22,7 @@ import pulumi_digitalocean as digitalocean
 import pulumi_kubernetes as k8s
 
 from infra.render.model_service import render_secret_shape
+from infra.render.secret_keys import with_keys
 from infra.render.warm_start import SPACES_ACCESS_KEY_ID, SPACES_SECRET_ACCESS_KEY
 from infra.specs import WeightBucketSpec
 
@@ -78,7 +79,7 @@ class WeightBucket(pulumi.ComponentResource):
         shape = render_secret_shape(secret_name, namespace, SPACES_ACCESS_KEY_ID)
         return k8s.core.v1.Secret(
             logical,
-            metadata=shape["metadata"],
+            metadata=with_keys(shape["metadata"], [SPACES_ACCESS_KEY_ID, SPACES_SECRET_ACCESS_KEY]),
             type=shape["type"],
             string_data={
                 SPACES_ACCESS_KEY_ID: pulumi.Output.secret(key.access_key),

@@ -224,6 +224,14 @@ def router_args(spec: RouterSpec) -> list[str]:
     return args
 
 
+def loopback_probe(path: str) -> list[str]:
+    """An exec probe command asking the loopback-bound router for `path` with the image's Python
+    (the default image and images/vllm-router/Dockerfile both are python:3.12-slim-bookworm);
+    a non-2xx answer or no answer exits non-zero."""
+    script = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{ROUTER_PORT}{path}', timeout=4)"
+    return ["python", "-c", script]
+
+
 def registrar_args(spec: RouterSpec) -> list[str]:
     args = [
         "/registrar/router_registrar.py",
@@ -337,10 +345,14 @@ def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
         # Unauthenticated in 0.1.17 (tests/e2e/test_router.py). /health answers as soon as the
         # server is up, also with no workers: an environment scaled to zero still has a router.
-        # Through the client proxy (the router listens on loopback): the probe checks the client path.
-        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5, "periodSeconds": 5,
+        # The router listens on loopback, which a kubelet probe (sent to the pod IP from the node)
+        # cannot reach, and a probe's named port is looked up in the probed container only (the
+        # client proxy's `http` is not the router's: issue 35). So the router's own probes run in
+        # the container: the image's Python asks 127.0.0.1 (infra/invariants/kubelet.py checks
+        # the program is in the pinned image). The client proxy's readiness checks the path clients take.
+        "readinessProbe": {"exec": {"command": loopback_probe("/readiness")}, "timeoutSeconds": 5, "periodSeconds": 10,
                            "failureThreshold": 3},
-        "livenessProbe": {"httpGet": {"path": "/liveness", "port": "http"}, "timeoutSeconds": 5, "periodSeconds": 15,
+        "livenessProbe": {"exec": {"command": loopback_probe("/liveness")}, "timeoutSeconds": 5, "periodSeconds": 15,
                           "failureThreshold": 4, "initialDelaySeconds": 30},
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", "10"]}}},
         "volumeMounts": mounts,
@@ -380,6 +392,11 @@ def client_proxy_container(spec: RouterSpec) -> dict:
         "command": command,
         "env": env,
         "ports": [{"name": "http", "containerPort": CLIENT_PORT, "protocol": "TCP"}],
+        # Ready when a client's path works end to end (nginx → the router's /readiness); alive
+        # while nginx accepts connections (a router problem must not restart the proxy).
+        "readinessProbe": {"httpGet": {"path": "/readiness", "port": "http"}, "timeoutSeconds": 5, "periodSeconds": 5,
+                           "failureThreshold": 3},
+        "livenessProbe": {"tcpSocket": {"port": "http"}, "timeoutSeconds": 5, "periodSeconds": 15, "failureThreshold": 4},
         "volumeMounts": mounts,
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "securityContext": _SECURITY,  # any uid: it writes only /tmp (pid, temp files)
