@@ -15,8 +15,8 @@ import pytest
 from infra.catalog import versions
 from infra.catalog.images import executables_of
 from infra.config.stack import load_stack_file
-from infra.invariants.kubelet import check_kubelet_wiring, object_keys
 from infra.invariants.keypaths import KeyPaths
+from infra.invariants.kubelet import check_kubelet_wiring, object_keys
 from infra.invariants.wiring import check_selectors
 from infra.offline import kubernetes_objects
 from infra.render.router import ROUTER_PORT, RoutedModel, RouterSpec, loopback_probe, render_router
