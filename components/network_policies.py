@@ -1,4 +1,5 @@
-"""The stack's NetworkPolicies: default deny in every namespace it owns, plus the flows the plan needs.
+"""The stack's NetworkPolicies: default deny in every namespace it owns, plus the flows the plan needs
+(and, for flows from or to the nodes and the control plane, CiliumNetworkPolicies).
 
 Thin: the policies come from `infra.render.network_policy` (why each exists: its docstring and
 each policy's `inference-platform/why` annotation).
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.custom_resources import custom_resource
 from infra.render.network_policy import NetworkPolicySpec, render_network_policies
 
 
@@ -29,7 +31,7 @@ class NetworkPoliciesArgs:
 
 
 class NetworkPolicies(pulumi.ComponentResource):
-    policies: list[k8s.networking.v1.NetworkPolicy]
+    policies: list[pulumi.CustomResource]
 
     def __init__(self, name: str, args: NetworkPoliciesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inference-platform:security:NetworkPolicies", name, None, opts)
@@ -37,13 +39,12 @@ class NetworkPolicies(pulumi.ComponentResource):
             deps = [*args.depends_on, *args.namespace_depends_on.get(namespace, ())]
             return pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=deps, deleted_with=args.deleted_with)
 
-        self.policies = [
-            k8s.networking.v1.NetworkPolicy(
-                f"{name}-{obj['metadata']['namespace']}-{obj['metadata']['name']}",
-                metadata=obj["metadata"],
-                spec=obj["spec"],
-                opts=child(obj["metadata"]["namespace"]),
-            )
-            for obj in render_network_policies(args.spec)
-        ]
+        self.policies = []
+        for obj in render_network_policies(args.spec):
+            ns, policy = obj["metadata"]["namespace"], obj["metadata"]["name"]
+            if obj["kind"] == "NetworkPolicy":
+                self.policies.append(k8s.networking.v1.NetworkPolicy(f"{name}-{ns}-{policy}", metadata=obj["metadata"], spec=obj["spec"],
+                                                                     opts=child(ns)))
+            else:  # CiliumNetworkPolicy: the entity flows (infra/render/cilium_policy.py); DOKS's Cilium owns the CRD
+                self.policies.append(custom_resource(f"{name}-{ns}-cnp-{policy}", obj, child(ns)))
         self.register_outputs({})
