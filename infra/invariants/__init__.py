@@ -25,6 +25,7 @@ from infra.invariants.consistency import check_consistency
 from infra.invariants.gpu_view import check_gpu_view
 from infra.invariants.identity import check_identity
 from infra.invariants.ignores import check_ignores
+from infra.invariants.images import tag_only_image_notes
 from infra.invariants.implied import implied_objects
 from infra.invariants.keypaths import KeyPaths
 from infra.invariants.kubelet import check_kubelet_wiring
@@ -58,6 +59,7 @@ def check_plan(plan: StackPlan, objects: list[dict], resources: list[dict] = (),
     problems += check_storage(plan, paths)
     ignored, notes = check_ignores(plan, paths)
     problems += ignored
+    notes = [*notes, *tag_only_image_notes(plan.config.environment, everything)]
     if plan_json is not None:
         problems += check_consistency(plan_json, paths)
     unique = list(dict.fromkeys(problems))

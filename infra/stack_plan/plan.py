@@ -54,7 +54,7 @@ from infra.stack_plan.monitoring import (
     observability_spec,
 )
 from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
-from infra.stack_plan.notes import open_front_door_notes, tag_only_image_notes
+from infra.stack_plan.notes import open_front_door_notes
 from infra.stack_plan.router import front_door, router_spec
 from infra.stack_plan.services import image_prepull_spec, model_service_specs
 from infra.stack_plan.weights import model_cache_spec, weight_bucket_spec
@@ -239,8 +239,6 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
     observability = observability_spec(cfg, models, cluster.system_node_selector)
     gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
     autoscaling = autoscaling_spec(prefix, models, cluster.system_node_selector)
-    if cfg.environment == "prod":
-        notes = [*notes, *tag_only_image_notes(services, router)]
     fabric = fabric_spec(prefix, cfg)
     return StackPlan(
         config=cfg,
