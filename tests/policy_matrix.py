@@ -103,6 +103,7 @@ class PlanFacts:
     charts: set[str]
     vpc: str
     endpoints: list[tuple[str, str]] = field(default_factory=list)  # (model, URL) from models[].env / extra_args
+    hub_mirrors: list[tuple[str, str]] = field(default_factory=list)  # (model, HF_ENDPOINT) the prefetch Jobs download from
     uses_nfs: bool = False
     monitors: list[dict] = field(default_factory=list)  # the plan's PodMonitors
     spaces: bool = False
@@ -151,6 +152,9 @@ def plan_facts(name: str, plan) -> PlanFacts:
     from infra.render.network_policy import ENDPOINT_ENV, ENDPOINT_FLAGS
 
     for t in all_pod_templates(objects):
+        if t.labels.get("app.kubernetes.io/component") == "prefetch":
+            facts.hub_mirrors += [(t.labels.get("inference-platform/model", ""), e["value"]) for c in t.containers()
+                                  for e in c.get("env") or [] if e.get("name") == "HF_ENDPOINT" and e.get("value")]  # fmt: skip
         if t.labels.get("app.kubernetes.io/component") != "engine":
             continue
         model = t.labels.get("inference-platform/model", "")
@@ -260,6 +264,10 @@ def needed(facts: PlanFacts, src: Endpoint, dst: Endpoint, port: int, protocol: 
     if s == "engines" and not dst.entity:
         for model, url in facts.endpoints:
             if model == engine_model(src) and _endpoint_matches(url, dst, port, facts):
+                return f"a setting names {url}"
+    if s == "prefetch Jobs" and not dst.entity:
+        for model, url in facts.hub_mirrors:
+            if model == src.labels.get("inference-platform/model") and _endpoint_matches(url, dst, port, facts):
                 return f"a setting names {url}"
     # monitoring
     if s == "Prometheus" and _scrapes(facts, dst, port):

@@ -381,6 +381,12 @@ def _inference_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
                 egress=[_dns_egress(), {"to": [internet_peer()], "ports": _ports(HTTPS_PORT)}, *_weights_egress(spec)],
             )
         )  # fmt: skip
+        for model, setting, url in spec.endpoints:  # a hub mirror: the prefetch Job downloads from it
+            rule = endpoint_egress(url, spec.vpc_cidr) if setting == "env.HF_ENDPOINT" else None
+            if rule is not None:
+                out.append(_policy(spec, spec.engines_ns, f"prefetch-{model}", _match({**PREFETCH_LABELS, LABEL_MODEL: model}),
+                                   f"{model}'s prefetch Job downloads from the hub mirror models[].env.HF_ENDPOINT names",
+                                   egress=[rule]))  # fmt: skip
     return out
 
 
