@@ -80,12 +80,20 @@ VARIANTS: dict[str, tuple[str, Callable[[dict], None]]] = {
 NAMES = SHIPPED + tuple(VARIANTS)
 
 
+_PLANS: dict[str, object] = {}
+
+
 def plan_named(name: str, workdir: Path):
-    """The offline Plan of a shipped stack or of a variant (planned in a project copy under `workdir`)."""
+    """The offline Plan of a shipped stack or of a variant (planned in a project copy under `workdir`).
+    Planned once per process: five test modules read the same ten plans (read-only), and a plan is
+    deterministic, so the first is the plan."""
     from infra.offline import build_plan
     from tests.conftest import ROOT, plan_variant
 
-    if name in SHIPPED:
-        return build_plan(name, ROOT)
-    stack, mutate = VARIANTS[name]
-    return plan_variant(workdir / name, stack, mutate)
+    if name not in _PLANS:
+        if name in SHIPPED:
+            _PLANS[name] = build_plan(name, ROOT)
+        else:
+            stack, mutate = VARIANTS[name]
+            _PLANS[name] = plan_variant(workdir / name, stack, mutate)
+    return _PLANS[name]
