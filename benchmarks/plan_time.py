@@ -186,23 +186,27 @@ def generated_stack(n_models: int) -> dict:
     return copy.deepcopy(doc)
 
 
-def measure(stack: str, root: Path, repeats: int) -> tuple[float, float]:
-    times, rss = [], []
+def measure(stack: str, root: Path, repeats: int) -> tuple[float, float, float]:
+    """Median wall seconds, CPU seconds and peak RSS (MiB) of `infra plan STACK`."""
+    times, cpus, rss = [], [], []
     for _ in range(repeats):
         out = Path(tempfile.mkstemp(suffix=".json")[1])
-        t, _cpu, m = _run(plan_command(stack, out, root))
+        t, cpu, m = _run(plan_command(stack, out, root))
         times.append(t)
+        cpus.append(cpu)
         rss.append(m)
         out.unlink()
-    return statistics.median(times), statistics.median(rss)
+    return statistics.median(times), statistics.median(cpus), statistics.median(rss)
 
 
 def scaling(repeats: int) -> None:
-    print(f"{'stack':<14}{'models':>7}{'median s':>10}{'peak RSS MiB':>14}")
-    results = {}
+    """Every shipped stack and generated stacks of 1, 10 and 50 models; the per-model increment from
+    CPU seconds (what a busy machine disturbs least) and from wall seconds."""
+    print(f"{'stack':<14}{'models':>7}{'median s':>10}{'CPU s':>8}{'peak RSS MiB':>14}")
+    results, cpu_results = {}, {}
     for stack in ("dev", "staging", "prod"):
-        t, m = measure(stack, ROOT, repeats)
-        print(f"{stack:<14}{'':>7}{t:>10.2f}{m:>14.0f}")
+        t, cpu, m = measure(stack, ROOT, repeats)
+        print(f"{stack:<14}{'':>7}{t:>10.2f}{cpu:>8.2f}{m:>14.0f}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "stacks").mkdir()
@@ -210,13 +214,14 @@ def scaling(repeats: int) -> None:
         (root / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
         for n in (1, 10, 50):
             (root / "stacks" / f"Pulumi.gen{n}.yaml").write_text(yaml.safe_dump(generated_stack(n)))
-            t, m = measure(f"gen{n}", root, repeats)
-            results[n] = t
-            print(f"{'gen' + str(n):<14}{n:>7}{t:>10.2f}{m:>14.0f}")
-    per_model_small = (results[10] - results[1]) / 9
-    per_model_large = (results[50] - results[10]) / 40
-    print(f"per-model increment: 1→10 {per_model_small * 1000:.0f} ms, 10→50 {per_model_large * 1000:.0f} ms, "
-          f"ratio {per_model_large / per_model_small:.2f} (≈1 is linear)")
+            t, cpu, m = measure(f"gen{n}", root, repeats)
+            results[n], cpu_results[n] = t, cpu
+            print(f"{'gen' + str(n):<14}{n:>7}{t:>10.2f}{cpu:>8.2f}{m:>14.0f}")
+    for label, res in (("CPU", cpu_results), ("wall", results)):
+        per_model_small = (res[10] - res[1]) / 9
+        per_model_large = (res[50] - res[10]) / 40
+        print(f"per-model increment ({label}): 1→10 {per_model_small * 1000:.0f} ms, 10→50 {per_model_large * 1000:.0f} ms, "
+              f"ratio {per_model_large / per_model_small:.2f} (≈1 is linear)")
 
 
 def main() -> None:

@@ -1,1 +1,1 @@
-"""Pulumi ComponentResources, one concern each; they receive typed args and never read config."""
+"""Pulumi ComponentResources: the planned groups (group.py); they render nothing and read no config."""

@@ -1,10 +1,10 @@
-"""Pulumi entry point: load config → plan_stack → declare → export outputs.
+"""Pulumi entry point: load config → plan_stack → the whole-plan check → declare → export outputs.
 
-A configuration or planning error, or a broken whole-plan invariant (checked in a fresh
-interpreter, infra/invariant_gate.py), stops the program before any resource is declared, with one
-clear message (pulumi.RunError prints it without a traceback), so a bad config never
-half-applies a stack. `infra plan` does not run this file: it calls `plan_stack` and `declare`
-itself under the mock runtime.
+A configuration or planning error, or a broken whole-plan invariant (`infra.offline.check_before_up`,
+the check `infra plan` runs, in this process), stops the program before any resource is declared,
+with one clear message (pulumi.RunError prints it without a traceback), so a bad config never
+half-applies a stack. `infra plan` does not run this file: it records the same StackPlan without
+Pulumi.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ try:  # the catalogs load on import: a malformed INFRA_GPU_CATALOG is one line, 
     from infra.config.client_keys import DEFAULT_KEY_NAME, ClientKeys, key_value_problems
     from infra.config.cluster import control_plane_exposure
     from infra.declare import Secrets, declare
-    from infra.invariant_gate import problems_before_up
+    from infra.offline import check_before_up
     from infra.stack_plan import plan_stack
 except UserError as _err:
     raise pulumi.RunError(_err.render()) from None
@@ -104,7 +104,7 @@ def main() -> None:
             )
         plan = plan_stack(cfg)
         # The whole-plan invariants, as `infra plan` runs them, before anything is declared.
-        problems = problems_before_up(values, stack, secret_keys, PROJECT_ROOT)
+        problems = check_before_up(plan, PROJECT_ROOT)
         if problems:
             raise ConfigError(problems, source=f"stack {stack}")
         config = pulumi.Config("inference-platform")

@@ -1,40 +1,38 @@
-"""Turn a StackPlan into Pulumi resources: the only code that instantiates components.
+"""Turn a StackPlan's resources into Pulumi resources: the only code that touches the Pulumi engine.
 
-Nothing is decided here. Every spec comes from `plan_stack`; this function wires the specs to
-the Pulumi handles each component needs (the VPC id, the cluster's Kubernetes provider, the
-secrets, what to wait for), in dependency order: network → cluster → GPU pools → GPU runtime →
-namespaces (the front door's and the engines') and weight cache → the fabric (fabric pools only) → model services → the router → observability → the gateway →
-autoscaling → NetworkPolicies (after the releases that create the controllers' namespaces) → project.
-The real program (`infra/__main__.py`) and the offline plan (`infra plan`, under the mock
-runtime) both call it with the same plan value.
+Nothing is decided here. `plan_stack` planned every resource — type, logical name, group, inputs
+(rendered), options — in dependency order (infra/stack_resources/); `declare` wraps each one
+generically, in that order:
+
+- a group (a component) as a `PlannedGroup` of the planned type, its outputs registered once its
+  members exist;
+- a provider as a `ProviderResource`, a provider-implemented component (`yaml/v2:ConfigFile`) as a
+  remote `ComponentResource`, everything else as a `CustomResource` of the planned type token,
+  pinned to the plugin version of the installed SDK package;
+- placeholders (infra/resource_graph/values.py) as Outputs: another resource's output, a stack
+  secret, a provider function's answer, a pure function applied to Outputs.
+
+The real program (`infra/__main__.py`) calls it; tests run it under the mock runtime and compare
+what it registers with the plan's records (tests/resource_graph/test_declare_matches_plan.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
-import pulumi_random as random
 
-from components.autoscaling import ReplicaAutoscaling, ReplicaAutoscalingArgs
-from components.cluster import DoksCluster, DoksClusterArgs
-from components.fabric import Fabric, FabricArgs
-from components.gateway import InferenceGateway, InferenceGatewayArgs
-from components.gpu_pool import GpuNodePool, GpuNodePoolArgs
-from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
-from components.model_cache import ModelCache, ModelCacheArgs
-from components.model_service import ModelService, ModelServiceArgs
-from components.network import EnvironmentProject, EnvironmentProjectArgs, Network
-from components.network_policies import NetworkPolicies, NetworkPoliciesArgs
-from components.observability import Observability, ObservabilityArgs
-from components.router import Router, RouterArgs
-from components.warm_start import ImagePrepull, ImagePrepullArgs
-from components.weight_bucket import WeightBucket, WeightBucketArgs
-from infra.config.client_keys import DEFAULT_KEY_NAME
+from components.group import PlannedGroup
+from infra.resource_graph.graph import PlannedResource, ResourceGraph
+from infra.resource_graph.values import Apply, Invoke, Ref, Secret, SecretInput
 from infra.stack_plan import StackPlan
+
+# The Python SDK distribution whose version is each package's plugin version.
+SDK_DISTRIBUTIONS = {"kubernetes": "pulumi_kubernetes", "digitalocean": "pulumi_digitalocean", "random": "pulumi_random"}
 
 
 @dataclass(frozen=True)
@@ -47,256 +45,129 @@ class Secrets:
     grafana_admin_password: Any = None
     alert_webhook_url: Any = None
 
-
-def client_keys(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
-    """The keys clients may send, by name: the `api_keys` entries and `api_key` (named `default`),
-    or one `default` key generated once and kept (a secret) in the stack's state — so no
-    environment serves without a key (issue 30). The RandomPassword keeps its name of before
-    named keys existed, so a live stack's generated key stays the same."""
-    keys = dict(secrets.api_keys or {})
-    if secrets.api_key is not None:
-        keys[DEFAULT_KEY_NAME] = secrets.api_key
-    if not keys:
-        keys[DEFAULT_KEY_NAME] = random.RandomPassword(f"{plan.stack}-api-key", length=48, special=False).result
-    return {name: keys[name] for name in sorted(keys)}
+    def get(self, key: str) -> Any:
+        """The secret a plan names by key (`huggingface_token`, `api_keys.<name>`)."""
+        if key.startswith("api_keys."):
+            value = (self.api_keys or {}).get(key.split(".", 1)[1])
+        else:
+            value = getattr(self, key)
+        if value is None:
+            raise ValueError(f"the plan needs secret {key!r} but it was not given")
+        return value
 
 
-def engine_key(plan: StackPlan) -> Any:
-    """The one key engines behind a front door check: the front door sends it upstream instead of
-    the client's key, so client keys rotate without touching (or restarting) an engine."""
-    if not plan.has_front_door:
-        return None
-    return random.RandomPassword(f"{plan.stack}-engine-key", length=48, special=False).result
+@cache
+def plugin_version(package: str) -> str | None:
+    """The plugin version a package's installed SDK asks for (what its typed classes would send)."""
+    dist = SDK_DISTRIBUTIONS.get(package)
+    return metadata.version(dist) if dist else None
+
+
+class _Declared:
+    """The Pulumi resources declared so far, and the Outputs placeholders became."""
+
+    def __init__(self, graph: ResourceGraph, secrets: Secrets) -> None:
+        self.graph = graph
+        self.secrets = secrets
+        self.resources: dict[str, pulumi.Resource] = {}
+        self._resolved: dict[int, Any] = {}  # one Output per placeholder object (one invoke per lookup)
+
+    def value(self, value: Any, parent: pulumi.Resource | None = None) -> Any:
+        """`value` with every placeholder turned into what Pulumi takes as an input."""
+        if isinstance(value, (Ref, SecretInput, Secret, Invoke, Apply)):
+            if id(value) not in self._resolved:
+                self._resolved[id(value)] = self._placeholder(value, parent)
+            return self._resolved[id(value)]
+        if isinstance(value, Mapping):
+            return {k: self.value(v, parent) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.value(v, parent) for v in value]
+        return value
+
+    def _placeholder(self, value: Any, parent: pulumi.Resource | None) -> Any:
+        if isinstance(value, Ref):
+            resource = self.resources[value.resource]
+            out = resource.id if value.output == "id" else getattr(resource, value.output)
+            return pulumi.Output.secret(out) if value.secret else out
+        if isinstance(value, SecretInput):
+            return pulumi.Output.secret(self.secrets.get(value.key))
+        if isinstance(value, Secret):
+            return pulumi.Output.secret(self.value(value.value, parent))
+        if isinstance(value, Apply):
+            fn = value.fn
+            return pulumi.Output.all(*[self.value(a, parent) for a in value.args]).apply(lambda args: fn(*args))
+        return self._invoke(value, parent)
+
+    def _invoke(self, invoke: Invoke, parent: pulumi.Resource | None) -> Any:
+        args = self.value(invoke.args, parent)
+
+        def pick(answer: Any) -> Any:
+            for part in invoke.path:
+                answer = answer[part]
+            return invoke.check(answer) if invoke.check is not None else answer
+
+        if invoke.blocking:
+            # Its answer decides what is declared: called now, and a bad answer stops the program here.
+            return pick(pulumi.runtime.invoke(invoke.token, args, opts=pulumi.InvokeOptions(parent=parent)).value)
+        opts = pulumi.InvokeOutputOptions(parent=parent, depends_on=[self.resources[k] for k in invoke.depends_on])
+        out = pulumi.runtime.invoke_output(invoke.token, args, opts=opts).apply(pick)
+        return pulumi.Output.secret(out) if invoke.secret else out
+
+    def options(self, res: PlannedResource) -> pulumi.ResourceOptions:
+        o, get = res.options, self.resources.get
+        return pulumi.ResourceOptions(
+            parent=get(res.parent) if res.parent else None,
+            provider=get(o.provider) if o.provider else None,
+            depends_on=[self.resources[k] for k in o.depends_on] or None,
+            deleted_with=get(o.deleted_with) if o.deleted_with else None,
+            protect=o.protect,
+            ignore_changes=list(o.ignore_changes) or None,
+            delete_before_replace=o.delete_before_replace or None,
+            retain_on_delete=o.retain_on_delete or None,
+            replace_on_changes=list(o.replace_on_changes) or None,
+            additional_secret_outputs=list(o.additional_secret_outputs) or None,
+            custom_timeouts=pulumi.CustomTimeouts(**o.custom_timeouts) if o.custom_timeouts else None,
+            version=None if res.is_group else plugin_version(res.package),
+        )
+
+    def declare(self, res: PlannedResource) -> pulumi.Resource:
+        opts = self.options(res)
+        parent = opts.parent
+        if res.is_group:
+            return PlannedGroup(res.type, res.name, opts)
+        props = {**self.value(res.inputs, parent), **{o: None for o in res.outputs if o not in res.inputs and o != "id"}}
+        if res.remote:
+            return pulumi.ComponentResource(res.type, res.name, props, opts, remote=True)
+        if res.is_provider:
+            return pulumi.ProviderResource(res.package, res.name, props, opts)
+        return pulumi.CustomResource(res.type, res.name, props, opts)
 
 
 @dataclass(frozen=True)
-class Foundation:
-    """What every later component stands on: the VPC, the cluster (its provider), the GPU pools by
-    pool name, the GPU runtime (its operator releases), the `inference` namespace (the front door)
-    and the engines' namespace."""
+class DeclaredGraph:
+    """A declared graph: each planned resource's Pulumi resource by key, each group's outputs and
+    the stack's outputs (Outputs inside)."""
 
-    network: Network
-    cluster: DoksCluster
-    pools: dict[str, GpuNodePool]
-    runtime: GpuRuntime
-    namespace: Any
-    engines_namespace: Any
+    resources: dict[str, pulumi.Resource]
+    group_outputs: dict[str, dict[str, Any]]
+    outputs: dict[str, Any]
+
+
+def declare_graph(graph: ResourceGraph, secrets: Secrets) -> DeclaredGraph:
+    """Declare every resource of `graph` in its order, then register each group's outputs."""
+    declared = _Declared(graph, secrets)
+    for res in graph:
+        declared.resources[res.key] = declared.declare(res)
+    groups = {}
+    for res in graph:
+        if res.is_group:
+            groups[res.key] = declared.value(res.group_outputs)
+            declared.resources[res.key].register_outputs(groups[res.key])
+    return DeclaredGraph(declared.resources, groups, declared.value(graph.outputs))
 
 
 def declare(plan: StackPlan, secrets: Secrets) -> dict[str, Any]:
-    """Declare every component of the plan, in dependency order; returns the stack outputs."""
+    """Declare every planned resource of the stack; returns the stack outputs."""
     for note in plan.notes:
         pulumi.log.info(note)
-    base = declare_foundation(plan)
-    weight_deps = declare_weights(plan, base)
-    fabric = declare_fabric(plan, base)
-    keys = client_keys(plan, secrets)
-    upstream_key = engine_key(plan)
-    # Behind a front door the engines check the engine key; without one (router.kind service) the
-    # client key (the config allows only one then).
-    engines_check = upstream_key if upstream_key is not None else next(iter(keys.values()))
-    services = declare_model_services(plan, base, secrets, engines_check, weight_deps, fabric)
-    router = None
-    if plan.gateway is None:  # router.kind gateway: the gateway below is every model's front door
-        router = Router(
-            f"{plan.stack}-router",
-            # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on
-            # destroy so that DOKS removes the DO load balancer (docs/architecture.md).
-            RouterArgs(spec=plan.router, client_keys=keys, engine_key=upstream_key, provider=base.cluster.provider,
-                       depends_on=[base.namespace, *services]),
-        )
-    monitoring = declare_observability(plan, base, secrets, services)
-    gateway = None
-    if plan.gateway is not None:
-        gateway = InferenceGateway(
-            plan.gateway.name,
-            # Not deleted_with the cluster: its Service of type LoadBalancer must be deleted on destroy.
-            InferenceGatewayArgs(
-                spec=plan.gateway, client_keys=keys, engine_key=upstream_key, provider=base.cluster.provider,
-                depends_on=[base.namespace, base.engines_namespace, *services],
-                monitoring=monitoring,
-            ),
-        )
-    autoscaling = declare_autoscaling(plan, base, services, monitoring)
-    declare_network_policies(plan, base, monitoring, autoscaling=autoscaling, gateway=gateway, fabric=fabric)
-    EnvironmentProject(plan.project.name, EnvironmentProjectArgs(spec=plan.project, resources=[base.cluster.cluster.cluster_urn]))
-    return stack_outputs(plan, base, keys, services, router, gateway)
-
-
-def declare_foundation(plan: StackPlan) -> Foundation:
-    """Network → cluster → GPU pools → GPU runtime → the two serving namespaces."""
-    network = Network(plan.network.name, plan.network)
-    cluster = DoksCluster(plan.cluster.name, DoksClusterArgs(spec=plan.cluster, vpc_id=network.vpc_id))
-    pools = {
-        spec.pool_name: GpuNodePool(
-            spec.name, GpuNodePoolArgs(spec=spec, cluster_id=cluster.cluster_id), pulumi.ResourceOptions(protect=spec.protect)
-        )
-        for spec in plan.pools
-    }
-    runtime = GpuRuntime(
-        plan.gpu_runtime.name,
-        GpuRuntimeArgs(
-            spec=plan.gpu_runtime, provider=cluster.provider, depends_on=list(pools.values()), deleted_with=cluster.cluster
-        ),
-    )
-    k8s_opts = pulumi.ResourceOptions(provider=cluster.provider, deleted_with=cluster.cluster)
-    namespace, engines = (
-        k8s.core.v1.Namespace(f"{plan.stack}-ns-{ns['metadata']['name']}", metadata=ns["metadata"], opts=k8s_opts)
-        for ns in (plan.namespace, plan.engines_namespace)
-    )
-    return Foundation(network=network, cluster=cluster, pools=pools, runtime=runtime, namespace=namespace, engines_namespace=engines)
-
-
-def declare_weights(plan: StackPlan, base: Foundation) -> list[pulumi.Resource]:
-    """The NFS weight cache, the Spaces weight bucket and the image pre-pull DaemonSets (issue 20),
-    whichever the plan has: what every engine waits for."""
-    cluster, namespace = base.cluster, base.engines_namespace  # the cache's claim and Spaces keys live beside the engines
-    cache = None
-    if plan.model_cache is not None:
-        cache = ModelCache(
-            plan.model_cache.name,
-            ModelCacheArgs(spec=plan.model_cache, vpc_id=base.network.vpc_id, provider=cluster.provider, depends_on=[namespace]),
-        )
-    bucket = None
-    if plan.weight_bucket is not None:
-        bucket = WeightBucket(
-            plan.weight_bucket.name,
-            WeightBucketArgs(spec=plan.weight_bucket, provider=cluster.provider, depends_on=[namespace]),
-        )
-    prepull = None
-    if plan.prepull is not None:
-        prepull = ImagePrepull(
-            plan.prepull.name,
-            ImagePrepullArgs(
-                spec=plan.prepull, provider=cluster.provider, depends_on=[base.namespace, *base.pools.values()],
-                deleted_with=cluster.cluster,
-            ),
-        )
-    return [r for r in (cache, bucket, prepull) if r is not None]
-
-
-def declare_fabric(plan: StackPlan, base: Foundation) -> Fabric | None:
-    """LWS, Multus and the fabric NIC attachments, on a cluster with a fabric pool."""
-    if plan.fabric is None:
-        return None
-    return Fabric(
-        plan.fabric.name,
-        FabricArgs(
-            spec=plan.fabric, provider=base.cluster.provider, depends_on=[base.engines_namespace, *base.pools.values()],
-            deleted_with=base.cluster.cluster,
-        ),
-    )
-
-
-def declare_model_services(
-    plan: StackPlan, base: Foundation, secrets: Secrets, engines_check: Any, weight_deps: list[pulumi.Resource], fabric: Fabric | None
-) -> list[ModelService]:
-    """Every model's engines (and rollout candidate), after its pool, the weights and the fabric its NICs need."""
-    services = []
-    for model, service_spec in zip(plan.models, plan.services, strict=True):
-        service = ModelService(
-            f"{plan.stack}-model-{service_spec.name}",
-            ModelServiceArgs(
-                spec=service_spec,
-                candidate=plan.candidate(service_spec.name),
-                provider=base.cluster.provider,
-                hf_token=secrets.huggingface_token,
-                api_key=engines_check,
-                depends_on=[base.engines_namespace, base.pools[model.pool.name], *weight_deps],
-                engine_depends_on=[fabric] if fabric is not None and service_spec.layout.fabric_nics else [],
-            ),
-            pulumi.ResourceOptions(deleted_with=base.cluster.cluster),
-        )
-        services.append(service)
-    return services
-
-
-def declare_observability(
-    plan: StackPlan, base: Foundation, secrets: Secrets, services: list[ModelService]
-) -> Observability | None:
-    """Prometheus, Grafana, the SLO rules and alerts, once the engines they watch exist."""
-    if plan.observability is None:
-        return None
-    return Observability(
-        plan.observability.name,
-        ObservabilityArgs(
-            spec=plan.observability,
-            provider=base.cluster.provider,
-            grafana_admin_password=secrets.grafana_admin_password,
-            alert_webhook_url=secrets.alert_webhook_url,
-            deleted_with=base.cluster.cluster,
-        ),
-        pulumi.ResourceOptions(depends_on=services),
-    )
-
-
-def declare_autoscaling(
-    plan: StackPlan, base: Foundation, services: list[ModelService], monitoring: Observability | None
-) -> ReplicaAutoscaling | None:
-    """The ScaledObjects, each waiting for its model's engines, after the Prometheus they query."""
-    if plan.autoscaling is None:
-        return None
-    by_model = {s.spec.name: s for s in services}
-    return ReplicaAutoscaling(
-        plan.autoscaling.name,
-        ReplicaAutoscalingArgs(
-            spec=plan.autoscaling,
-            waits_for={model: [by_model[model]] for model, _ in plan.autoscaling.scaled_objects},
-            provider=base.cluster.provider,
-            depends_on=[monitoring] if monitoring else [],
-            deleted_with=base.cluster.cluster,
-        ),
-    )
-
-
-def declare_network_policies(
-    plan: StackPlan, base: Foundation, monitoring: Observability | None, *, autoscaling: ReplicaAutoscaling | None,
-    gateway: InferenceGateway | None, fabric: Fabric | None,
-) -> None:
-    """Default deny and the flows the plan needs (issue 30), each policy after the namespace it
-    lives in: the controllers' namespaces exist once what installs them does (Helm `create_namespace`)."""
-    if plan.network_policies is None:
-        return
-    np = plan.network_policies
-    runtime = base.runtime
-    made_by = ((np.keda_namespace, autoscaling and autoscaling.release), (np.gateway_controller_namespace, gateway and gateway.controller),
-               (np.lws_namespace, fabric and fabric.lws), (np.gpu_operator_namespace, runtime.gpu_operator),
-               (np.cert_manager_namespace, runtime.cert_manager))  # fmt: skip
-    creators = {ns: [creator] for ns, creator in made_by if ns is not None and creator is not None}
-    NetworkPolicies(
-        f"{plan.stack}-netpol",
-        NetworkPoliciesArgs(
-            spec=plan.network_policies,
-            provider=base.cluster.provider,
-            depends_on=[base.namespace, base.engines_namespace, *([monitoring] if monitoring else [])],
-            namespace_depends_on=creators,
-            deleted_with=base.cluster.cluster,
-        ),
-    )
-
-
-def stack_outputs(
-    plan: StackPlan, base: Foundation, keys: dict[str, Any], services: list[ModelService], router: Router | None,
-    gateway: InferenceGateway | None,
-) -> dict[str, Any]:
-    """The stack outputs: where the cluster and the front door are, the layouts, the key names and
-    the (secret) key named `default`."""
-    cluster = base.cluster
-    return {
-        "environment": plan.config.environment,
-        "region": plan.config.region,
-        "vpc_id": base.network.vpc_id,
-        "cluster_id": cluster.cluster_id,
-        "kubernetes_version": cluster.version,
-        "kubeconfig": cluster.kubeconfig,
-        "layouts": {m.config.name: m.layout.name for m in plan.models},
-        # The key named `default` (`pulumi stack output api_key --show-secrets`); a secret output.
-        **({"api_key": pulumi.Output.secret(keys[DEFAULT_KEY_NAME])} if DEFAULT_KEY_NAME in keys else {}),
-        "api_key_names": sorted(keys),
-        "endpoints": {s.spec.name: s.endpoint for s in services},
-        "front_door": (
-            {"url": router.endpoint, "public_address": router.public_address}
-            if router is not None
-            else {"url": gateway.endpoint if gateway is not None else None}
-        ),
-    }
+    return declare_graph(plan.resources, secrets).outputs

@@ -1,8 +1,8 @@
 """Run Pulumi code under Pulumi's mock runtime and record everything it registers.
 
-One runtime for the offline plan (`infra plan` declares a StackPlan here) and for the component
-tests. No engine, no cloud, no credentials: every resource registration goes to a recording
-monitor, every invoke gets a realistic answer from `PlanMocks`, and the answers are fixed per
+For tests: `declare` run here registers what the plan records (tests/resource_graph/), and the
+entry point's tests run the real program's `main` here; `infra plan` needs none of it. No engine,
+no cloud, no credentials: every resource registration goes to a recording monitor, every invoke gets a realistic answer from `PlanMocks`, and the answers are fixed per
 resource name, so the same program records byte-identical data on every run.
 
 A `Registration` keeps what the engine would receive: inputs (deserialized, and the serialized
@@ -27,113 +27,47 @@ from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
 
-SECRET_MARKER = "[secret]"
-UNKNOWN_MARKER = "[unknown]"
+from infra.resource_graph.offline_values import (
+    OFFLINE_K8S_VERSIONS,
+    OFFLINE_KUBECONFIG_TOKEN,
+    OFFLINE_NFS_HOST,
+    SECRET_MARKER,
+    STALE_KUBECONFIG_TOKEN,  # noqa: F401 - re-exported for the tests
+    UNKNOWN_MARKER,
+    offline_answer,
+    offline_id,
+    offline_state,
+)
+
 _SIG_KEY = rpc._special_sig_key  # type: ignore[attr-defined]
 _SECRET_SIG = rpc._special_secret_sig  # type: ignore[attr-defined]
 _RESOURCE_SIG = rpc._special_resource_sig  # type: ignore[attr-defined]
 _OUTPUT_SIG = rpc._special_output_value_sig  # type: ignore[attr-defined]
 _UNKNOWN = rpc.UNKNOWN
-
-# What the mock DigitalOcean API offers (newest first per minor); `1.29` is retired (no release).
-MOCK_K8S_VERSIONS = ("1.34.1-do.0", "1.33.6-do.1", "1.33.1-do.5", "1.32.10-do.2", "1.31.14-do.3")
-MOCK_NFS_HOST = "10.0.0.10"
-# Kubeconfig tokens: the live one `get_kubernetes_cluster` returns on every run, and the stale one
-# the cluster resource's state holds (DOKS renews it only on `pulumi refresh`). Tests assert that
-# the provider uses the live one and that neither appears in plain text.
-MOCK_KUBECONFIG_TOKEN = "mock-doks-token-5f1e2d"  # noqa: S105 - test fixture, not a credential
-STALE_KUBECONFIG_TOKEN = "stale-doks-token-in-state"  # noqa: S105 - test fixture, not a credential
-
-
-def mock_id(name: str) -> str:
-    """The id the mocks give a resource: fixed per name, so plans are byte-identical across runs."""
-    return f"{name}-id"
-
-
-def _kubeconfig(token: str, endpoint: str) -> str:
-    return (
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: doks\n"
-        f"  cluster: {{server: {endpoint}}}\nusers:\n- name: admin\n  user: {{token: {token}}}\n"
-    )
-
-
-def _kube_configs(token: str, endpoint: str) -> list[dict[str, str]]:
-    """A DOKS cluster's `kubeConfigs` with every field the SDK's result type requires."""
-    return [
-        {
-            "rawConfig": _kubeconfig(token, endpoint),
-            "host": endpoint,
-            "token": token,
-            "clusterCaCertificate": "",
-            "clientCertificate": "",
-            "clientKey": "",
-            "expiresAt": "2030-01-01T00:00:00Z",
-        }
-    ]
-
-
-def _endpoint(rid: str) -> str:
-    return f"https://{rid}.k8s.ondigitalocean.com"
+# The values the offline plan shows for what only the cloud knows, kept as the mocks' answers so a
+# program run here registers what the plan records (infra/resource_graph/offline_values.py).
+MOCK_K8S_VERSIONS = OFFLINE_K8S_VERSIONS
+MOCK_NFS_HOST = OFFLINE_NFS_HOST
+MOCK_KUBECONFIG_TOKEN = OFFLINE_KUBECONFIG_TOKEN
+mock_id = offline_id
 
 
 class PlanMocks(pulumi.runtime.Mocks):
-    """Realistic answers for what the program reads back from the providers.
-
-    Only the outputs the components read are faked (ids, URNs, endpoint, kubeconfig, NFS host and
-    path, Kubernetes versions); every other output echoes the inputs, as the real providers do for
-    plain arguments. `calls` records every invoke with its arguments.
-    """
+    """Realistic answers for what the program reads back from the providers: the offline plan's
+    (ids, URNs, endpoint, kubeconfig, NFS host and path, Kubernetes versions), every other output
+    echoing the inputs, as the real providers do for plain arguments. `calls` records every invoke
+    with its arguments."""
 
     def __init__(self, k8s_versions: tuple[str, ...] = MOCK_K8S_VERSIONS):
         self.k8s_versions = k8s_versions
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        state = dict(args.inputs)
-        rid = mock_id(args.name)
-        if args.typ == "digitalocean:index/kubernetesCluster:KubernetesCluster":
-            state.setdefault("endpoint", _endpoint(rid))
-            state["kubeConfigs"] = _kube_configs(STALE_KUBECONFIG_TOKEN, state["endpoint"])
-            state.setdefault("clusterUrn", f"do:kubernetes:{rid}")
-        elif args.typ == "digitalocean:index/nfs:Nfs":
-            state.setdefault("host", MOCK_NFS_HOST)
-            state.setdefault("mountPath", f"/{rid}")
-            state.setdefault("status", "ACTIVE")
-        elif args.typ == "digitalocean:index/vpc:Vpc":
-            state.setdefault("vpcUrn", f"do:vpc:{rid}")
-        elif args.typ == "digitalocean:index/spacesKey:SpacesKey":
-            state.setdefault("accessKey", f"{rid}-access")
-            state.setdefault("secretKey", f"{rid}-secret")
-        elif args.typ == "random:index/randomPassword:RandomPassword":
-            state.setdefault("result", SECRET_MARKER)  # a generated secret: never a value in a plan
-            state.setdefault("bcryptHash", SECRET_MARKER)
-        elif args.typ == "digitalocean:index/spacesBucket:SpacesBucket":
-            state.setdefault("endpoint", f"{state.get('region', 'nyc3')}.digitaloceanspaces.com")
-        if args.typ.startswith("digitalocean:index/"):
-            kind = args.typ.rsplit(":", 1)[-1].lower()
-            state.setdefault("urn", f"do:{kind}:{rid}")
-        return rid, state
+        return mock_id(args.name), offline_state(args.typ, args.name, args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         self.calls.append((args.token, dict(args.args)))
-        if args.token == "digitalocean:index/getKubernetesVersions:getKubernetesVersions":
-            prefix = args.args.get("versionPrefix") or ""
-            valid = [v for v in self.k8s_versions if v.startswith(prefix)]
-            return {"latestVersion": valid[0] if valid else "", "validVersions": valid, "versionPrefix": prefix}
-        if args.token == "digitalocean:index/getKubernetesCluster:getKubernetesCluster":
-            # Looked up by name; the program names clusters after their logical name.
-            name = args.args.get("name") or ""
-            rid = mock_id(name)
-            return {
-                "id": rid,
-                "name": name,
-                "endpoint": _endpoint(rid),
-                "kubeConfigs": _kube_configs(MOCK_KUBECONFIG_TOKEN, _endpoint(rid)),
-                "kubeconfigExpireSeconds": args.args.get("kubeconfigExpireSeconds"),
-                "status": "running",
-                "urn": f"do:kubernetes:{rid}",
-            }
-        return {}
+        return offline_answer(args.token, args.args, self.k8s_versions)
 
 
 # --------------------------------------------------------------------------- what was registered
@@ -379,7 +313,16 @@ def resolve(output: Any) -> tuple[Any, bool]:
     that kept an Output from the program it ran."""
     if not isinstance(output, pulumi.Output):
         return output, False
-    value_future, secret_future = output._future, output._is_secret
+    # pulumi ≥ 3.2xx keeps one `_data` future (`_future` / `_is_secret` became async properties:
+    # reading them would make coroutines nobody awaits); older releases keep two futures.
+    data = getattr(output, "_data", None)
+    if asyncio.isfuture(data) and data.done():
+        settled = data.result()
+        return (None if rpc.contains_unknowns(settled.value) else settled.value), bool(settled.is_secret)
+    if isinstance(getattr(type(output), "_future", None), property):
+        value_future = secret_future = None
+    else:
+        value_future, secret_future = output._future, output._is_secret
     if all(asyncio.isfuture(f) and f.done() for f in (value_future, secret_future)):
         # Settled while the program ran: read it here. Awaiting it again would need the program's
         # event loop, which `run` has closed; pulumi 3.231's _sync_await refuses a future of
@@ -434,3 +377,16 @@ class _EngineLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.messages.append(record.getMessage())
+
+
+def placeholder_secrets(plan) -> Any:
+    """Every secret the stack stores as a `[secret]` Output (call inside `run_program`: an Output
+    needs its event loop). A required secret that is not set yet is a placeholder too, as the plan
+    shows every resource before its secrets exist."""
+    from infra.declare import Secrets
+
+    cfg = plan.config
+    stored = cfg.secrets_set | set(cfg.secrets_required)
+    shorthand = "default" if "api_key" in stored else None
+    named = {n: pulumi.Output.secret(SECRET_MARKER) for n in cfg.client_keys.names if not cfg.client_keys.generated and n != shorthand}
+    return Secrets(**{key: pulumi.Output.secret(SECRET_MARKER) for key in stored}, api_keys=named or None)

@@ -1,14 +1,16 @@
-"""The offline plan: a StackPlan declared under the mock runtime, recorded as a deterministic Plan.
+"""The offline plan: a StackPlan's resources recorded as a deterministic Plan, and checked.
 
-No engine, no cloud, no credentials. `build_plan` validates the stack file, decides everything
-with `plan_stack`, and runs `declare` — the very function `pulumi up` runs — as a plain call
-under `infra.mock_runtime`, which records every resource registration. Secrets from the stack
-file are never decrypted: each secret the stack stores is the `[secret]` placeholder, and any
-value the program marks secret is recorded as `[secret]` too.
+No engine, no cloud, no credentials, no Pulumi. `build_plan` validates the stack file and decides
+everything with `plan_stack`, whose value holds every resource the stack creates, rendered
+(infra/stack_resources/); the Plan records each as the Pulumi engine would receive it
+(infra/resource_graph/records.py) — `declare` wraps the very same value for `pulumi up`. Secrets
+are never read: every secret is `[secret]`.
 
 The Plan is plain data (`Plan.to_json()` is byte-identical for identical input): the resources
 with their engine-level inputs and options, the models with their layouts and predictions, and
-the cost, all read from the one StackPlan value.
+the cost, all read from the one StackPlan value. `offline_plan` also templates the Helm releases
+whose archives are present and runs the whole-plan invariants; `check_before_up` is the same check,
+strict, that `pulumi up` runs in-process before declaring anything.
 """
 
 from __future__ import annotations
@@ -18,16 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pulumi
-
 from infra.charts.releases import archive_problems, chart_objects, template_releases, unknown_value_problems
 from infra.charts.template import ChartError, is_test_hook
 from infra.config import NS, PROJECT, load_stack_file
-from infra.declare import Secrets, declare
 from infra.errors import Problem, UserError
 from infra.invariants import check_plan, enforce
-from infra.mock_runtime import SECRET_MARKER, mock_id, normalise, run_program
 from infra.project import project_root
+from infra.resource_graph.offline_values import SECRET_MARKER, offline_id
+from infra.resource_graph.records import plan_records
 from infra.stack_plan import StackPlan, plan_stack
 
 # --------------------------------------------------------------------------- plan data
@@ -81,29 +81,9 @@ def money(value: float | None) -> str:
     return "n/a" if value is None else f"${value:,.2f}"
 
 
-def offline_secrets(plan: StackPlan):
-    """Every secret the stack stores, as the redacted placeholder (called inside the mock runtime:
-    an Output needs its event loop). A required secret that is not set yet is a placeholder too,
-    so the plan still shows every resource; the summary lists it under "secrets to set"."""
-    cfg = plan.config
-    stored = cfg.secrets_set | set(cfg.secrets_required)
-    # The named keys' placeholders; `default` is `api_key` itself when the shorthand is set.
-    shorthand = "default" if "api_key" in stored else None
-    named = {n: pulumi.Output.secret(SECRET_MARKER) for n in cfg.client_keys.names if not cfg.client_keys.generated and n != shorthand}
-    return Secrets(**{key: pulumi.Output.secret(SECRET_MARKER) for key in stored}, api_keys=named or None)
-
-
 def record_stack_plan(plan: StackPlan) -> tuple[list[dict[str, Any]], list[str]]:
-    """Declare `plan` under the mock runtime: its resources as plan records (sorted by type and
-    name) and the plan's notes with whatever the program logged as a warning."""
-    recording = run_program(lambda: declare(plan, offline_secrets(plan)), stack=plan.stack, project=PROJECT)
-    resources = sorted((r.plan_record() for r in recording.registrations), key=lambda r: (r["type"], r["name"]))
-    names = [(r["type"], r["name"]) for r in resources]
-    if len(names) != len(set(names)):
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        raise RuntimeError(f"duplicate resource names in the plan: {dupes}")
-    notes = list(plan.notes) + [m for m in recording.warnings if m not in plan.notes]
-    return resources, notes
+    """The plan's resources as the plan file records them (sorted by type and name), and its notes."""
+    return plan_records(plan.resources, project=PROJECT, stack=plan.stack), list(plan.notes)
 
 
 def build_plan(stack: str, root: Path | None = None) -> Plan:
@@ -125,9 +105,9 @@ def _chart_root(root: Path | None) -> Path | None:
 
 
 def offline_plan(plan: StackPlan, root: Path | None = None, *, deploy: bool = False) -> Plan:
-    """`plan` declared under the mock runtime and checked as a whole (the invariants): a plan that
-    cannot work is refused here (ConfigError), so `infra plan`, `infra diff` and the check before
-    `pulumi up` (infra/invariant_gate.py) never show it as a success. `deploy` (that check): a
+    """`plan` recorded and checked as a whole (the invariants): a plan that cannot work is refused
+    here (ConfigError), so `infra plan`, `infra diff` and the check before `pulumi up`
+    (`check_before_up`) never show it as a success. `deploy` (that check): a
     release installing from a local archive whose digest was never recorded is refused, not noted."""
     cfg = plan.config
     resources, notes = record_stack_plan(plan)
@@ -170,6 +150,16 @@ def offline_plan(plan: StackPlan, root: Path | None = None, *, deploy: bool = Fa
     return offline
 
 
+def check_before_up(plan: StackPlan, root: Path | None = None) -> list[Problem]:
+    """The whole-plan check `pulumi up` runs before it declares anything: the offline plan of the
+    same StackPlan, strict about chart archives (`deploy`); its problems, none when it holds."""
+    try:
+        offline_plan(plan, root, deploy=True)
+    except UserError as err:
+        return list(err.problems)
+    return []
+
+
 def kubernetes_objects(plan: Plan, *, charts: bool = True) -> list[dict[str, Any]]:
     """The Kubernetes objects a plan declares, as manifests (apiVersion, kind, metadata, spec...),
     with the objects of its templated Helm releases unless `charts` is false."""
@@ -206,4 +196,4 @@ def _redacted_secret(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-__all__ = ["Plan", "build_plan", "offline_plan", "kubernetes_objects", "mock_id", "money", "normalise", "SECRET_MARKER", "NS"]
+__all__ = ["Plan", "build_plan", "offline_plan", "check_before_up", "kubernetes_objects", "offline_id", "money", "SECRET_MARKER", "NS"]

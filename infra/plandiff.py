@@ -21,7 +21,7 @@ from pydantic import ConfigDict, StringConstraints
 from infra.errors import json_kind
 from infra.front_door import endpoint_changes
 from infra.json_shapes import Shape, ShapeError, expected, validate
-from infra.offline import mock_id, money
+from infra.offline import money, offline_id
 
 # Resource types whose loss costs data, capacity or a long rebuild.
 STATEFUL_TYPES = {
@@ -169,7 +169,7 @@ def _input_sources(res: dict, pattern: str) -> set[str]:
     if deps is not None:
         return set(deps.get(pattern.split(".", 1)[0].split("[", 1)[0], []))
     values = {v for p, v in flatten(res["inputs"]).items() if _matches(p, pattern)}
-    return {d for d in res["options"].get("dependsOn", []) if mock_id(d.split("::", 1)[-1]) in values}
+    return {d for d in res["options"].get("dependsOn", []) if offline_id(d.split("::", 1)[-1]) in values}
 
 
 def follow_replacements(changed: list[ResourceChange], old_index: dict, new_index: dict) -> list[ResourceChange]:

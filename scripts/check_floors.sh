@@ -83,8 +83,9 @@ cd "$root"
 if [ "$full" = 1 ]; then
   tests=(tests)
 else
-  # The Pulumi components under the mock runtime: the code that calls the providers' constructors.
-  tests=(tests/components)
+  # `declare` under the mock runtime: the code that calls the Pulumi SDK (generic resources, invokes,
+  # outputs), per concern and for whole stacks against the plan's records.
+  tests=(tests/stack_resources tests/resource_graph)
 fi
 for path in "${tests[@]}"; do
   [ -e "$path" ] || { echo "check_floors.sh: $path does not exist (did the tests move?)" >&2; exit 2; }

@@ -16,8 +16,8 @@ the chart its values. Every node carries `kubernetes.io/os: linux`, `kubernetes.
 pool's labels; a selector on `kubernetes.io/hostname` picks one node. The checks are generic over kinds
 (`infra/invariants/`), so a new feature's objects are covered without new code. A broken invariant
 is a configuration error naming the stack key responsible (exit 2, one line per problem);
-`infra plan`, `infra diff` and the Pulumi program itself (in a fresh interpreter before anything is
-declared, `infra/invariant_gate.py`) all run them.
+`infra plan`, `infra diff` and the Pulumi program itself (before anything is
+declared, `infra.offline.check_before_up`, in its own process) all run them.
 
 | invariant | what must hold |
 |---|---|

@@ -27,6 +27,7 @@ from infra.render.model_service import ModelServiceSpec, render_namespace
 from infra.render.network_policy import NetworkPolicySpec, network_policy_spec
 from infra.render.observability import ObservabilitySpec
 from infra.render.router import RouterSpec
+from infra.resource_graph.graph import ResourceGraph
 from infra.rollout_plan import candidate_service_spec
 from infra.specs import (
     ClusterSpec,
@@ -58,6 +59,7 @@ from infra.stack_plan.notes import open_front_door_notes
 from infra.stack_plan.router import front_door, router_spec
 from infra.stack_plan.services import image_prepull_spec, model_service_specs
 from infra.stack_plan.weights import model_cache_spec, weight_bucket_spec
+from infra.stack_resources.stack import stack_resources
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ class StackPlan:
     candidates: tuple[ModelServiceSpec, ...] = ()  # rollout candidates' engines (models[].rollout)
     # the engines' namespace object: Pod Security privileged (ROCm), audit/warn baseline
     engines_namespace: dict[str, Any] = field(default_factory=lambda: render_namespace(ENGINES_NAMESPACE, "privileged"))
+    # every resource the stack creates, rendered, with the stack's outputs (infra/stack_resources/)
+    resources: ResourceGraph = field(default_factory=ResourceGraph)
 
     @property
     def stack(self) -> str:
@@ -240,7 +244,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
     gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
     autoscaling = autoscaling_spec(prefix, models, cluster.system_node_selector)
     fabric = fabric_spec(prefix, cfg)
-    return StackPlan(
+    plan = StackPlan(
         config=cfg,
         models=tuple(models),
         notes=tuple(notes),
@@ -270,6 +274,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         ),  # fmt: skip
         candidates=candidates,
     )
+    return replace(plan, resources=stack_resources(plan))
 
 
 def _gpu_price_basis(pool: GpuPoolConfig) -> str:

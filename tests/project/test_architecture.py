@@ -42,6 +42,7 @@ _DIAGRAM_NODES = {
     "components": ["components"], "render": ["infra.render", "infra.specs"], "planner": ["infra.planner"],
     "catalog": ["infra.catalog"], "domain": ["infra.domain"], "main": ["infra.__main__"],
     "offline": ["infra.offline"], "mock": ["infra.mock_runtime"], "cli": ["infra.cli", "infra.commands"],
+    "resources": ["infra.stack_resources"], "graph": ["infra.resource_graph"],
 }
 
 
@@ -68,3 +69,17 @@ def test_the_architecture_diagrams_import_arrows_are_real_imports():
         if not any(graph.direct_import_exists(importer=x, imported=y) for x in modules(a) for y in modules(b))
     ]
     assert missing == []
+
+
+def test_components_only_group_and_the_plan_holds_every_object():
+    """Issue 39: components import no renderer (nor config, plan or planner: the contract above), and
+    nothing in `infra/` but `declare` and the entry point imports Pulumi itself."""
+    import grimp
+
+    graph = grimp.build_graph("infra", "components", "pulumi", include_external_packages=True,
+                              exclude_type_checking_imports=True, cache_dir=None)  # fmt: skip
+    renderers = {m for m in graph.modules if m == "infra.render" or m.startswith("infra.render.")}
+    for module in {m for m in graph.modules if m.startswith("components")}:
+        assert not graph.find_modules_directly_imported_by(module) & renderers, module
+    pulumi_users = {m for m in graph.modules if m.startswith("infra") and "pulumi" in graph.find_modules_directly_imported_by(m)}
+    assert pulumi_users == {"infra.declare", "infra.__main__", "infra.mock_runtime"}

@@ -22,6 +22,7 @@ from infra.render.planner_rules import (
     planner_recording_group,
 )
 from infra.render.slo_rules import PdObserved, recorded_names
+from tests.conftest import apply, need_tool
 from tests.render.test_rules_promtool import CHAT, alert, run_promtool, run_scenario, vllm_labels
 from tests.render.test_slo_rules import EXTERNAL_METRICS, metric_names
 
@@ -69,6 +70,11 @@ def test_the_band_is_rendered_as_three_constant_series():
     assert band == {"low": "vector(8)", "expected": "vector(10)", "high": "vector(12)"}
 
 
+# The promtool scenarios skip without promtool (and fail under INFRA_REQUIRE_TOOLS=1), like
+# tests/render/test_rules_promtool.py; the pure rule checks above run everywhere.
+PROMTOOL = apply(need_tool("promtool", "Debian: apt-get install -y prometheus"))
+
+
 @pytest.fixture(scope="module")
 def planner_rules_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("planner-rules")
@@ -81,6 +87,7 @@ def planner_rules_dir(tmp_path_factory):
     return d
 
 
+@PROMTOOL
 def test_promtool_checks_the_planner_groups(planner_rules_dir):
     result = run_promtool("check", "rules", str(planner_rules_dir / "planner.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -108,6 +115,7 @@ BELOW = {"severity": "warning", "model": "chat", "direction": "below"}
 ABOVE = {"severity": "warning", "model": "chat", "direction": "above"}
 
 
+@PROMTOOL
 def test_ratio_and_per_node_series(planner_rules_dir):
     run_scenario(
         planner_rules_dir,
@@ -124,6 +132,7 @@ def test_ratio_and_per_node_series(planner_rules_dir):
     )  # fmt: skip
 
 
+@PROMTOOL
 def test_drift_below_fires_after_an_hour_of_slo_misses_under_the_band(planner_rules_dir):
     # 2 nodes at 6 req/s each (band low end: 8) and 80 % of first tokens within the limit
     run_scenario(
@@ -136,6 +145,7 @@ def test_drift_below_fires_after_an_hour_of_slo_misses_under_the_band(planner_ru
     )
 
 
+@PROMTOOL
 def test_drift_above_fires_when_the_slo_holds_beyond_the_band(planner_rules_dir):
     run_scenario(
         planner_rules_dir,
@@ -144,6 +154,7 @@ def test_drift_above_fires_when_the_slo_holds_beyond_the_band(planner_rules_dir)
     )
 
 
+@PROMTOOL
 @pytest.mark.parametrize(
     "load",
     [

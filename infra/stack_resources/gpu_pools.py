@@ -1,4 +1,4 @@
-"""One GPU node pool of the DOKS cluster.
+"""One GPU node pool's inputs: labels, the vendor's taint, and what `pulumi up` must not reset.
 
 GPU pools are separate `KubernetesNodePool` resources (never the cluster's default pool) so that
 resizing, adding or removing GPU capacity never touches the cluster itself. `size` and
@@ -9,10 +9,7 @@ resizing, adding or removing GPU capacity never touches the cluster itself. `siz
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-
-import pulumi
-import pulumi_digitalocean as digitalocean
+from typing import Any
 
 from infra.catalog.gpus import GpuSize
 from infra.specs import GpuPoolSpec
@@ -49,14 +46,6 @@ def pool_ignore_changes(autoscaled: bool, vendor: str, partition_mode: str | Non
     return ignored
 
 
-@dataclass(frozen=True)
-class GpuNodePoolArgs:
-    """The pool as planned, and the cluster it joins."""
-
-    spec: GpuPoolSpec
-    cluster_id: pulumi.Input[str]
-
-
 def gpu_pool_labels(pool_name: str, gpu: GpuSize, extra: Mapping[str, str]) -> dict[str, str]:
     """Node labels for a GPU pool: user labels first, ours win on conflict."""
     return {
@@ -72,33 +61,19 @@ def gpu_pool_taints(gpu: GpuSize) -> list[dict[str, str]]:
     return [{"key": gpu.taint_key, "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT}]
 
 
-class GpuNodePool(pulumi.ComponentResource):
-    """A DOKS node pool of one GPU Droplet size, fixed or autoscaled."""
-
-    node_pool: digitalocean.KubernetesNodePool
-
-    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("inference-platform:gpu_pool:GpuNodePool", name, None, opts)
-        spec = args.spec
-        autoscaled = spec.autoscaled
-        self.node_pool = digitalocean.KubernetesNodePool(
-            name,
-            cluster_id=args.cluster_id,
-            name=spec.pool_name,
-            size=spec.gpu.slug,
-            node_count=spec.node_count,
-            auto_scale=autoscaled,
-            min_nodes=spec.min_nodes if autoscaled else None,
-            max_nodes=spec.max_nodes if autoscaled else None,
-            gpu_partition_mode=spec.partition_mode,
-            labels=gpu_pool_labels(spec.pool_name, spec.gpu, spec.labels),
-            taints=[digitalocean.KubernetesNodePoolTaintArgs(**t) for t in gpu_pool_taints(spec.gpu)],
-            tags=list(spec.tags),
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                ignore_changes=pool_ignore_changes(autoscaled, spec.gpu.vendor, spec.partition_mode) or None,
-                # Creating 8-GPU nodes can take longer than the provider's 30-minute default.
-                custom_timeouts=pulumi.CustomTimeouts(create="60m"),
-            ),
-        )
-        self.register_outputs({"node_pool_id": self.node_pool.id})
+def gpu_pool_inputs(spec: GpuPoolSpec, cluster_id: Any) -> dict[str, Any]:
+    """The `KubernetesNodePool` inputs of a planned pool, fixed or autoscaled."""
+    autoscaled = spec.autoscaled
+    return {
+        "clusterId": cluster_id,
+        "name": spec.pool_name,
+        "size": spec.gpu.slug,
+        "nodeCount": spec.node_count,
+        "autoScale": autoscaled,
+        "minNodes": spec.min_nodes if autoscaled else None,
+        "maxNodes": spec.max_nodes if autoscaled else None,
+        "gpuPartitionMode": spec.partition_mode,
+        "labels": gpu_pool_labels(spec.pool_name, spec.gpu, spec.labels),
+        "taints": gpu_pool_taints(spec.gpu),
+        "tags": list(spec.tags),
+    }

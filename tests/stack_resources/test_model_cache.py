@@ -1,59 +1,41 @@
-"""ModelCache under Pulumi mocks: the NFS share, its safety options, and the static PV/PVC."""
+"""The model cache as planned and as declared under Pulumi mocks: the NFS share, its safety
+options, and the static PV/PVC."""
 
-import pulumi
-import pulumi_kubernetes as k8s
 import pytest
 
-from components.model_cache import ModelCache, ModelCacheArgs
-from infra.mock_runtime import MOCK_NFS_HOST, run_program
+from infra.mock_runtime import MOCK_NFS_HOST
 from infra.specs import ModelCacheSpec
+from infra.stack_resources.foundation import plan_namespaces
+from infra.stack_resources.weights import plan_model_cache
+from tests.stack_resources.conftest import run_graph, with_cluster
 
 NFS = "digitalocean:index/nfs:Nfs"
 PV = "kubernetes:core/v1:PersistentVolume"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+GROUP = "inference-platform:model_cache:ModelCache"
 
 
-def _run(protect, retain_on_delete=None, size_gib=2048, with_namespace=True):
-    def program():
-        provider = k8s.Provider("cluster-k8s", kubeconfig="unused")
-        deps = []
-        if with_namespace:
-            deps.append(
-                k8s.core.v1.Namespace(
-                    "inference",
-                    metadata={"name": "inference"},
-                    opts=pulumi.ResourceOptions(provider=provider),
-                )
-            )
-        return ModelCache(
-            "model-cache",
-            ModelCacheArgs(
-                spec=ModelCacheSpec(
-                    name="model-cache",
-                    region="atl1",
-                    size_gib=size_gib,
-                    tier="high",
-                    namespace="inference",
-                    protect=protect,
-                    retain_on_delete=retain_on_delete,
-                    tags=("env:prod",),
-                ),
-                vpc_id="vpc-123",
-                provider=provider,
-                depends_on=deps,
-            ),
-        )
+def _spec(protect, retain_on_delete=None, size_gib=2048):
+    return ModelCacheSpec(name="model-cache", region="atl1", size_gib=size_gib, tier="high", namespace="inference",
+                          protect=protect, retain_on_delete=retain_on_delete, tags=("env:prod",))  # fmt: skip
 
-    return run_program(program)
+
+def _run(protect, retain_on_delete=None, size_gib=2048):
+    def build(b):
+        vpc, cluster, provider = with_cluster(b)
+        (namespace,) = plan_namespaces(b, "prod", [{"metadata": {"name": "inference"}}], provider, cluster)
+        return plan_model_cache(b, _spec(protect, retain_on_delete, size_gib), vpc, provider, namespace)
+
+    return run_graph(build)
 
 
 def test_nfs_share_inputs_and_prod_safety():
-    rec = _run(protect=True)
-    share = rec.one(NFS)
+    share = _run(protect=True).recording.one(NFS)
     assert share.inputs == {
         "name": "model-cache-nfs",
         "region": "atl1",
-        "vpcId": "vpc-123",
+        "vpcId": "net-vpc-id",
         "size": 2048,
         "performanceTier": "high",
         "tags": ["env:prod"],
@@ -62,13 +44,15 @@ def test_nfs_share_inputs_and_prod_safety():
 
 
 def test_dev_share_is_neither_protected_nor_retained_unless_asked():
-    assert not _run(protect=False).one(NFS).protect
-    assert not _run(protect=False).one(NFS).retain_on_delete
-    assert _run(protect=False, retain_on_delete=True).one(NFS).retain_on_delete is True
+    dev = _run(protect=False).recording.one(NFS)
+    assert not dev.protect
+    assert not dev.retain_on_delete
+    assert _run(protect=False, retain_on_delete=True).recording.one(NFS).retain_on_delete is True
 
 
 def test_static_pv_points_at_the_share_and_the_claim_binds_to_it():
-    rec = _run(protect=True)
+    run = _run(protect=True)
+    rec = run.recording
     provider = rec.one("pulumi:providers:kubernetes")
     pv, pvc = rec.one(PV), rec.one(PVC)
     spec = pv.inputs["spec"]
@@ -85,19 +69,21 @@ def test_static_pv_points_at_the_share_and_the_claim_binds_to_it():
     assert pvc.inputs["spec"]["storageClassName"] == ""
     assert pvc.inputs["spec"]["volumeName"] == pv.inputs["metadata"]["name"]
     assert pv.provider_urn == provider.urn and pvc.provider_urn == provider.urn
-    namespace = rec.one("kubernetes:core/v1:Namespace")
+    assert pv.parent == pvc.parent == rec.one(GROUP).urn
+    namespace = rec.one(NAMESPACE)
     assert pv.urn in pvc.dependencies and namespace.urn in pvc.dependencies
-    assert rec.value.pvc_name == "model-cache" and isinstance(rec.value.pvc_name, str)
-    assert rec.value.mount_path == "/models"
+    outputs = run.declared.group_outputs[run.result]
+    assert outputs["pvc_name"] == "model-cache" and isinstance(outputs["pvc_name"], str)
+    assert outputs["mount_path"] == "/models"
 
 
 def test_share_below_the_do_minimum_is_rejected():
     with pytest.raises(ValueError, match="minimum"):
-        _run(protect=False, size_gib=10, with_namespace=False)
+        _run(protect=False, size_gib=10)
 
 
 def test_growing_the_share_grows_the_pv_in_place_and_leaves_the_claim_as_created():
-    small, large = _run(protect=True, size_gib=2048), _run(protect=True, size_gib=4096)
+    small, large = _run(protect=True, size_gib=2048).recording, _run(protect=True, size_gib=4096).recording
     # The PV's capacity is mutable and follows the share.
     assert large.one(PV).inputs["spec"]["capacity"] == {"storage": "4096Gi"}
     assert large.one(NFS).inputs["size"] == 4096

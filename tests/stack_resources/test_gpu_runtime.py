@@ -1,26 +1,34 @@
-"""GpuRuntime under Pulumi mocks: what each mode declares, with which provider and ordering."""
+"""The GPU runtime as planned and as declared under Pulumi mocks: what each mode declares, with
+which provider and ordering."""
 
-import pulumi_kubernetes as k8s
 import pytest
 
-from components.gpu_runtime import GpuRuntime, GpuRuntimeArgs
 from infra.catalog import versions
-from infra.mock_runtime import run_program
-from infra.specs import GpuRuntimeSpec
+from infra.catalog.gpus import gpu_size
+from infra.specs import GpuPoolSpec, GpuRuntimeSpec
+from infra.stack_resources.foundation import plan_gpu_pool, plan_gpu_runtime
+from tests.stack_resources.conftest import run_graph, with_cluster
 
 DS = "kubernetes:apps/v1:DaemonSet"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 DEVICE_CONFIG = "kubernetes:amd.com/v1alpha1:DeviceConfig"
 PROVIDER = "pulumi:providers:kubernetes"
+CLUSTER = "digitalocean:index/kubernetesCluster:KubernetesCluster"
+POOL = "digitalocean:index/kubernetesNodePool:KubernetesNodePool"
+GROUP = "inference-platform:gpu_runtime:GpuRuntime"
 
 
-def _run(mode, amd_pools=("mi325x",), **kw):
-    def program():
-        provider = k8s.Provider("cluster-k8s", kubeconfig="unused", cluster_identifier="c-1")
+def _run(mode, amd_pools=("mi325x",), with_pool=False, **kw):
+    def build(b):
+        _, cluster, provider = with_cluster(b)
+        pools = []
+        if with_pool:
+            pool = GpuPoolSpec(name="pool-mi325x", pool_name="mi325x", gpu=gpu_size("gpu-mi325x8-2048gb-contracted"), node_count=1)
+            pools.append(plan_gpu_pool(b, pool, cluster))
         spec = GpuRuntimeSpec(name="gpu-runtime", mode=mode, amd_pools=tuple(amd_pools), **kw)
-        return GpuRuntime(spec.name, GpuRuntimeArgs(spec=spec, provider=provider))
+        return plan_gpu_runtime(b, spec, provider, pools, cluster)
 
-    return run_program(program)
+    return run_graph(build).recording
 
 
 def _k8s_children(rec):
@@ -32,8 +40,10 @@ def _assert_on_cluster_provider(rec):
     children = _k8s_children(rec)
     assert children
     assert all(r.provider_urn == provider.urn for r in children)
-    component = rec.one("inference-platform:gpu_runtime:GpuRuntime")
-    assert all(r.parent == component.urn for r in children)
+    group = rec.one(GROUP)
+    assert all(r.parent == group.urn for r in children)
+    # Tearing the cluster down skips deleting each object one by one.
+    assert all(r.deleted_with == rec.one(CLUSTER).urn for r in children)
 
 
 def test_doks_managed_declares_only_node_tuning():
@@ -104,22 +114,12 @@ def test_gpu_operator_mode_orders_cert_manager_operator_and_device_config():
 
 
 def test_depends_on_reaches_every_object():
-    def program():
-        provider = k8s.Provider("cluster-k8s", kubeconfig="unused")
-        marker = k8s.core.v1.Namespace("marker", opts=__import__("pulumi").ResourceOptions(provider=provider))
-        GpuRuntime(
-            "gpu-runtime",
-            GpuRuntimeArgs(
-                spec=GpuRuntimeSpec(name="gpu-runtime", mode="device-plugin", amd_pools=("a",)),
-                provider=provider,
-                depends_on=[marker],
-            ),
-        )
-
-    rec = run_program(program)
-    marker = rec.one("kubernetes:core/v1:Namespace")
-    objects = [r for r in _k8s_children(rec) if r is not marker]
-    assert objects and all(marker.urn in r.dependencies for r in objects)
+    # Every object the runtime declares waits for what it is given to wait for (the GPU pools);
+    # depending on a pool's group is depending on its node pool.
+    rec = _run("device-plugin", amd_pools=("a",), with_pool=True)
+    pool = rec.one(POOL)
+    objects = _k8s_children(rec)
+    assert objects and all(pool.urn in r.dependencies for r in objects)
 
 
 def test_unknown_mode_is_a_bug():

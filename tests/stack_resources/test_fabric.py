@@ -1,30 +1,27 @@
-"""Fabric under Pulumi mocks: the LWS release, Multus and the NIC attachments a fabric cluster gets,
-on the cluster provider, in the order the API server needs them. It runs on the dependency floors
-too (scripts/check_floors.sh runs tests/components), so the constructor arguments are checked
-against the oldest pulumi-kubernetes the project allows."""
+"""The fabric as planned and as declared under Pulumi mocks: the LWS release, Multus and the NIC
+attachments a fabric cluster gets, on the cluster provider, in the order the API server needs them."""
 
-import pulumi_kubernetes as k8s
-
-from components.fabric import Fabric, FabricArgs
 from infra.catalog import versions
-from infra.mock_runtime import run_program
 from infra.render.multi_node import FABRIC_NICS
 from infra.specs import FabricSpec
+from infra.stack_resources.fabric import plan_fabric
+from tests.stack_resources.conftest import run_graph, with_cluster
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 NAD = "kubernetes:k8s.cni.cncf.io/v1:NetworkAttachmentDefinition"
 DS = "kubernetes:apps/v1:DaemonSet"
 PROVIDER = "pulumi:providers:kubernetes"
+CLUSTER = "digitalocean:index/kubernetesCluster:KubernetesCluster"
 
 
 def _run():
-    def program():
-        provider = k8s.Provider("cluster-k8s", kubeconfig="unused", cluster_identifier="c-1")
+    def build(b):
+        _, cluster, provider = with_cluster(b)
         spec = FabricSpec(name="fabric", fabric_pools=("mi325x-fabric",), namespace="inference")
-        return Fabric(spec.name, FabricArgs(spec=spec, provider=provider))
+        return plan_fabric(b, spec, provider, [], cluster)
 
-    return run_program(program)
+    return run_graph(build).recording
 
 
 def test_lws_release_is_pinned_with_its_image_tag():
@@ -51,10 +48,12 @@ def test_multus_runs_on_the_fabric_pools_with_the_pinned_image():
     assert "mi325x-fabric" in str(pod.get("affinity") or pod.get("nodeSelector"))
 
 
-def test_every_child_is_on_the_cluster_provider_under_the_component():
+def test_every_child_is_on_the_cluster_provider_under_the_group():
     rec = _run()
     provider = rec.one(PROVIDER)
-    component = rec.one("inference-platform:fabric:Fabric")
+    group = rec.one("inference-platform:fabric:Fabric")
+    cluster = rec.one(CLUSTER)
     children = [r for r in rec.registrations if r.type.startswith("kubernetes:")]
     assert children
-    assert all(r.provider_urn == provider.urn and r.parent == component.urn for r in children)
+    assert all(r.provider_urn == provider.urn and r.parent == group.urn for r in children)
+    assert all(r.deleted_with == cluster.urn for r in children)

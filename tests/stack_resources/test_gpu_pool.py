@@ -1,29 +1,34 @@
-"""GpuNodePool under Pulumi mocks: sizes, autoscaling, labels, taints, partition mode."""
+"""GPU node pools as planned and as declared under Pulumi mocks: sizes, autoscaling, labels,
+taints, partition mode."""
 
-from components.gpu_pool import GpuNodePool, GpuNodePoolArgs, gpu_pool_labels
 from infra.catalog.gpus import gpu_size
-from infra.mock_runtime import run_program
 from infra.specs import GpuPoolSpec
+from infra.stack_resources.foundation import plan_gpu_pool
+from infra.stack_resources.gpu_pools import gpu_pool_labels, pool_ignore_changes
+from tests.stack_resources.conftest import run_graph, with_cluster
 
 POOL = "digitalocean:index/kubernetesNodePool:KubernetesNodePool"
+GROUP = "inference-platform:gpu_pool:GpuNodePool"
 MI325X8 = gpu_size("gpu-mi325x8-2048gb-contracted")
 H100X8 = gpu_size("gpu-h100x8-640gb")
 
 
-def _args(cluster_id, **spec) -> GpuNodePoolArgs:
-    spec.setdefault("tags", ())
-    spec["tags"] = tuple(spec["tags"])
-    return GpuNodePoolArgs(spec=GpuPoolSpec(name=f"pool-{spec['pool_name']}", **spec), cluster_id=cluster_id)
+def _spec(**spec) -> GpuPoolSpec:
+    spec["tags"] = tuple(spec.get("tags", ()))
+    return GpuPoolSpec(name=f"pool-{spec['pool_name']}", **spec)
 
 
-def _run(args):
-    return run_program(lambda: GpuNodePool(args.spec.name, args))
+def _run(spec: GpuPoolSpec):
+    def build(b):
+        _, cluster, _ = with_cluster(b)
+        return plan_gpu_pool(b, spec, cluster)
+
+    return run_graph(build).recording
 
 
 def test_fixed_amd_pool():
     rec = _run(
-        _args(
-            cluster_id="cluster-1",
+        _spec(
             pool_name="mi325x",
             gpu=MI325X8,
             node_count=4,
@@ -34,7 +39,7 @@ def test_fixed_amd_pool():
     )
     pool = rec.one(POOL)
     i = pool.inputs
-    assert i["clusterId"] == "cluster-1"
+    assert i["clusterId"] == "inference-prod-id"
     assert i["name"] == "mi325x"
     assert i["size"] == "gpu-mi325x8-2048gb-contracted"
     assert i["nodeCount"] == 4 and i["autoScale"] is False
@@ -50,11 +55,11 @@ def test_fixed_amd_pool():
     assert i["tags"] == ["env:prod"]
     assert pool.ignore_changes == []  # a fixed count is ours to enforce
     assert pool.custom_timeouts == {"create": "60m"}
-    assert pool.parent == rec.one("inference-platform:gpu_pool:GpuNodePool").urn
+    assert pool.parent == rec.one(GROUP).urn
 
 
 def test_autoscaled_pool_ignores_the_node_count():
-    rec = _run(_args("cluster-1", pool_name="mi325x-burst", gpu=MI325X8, min_nodes=0, max_nodes=6))
+    rec = _run(_spec(pool_name="mi325x-burst", gpu=MI325X8, min_nodes=0, max_nodes=6))
     pool = rec.one(POOL)
     assert pool.inputs["autoScale"] is True
     assert pool.inputs["minNodes"] == 0 and pool.inputs["maxNodes"] == 6
@@ -65,7 +70,7 @@ def test_autoscaled_pool_ignores_the_node_count():
 
 
 def test_nvidia_pool_gets_the_nvidia_taint_and_labels():
-    pool = _run(_args("cluster-1", pool_name="h100", gpu=H100X8, node_count=1)).one(POOL)
+    pool = _run(_spec(pool_name="h100", gpu=H100X8, node_count=1)).one(POOL)
     assert pool.inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}]
     assert pool.inputs["labels"]["inference-platform/gpu-vendor"] == "nvidia"
     assert pool.inputs["labels"]["inference-platform/gpu-model"] == "h100"
@@ -78,8 +83,6 @@ def test_user_labels_cannot_override_the_platform_labels():
 
 
 def test_an_unset_partition_mode_is_left_to_doks_and_a_set_one_is_managed():
-    from components.gpu_pool import pool_ignore_changes
-
     # Unset on AMD: whatever default the API reports back must never read as a replacement.
     assert pool_ignore_changes(False, "amd", None) == ["gpuPartitionMode"]
     # Configured: managed, so a later change is a (flagged) replacement.

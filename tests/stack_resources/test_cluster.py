@@ -1,14 +1,16 @@
-"""DoksCluster under Pulumi mocks: inputs, safety options, provider and secret handling."""
+"""The cluster as planned and as declared under Pulumi mocks: inputs, safety options, provider and
+secret handling."""
 
 import dataclasses
 
 import pytest
 
-from components.cluster import DoksCluster, DoksClusterArgs, looked_up_version, version_prefix_for_lookup
 from infra.catalog.doks import is_exact_version
 from infra.errors import ConfigError
-from infra.mock_runtime import MOCK_KUBECONFIG_TOKEN, resolve, run_program
+from infra.mock_runtime import MOCK_KUBECONFIG_TOKEN, resolve
 from infra.specs import ClusterSpec, GpuAddonFlags, gpu_addon_flags
+from infra.stack_resources.foundation import looked_up_version, version_prefix_for_lookup
+from tests.stack_resources.conftest import run_graph, with_cluster
 
 CLUSTER = "digitalocean:index/kubernetesCluster:KubernetesCluster"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
@@ -57,8 +59,11 @@ def test_version_prefix_lookup_is_dot_terminated():
     assert version_prefix_for_lookup("1.33") == "1.33."
 
 
-def _run(spec, stack="prod"):
-    return run_program(lambda: DoksCluster(spec.name, DoksClusterArgs(spec=spec, vpc_id="vpc-123")), stack=stack)
+def _run(spec, stack="prod", mocks=None):
+    run = run_graph(lambda b: with_cluster(b, spec), stack=stack, mocks=mocks)
+    rec = run.recording
+    rec.value = run.declared.group_outputs[run.result[1].replace(CLUSTER, "inference-platform:cluster:DoksCluster")]
+    return rec
 
 
 def test_prod_cluster_inputs():
@@ -67,7 +72,7 @@ def test_prod_cluster_inputs():
     assert c["region"] == "atl1"
     assert c["version"] == "1.33.6-do.1"  # latest patch for the prefix, from the lookup
     assert c["ha"] is True and c["autoUpgrade"] is True and c["surgeUpgrade"] is True
-    assert c["vpcUuid"] == "vpc-123"
+    assert c["vpcUuid"] == "net-vpc-id"
     assert c["clusterSubnet"] == "10.244.0.0/16" and c["serviceSubnet"] == "10.245.0.0/16"
     assert c["maintenancePolicy"] == {"day": "sunday", "startTime": "04:00"}
     assert c["controlPlaneFirewall"] == {"enabled": True, "allowedAddresses": ["203.0.113.0/24"]}
@@ -122,7 +127,7 @@ def test_provider_is_bound_to_the_cluster_id_and_never_deletes_unreachable():
 
 def test_kubeconfig_is_secret_everywhere():
     rec = _run(PROD)
-    value, secret = resolve(rec.value.kubeconfig)
+    value, secret = resolve(rec.value["kubeconfig"])
     assert MOCK_KUBECONFIG_TOKEN in value and secret
     # The provider receives it wrapped as a secret, and no registered input holds it in clear.
     assert MOCK_KUBECONFIG_TOKEN in rec.wire_text()
@@ -150,7 +155,7 @@ def test_provider_kubeconfig_is_fetched_fresh_on_every_run_not_read_from_state()
     # The DO provider renews the cluster's stored kube_configs only on `pulumi refresh`.
     assert MOCK_KUBECONFIG_TOKEN in wire and STALE_KUBECONFIG_TOKEN not in wire
     assert not rec.plain_text_contains(MOCK_KUBECONFIG_TOKEN)
-    exported, secret = resolve(rec.value.kubeconfig)
+    exported, secret = resolve(rec.value["kubeconfig"])
     assert MOCK_KUBECONFIG_TOKEN in exported and STALE_KUBECONFIG_TOKEN not in exported and secret
     # Looked up only once the cluster exists (in a preview of a new cluster: unknown, not stale).
     (registered_before,) = [urns for tok, urns in rec.invokes if tok == GET_CLUSTER]
@@ -160,10 +165,10 @@ def test_provider_kubeconfig_is_fetched_fresh_on_every_run_not_read_from_state()
 
 
 def test_cluster_lookup_asks_for_the_configured_name_and_token_lifetime():
-    from infra.mock_runtime import PlanMocks, run_program
+    from infra.mock_runtime import PlanMocks
 
     mocks = PlanMocks()
-    run_program(lambda: DoksCluster("inference-prod", DoksClusterArgs(spec=PROD, vpc_id="v")), stack="prod", mocks=mocks)
+    _run(PROD, mocks=mocks)
     (args,) = [a for tok, a in mocks.calls if tok == GET_CLUSTER]
     assert args["name"] == "inference-prod" and args["kubeconfigExpireSeconds"] == 86400
 
@@ -193,11 +198,11 @@ def test_three_part_prefix_looks_up_its_doks_builds():
 def test_retired_prefix_is_a_config_error_naming_the_key_and_prefix():
     retired = dataclasses.replace(PROD, version="1.29")
     with pytest.raises(ConfigError) as err:
-        looked_up_version(retired, "")
+        looked_up_version(retired)("")
     (problem,) = err.value.problems
     assert problem.path == "inference-platform:cluster.version"
     assert "'1.29'" in problem.message and "'1.29.'" in problem.message and "1.33.1-do.5" in problem.message
-    assert looked_up_version(PROD, "1.33.1-do.5") == "1.33.1-do.5"
+    assert looked_up_version(PROD)("1.33.1-do.5") == "1.33.1-do.5"
 
 
 def test_retired_prefix_stops_the_program_before_the_cluster_is_declared():

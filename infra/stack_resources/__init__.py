@@ -1,0 +1,1 @@
+"""Every resource a stack creates, planned as data (see stack.py)."""
