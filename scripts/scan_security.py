@@ -4,11 +4,15 @@
     .venv/bin/python scripts/scan_security.py [--checkov PATH] [NAME ...]
 
 Plans each stack offline (tests/security_variants.py: dev, staging, prod, and the public-router,
-gateway, P/D, multi-node, Spaces and GPU-operator variants), writes its objects as YAML, runs checkov 3.3.30's
-Kubernetes framework on them and fails (exit 1) on any failed check. An accepted finding is not a
-failure only when the object carries checkov's skip annotation with a written reason
-(`checkov.io/skip<N>: CKV_K8S_<id>=<reason>`, added where the object is rendered); a skip without
-a reason fails too. Helm charts' own objects are not in the plan yet and are not scanned.
+gateway, P/D, multi-node, Spaces, GPU-operator and endpoints variants), writes its objects as
+YAML, runs checkov 3.3.30's Kubernetes framework on them and fails (exit 1) on any failed check. An
+accepted finding is not a failure only when the object carries checkov's skip annotation with a
+written reason (`checkov.io/skip<N>: CKV_K8S_<id>=<reason>`, added where the object is rendered by
+infra/render/scan_exceptions.py). Also failures (issue 35): a skip without a reason; a skip whose
+reason the object contradicts (`scan_exceptions.contradictions`: the claim re-derived from the
+object); and a skip checkov does not need — checkov runs a second time over the objects with every
+skip stripped, and each skip must excuse a check that then fails. Helm charts' own objects are not
+in the plan yet and are not scanned.
 
 checkov is not a project dependency (its pins clash with ours): `.ci/run` installs it into a venv
 of its own; `--checkov` or $CHECKOV names the executable (default: `checkov` on PATH).
@@ -71,6 +75,35 @@ def findings(report: dict) -> tuple[list[str], list[str], int, int]:
     return failed, bare, len(results.get("passed_checks", [])), len(skipped)
 
 
+def strip_skips(objects: list[dict]) -> list[dict]:
+    """The objects without their checkov skip annotations (deep enough: metadata copied)."""
+    from infra.render.scan_exceptions import ANNOTATION_PREFIX
+
+    out = []
+    for obj in objects:
+        meta = dict(obj.get("metadata") or {})
+        meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(ANNOTATION_PREFIX)}
+        out.append({**obj, "metadata": meta})
+    return out
+
+
+def unneeded_skips(objects: list[dict], stripped_report: dict) -> list[str]:
+    """Skips whose check passes on the object without any skip: they excuse nothing."""
+    from infra.render.scan_exceptions import skips_on
+
+    failing: dict[str, set[str]] = {}
+    for c in (stripped_report.get("results") or {}).get("failed_checks", []):
+        failing.setdefault(c["resource"], set()).add(c["check_id"])
+    out = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        resource = f"{obj['kind']}.{meta.get('namespace', 'default')}.{meta['name']}"
+        for check, _ in skips_on(obj):
+            if check not in failing.get(resource, set()):
+                out.append(f"{check} {resource}: skip not needed (the check passes without it)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from tests.security_variants import NAMES, plan_named
 
@@ -82,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"checkov not found: pip install checkov=={CHECKOV_VERSION} (its own venv) or pass --checkov", file=sys.stderr)
         return 2
     from infra.offline import kubernetes_objects
+    from infra.render.scan_exceptions import contradictions
 
     bad = 0
     started = time.monotonic()
@@ -89,13 +123,20 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.names or NAMES:
             t0 = time.monotonic()
             plan = plan_named(name, Path(tmp) / "plans")
-            count = write_objects(kubernetes_objects(plan), Path(tmp) / name)
+            objects = kubernetes_objects(plan)
+            count = write_objects(objects, Path(tmp) / name)
             failed, bare, passed, skipped = findings(run_checkov(args.checkov, Path(tmp) / name))
-            status = "ok" if not failed and not bare else "FAILED"
-            print(f"{name}: {count} objects, {passed} passed, {skipped} skipped with a reason, {len(failed)} failed [{status}] ({time.monotonic() - t0:.1f} s)")
-            for line in failed + bare:
+            contradicted = [f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}: {c}" for o in objects
+                            for c in contradictions(o)]  # fmt: skip
+            write_objects(strip_skips(objects), Path(tmp) / f"{name}-stripped")
+            unneeded = unneeded_skips(objects, run_checkov(args.checkov, Path(tmp) / f"{name}-stripped"))
+            problems = failed + bare + contradicted + unneeded
+            status = "ok" if not problems else "FAILED"
+            print(f"{name}: {count} objects, {passed} passed, {skipped} skipped with a reason, {len(failed)} failed, "
+                  f"{len(contradicted)} reasons contradicted, {len(unneeded)} skips not needed [{status}] ({time.monotonic() - t0:.1f} s)")
+            for line in problems:
                 print(f"  {line}")
-            bad += len(failed) + len(bare)
+            bad += len(problems)
     print(f"scan: {bad} failure(s) in {time.monotonic() - started:.1f} s")
     return 1 if bad else 0
 

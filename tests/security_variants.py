@@ -1,6 +1,6 @@
 """The stacks the security checks cover: the shipped dev/staging/prod plus one variant per front
 door and layout family the shipped stacks do not exercise (public router, gateway, P/D on a
-fabric pool, multi-node replicas, Spaces weights, the AMD GPU operator). Shared by the connectivity test, the checkov
+fabric pool, multi-node replicas, Spaces weights, the AMD GPU operator, endpoints named by settings). Shared by the connectivity test, the checkov
 scan (scripts/scan_security.py) and the policy-pack test, so every security check sees the same
 set of plans."""
 
@@ -53,6 +53,16 @@ def _spaces(config) -> None:
     config["inference-platform:model_cache"] = {"kind": "spaces", "bucket": "acme-staging-weights"}
 
 
+def _endpoints(config) -> None:
+    """Endpoints the stack is told to use (issue 35): a hub mirror by name (in the VPC), an
+    in-cluster OTLP collector, and an alert webhook (HTTPS)."""
+    config["inference-platform:models"][0]["env"] = {
+        "HF_ENDPOINT": "http://hf-mirror.internal:8080",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://otel-collector.observability.svc:4317",
+    }
+    config["inference-platform:observability"]["alert_receiver"] = {"kind": "webhook"}
+
+
 def _gpu_operator(config) -> None:
     config["inference-platform:gpu_runtime"] = {"mode": "gpu-operator"}
 
@@ -65,16 +75,25 @@ VARIANTS: dict[str, tuple[str, Callable[[dict], None]]] = {
     "prod-multi-node": ("prod", _multi_node),
     "staging-spaces": ("staging", _spaces),
     "staging-gpu-operator": ("staging", _gpu_operator),
+    "staging-endpoints": ("staging", _endpoints),
 }
 NAMES = SHIPPED + tuple(VARIANTS)
 
 
+_PLANS: dict[str, object] = {}
+
+
 def plan_named(name: str, workdir: Path):
-    """The offline Plan of a shipped stack or of a variant (planned in a project copy under `workdir`)."""
+    """The offline Plan of a shipped stack or of a variant (planned in a project copy under `workdir`).
+    Planned once per process: five test modules read the same ten plans (read-only), and a plan is
+    deterministic, so the first is the plan."""
     from infra.offline import build_plan
     from tests.conftest import ROOT, plan_variant
 
-    if name in SHIPPED:
-        return build_plan(name, ROOT)
-    stack, mutate = VARIANTS[name]
-    return plan_variant(workdir / name, stack, mutate)
+    if name not in _PLANS:
+        if name in SHIPPED:
+            _PLANS[name] = build_plan(name, ROOT)
+        else:
+            stack, mutate = VARIANTS[name]
+            _PLANS[name] = plan_variant(workdir / name, stack, mutate)
+    return _PLANS[name]

@@ -1,7 +1,8 @@
 """Whole-plan invariants: the plan checks itself after rendering, over the rendered objects.
 
 One place for every check that needs the plan as a whole rather than one key: identity (no two
-objects share a name), wiring (selectors and references), capacity (pods, DaemonSets and chart
+objects share a name), wiring (selectors and references; probes, keys and exec commands as the
+kubelet resolves them), capacity (pods, DaemonSets and chart
 components fit their pools; storage holds what is written to it), the GPU view (partition modes),
 no silent ignores, metric dependencies (what autoscaling and alerts read is still exported), and one
 number (the plan's views agree). They run on the Kubernetes objects
@@ -25,8 +26,10 @@ from infra.invariants.consistency import check_consistency
 from infra.invariants.gpu_view import check_gpu_view
 from infra.invariants.identity import check_identity
 from infra.invariants.ignores import check_ignores
+from infra.invariants.images import tag_only_image_notes
 from infra.invariants.implied import implied_objects
 from infra.invariants.keypaths import KeyPaths
+from infra.invariants.kubelet import check_kubelet_wiring
 from infra.invariants.metrics import check_metrics
 from infra.invariants.prerequisites import check_prerequisites
 from infra.invariants.wiring import check_references, check_selectors
@@ -51,6 +54,7 @@ def check_plan(plan: StackPlan, objects: list[dict], resources: list[dict] = (),
     problems += check_identity(everything, paths)
     problems += check_selectors(everything, paths)
     problems += check_references(everything, paths)
+    problems += check_kubelet_wiring(everything, paths)
     problems += check_prerequisites(plan, everything, list(resources), paths)
     problems += check_gpu_view(plan, paths)
     problems += check_capacity(plan, everything, paths)
@@ -58,6 +62,7 @@ def check_plan(plan: StackPlan, objects: list[dict], resources: list[dict] = (),
     problems += check_metrics(everything, paths)
     ignored, notes = check_ignores(plan, paths)
     problems += ignored
+    notes = [*notes, *tag_only_image_notes(plan.config.environment, everything)]
     if plan_json is not None:
         problems += check_consistency(plan_json, paths)
     unique = list(dict.fromkeys(problems))

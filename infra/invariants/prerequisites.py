@@ -3,7 +3,8 @@
 A custom object whose CRD nothing installs fails the whole `pulumi up` (the API server has no such
 kind). CRDs come from the plan itself (a CustomResourceDefinition object, a Helm release that
 ships them, a pinned CRD manifest) or from DOKS, which manages the Gateway API CRDs on VPC-native
-clusters only (docs.digitalocean.com/products/kubernetes/how-to/use-gateway-api).
+clusters only (docs.digitalocean.com/products/kubernetes/how-to/use-gateway-api), and whose CNI,
+Cilium, installs its own CRDs on every cluster (CiliumNetworkPolicy).
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ MANIFEST_CRDS = {
     "inference-objective-crd": ("llm-d.ai", "inference.networking.x-k8s.io"),
 }
 DOKS_VPC_NATIVE_CRDS = ("gateway.networking.k8s.io",)
+# Every DOKS cluster runs Cilium as its CNI, and Cilium registers its own CRDs (CiliumNetworkPolicy
+# among them) when its agent starts (docs.cilium.io, "Network Policy"; DOKS's managed Gateway API
+# is Cilium's, docs.digitalocean.com/products/kubernetes/how-to/use-gateway-api).
+DOKS_CNI_CRDS = ("cilium.io",)
 # Who to ask when a group's CRDs are missing.
 GROUP_KEYS = {"gateway.networking.k8s.io": "router.gateway.install_gateway_api_crds"}
 
@@ -52,6 +57,7 @@ def installed_groups(plan: StackPlan, objects: list[dict], resources: list[dict]
                     groups.update(provided)
     if plan.config.network.cluster_subnet is not None:  # VPC-native
         groups.update(DOKS_VPC_NATIVE_CRDS)
+    groups.update(DOKS_CNI_CRDS)
     return groups
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from infra.catalog import versions
 from infra.render import scan_exceptions
 from infra.render.multi_node import render_fabric_attachments
-from infra.render.scan_exceptions import accept, annotations
+from infra.render.scan_exceptions import accept
 
 MULTUS_NAMESPACE = "kube-system"
 MULTUS_NAME = "multus"
@@ -208,17 +208,18 @@ def _multus_daemonset(fabric_pools: tuple[str, ...], image: str, labels: dict[st
 
 def _multus_rbac(labels: dict[str, str]) -> list[dict[str, Any]]:
     """The daemon's ClusterRole (network attachments, pods, events), its binding and ServiceAccount."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": MULTUS_NAME, "labels": labels},
+        "rules": [
+            {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["*"], "verbs": ["*"]},
+            {"apiGroups": [""], "resources": ["pods", "pods/status"], "verbs": ["get", "list", "update", "watch"]},
+            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+        ],
+    }
     return [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": MULTUS_NAME, "labels": labels, "annotations": annotations(scan_exceptions.MULTUS_RBAC)},
-            "rules": [
-                {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["*"], "verbs": ["*"]},
-                {"apiGroups": [""], "resources": ["pods", "pods/status"], "verbs": ["get", "list", "update", "watch"]},
-                {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
-            ],
-        },
+        accept(role, scan_exceptions.MULTUS_RBAC),
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",

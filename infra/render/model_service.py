@@ -433,14 +433,14 @@ def prefetch_script(spec: ModelServiceSpec) -> str:
 
 
 def _hf_token_env(spec: ModelServiceSpec) -> list[dict]:
-    if not spec.hf_token_secret:
-        return []
-    return [
-        {
-            "name": "HF_TOKEN",
-            "valueFrom": {"secretKeyRef": {"name": spec.hf_token_secret, "key": HF_TOKEN_KEY}},
-        }
-    ]
+    ref = {"secretKeyRef": {"name": spec.hf_token_secret, "key": HF_TOKEN_KEY}}
+    return [{"name": "HF_TOKEN", "valueFrom": ref}] if spec.hf_token_secret else []
+
+
+def _hub_env(spec: ModelServiceSpec) -> list[dict]:
+    """The download's hub: the mirror `models[].env.HF_ENDPOINT` names (issue 35: cached engines never call it) and the token."""
+    mirror = [{"name": "HF_ENDPOINT", "value": spec.env["HF_ENDPOINT"]}] if spec.env.get("HF_ENDPOINT") else []
+    return mirror + _hf_token_env(spec)
 
 
 def render_prefetch_job(spec: ModelServiceSpec) -> dict | None:
@@ -471,7 +471,7 @@ def render_prefetch_job(spec: ModelServiceSpec) -> dict | None:
                             "env": [
                                 {"name": "HF_HOME", "value": spec.cache.hf_home},
                                 {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
-                                *_hf_token_env(spec),
+                                *_hub_env(spec),
                             ],
                             "resources": {
                                 "requests": {"cpu": "2", "memory": "4Gi"},
@@ -519,7 +519,7 @@ def _spaces_prefetch_job(spec: ModelServiceSpec) -> dict:
                                 {"name": "HF_HOME", "value": f"{scratch}/hf"},
                                 {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
                                 {"name": "PYTHONUNBUFFERED", "value": "1"},
-                                *_hf_token_env(spec),
+                                *_hub_env(spec),
                                 *s3_env(spec.weights, spec.weights.write_secret),
                             ],
                             "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}},

@@ -3,7 +3,10 @@
 Why: without a NetworkPolicy every pod of the cluster reaches every engine's :8000 (and the GPUs
 behind it), the router's worker-management routes, Prometheus, Alertmanager, Grafana, the P/D
 side channels and the NFS share. DOKS runs Cilium, which enforces `networking.k8s.io/v1`
-NetworkPolicy; Cilium allows the node's own traffic (kubelet probes) without a rule.
+NetworkPolicy and its own CiliumNetworkPolicy; an ipBlock never matches a node, a pod or the
+control plane there, so every flow from or to the nodes or the API server is a CiliumNetworkPolicy
+with entities (infra/render/cilium_policy.py, rendered from `cilium_flows` below). Cilium admits
+the local node's traffic (kubelet probes) without a rule.
 
 What is rendered (all from the plan's facts, nothing per feature: engines are selected by the common
 engine labels every layout family carries — Deployments, P/D sides, LeaderWorkerSet leaders and
@@ -14,43 +17,48 @@ endpoint pickers, prefetch Jobs); a flow between them names the other namespace 
 `namespaceSelector` peer on both sides (the sender's egress and the receiver's ingress)
   default-deny          every pod of both namespaces, ingress and egress
   dns                   every pod → CoreDNS (kube-system, k8s-app=kube-dns) 53/UDP+TCP
-  front door ingress    clients (any namespace; the internet too when public — the load balancer's
-                        source ranges filter it) → the router's client port / the gateway listener;
-                        kind `service` (no router): clients → the engines' :8000
-  engines               ingress :8000 from the front door (router or gateway proxies in `inference`,
-                        endpoint pickers, the model's P/D router) and from Prometheus; every port
-                        from engines of the same model (P/D KV transfer, multi-node torch/RCCL);
-                        egress to engines of the same model, to the model's P/D router (MoRI-IO
-                        registration), to the weights (NFS :2049 in the VPC, or Spaces :443) — never
-                        to the model hub
+  front door ingress    clients (any pod; when public, the internet and the VPC — DO's HTTP load
+                        balancer proxies from its VPC address) → the router's client port / the
+                        gateway listener; kind `service` (no router): clients → the engines' :8000
+  engines               serving engines (not a multi-node replica's workers): ingress :8000 from the
+                        front door (router or gateway proxies, endpoint pickers, the model's P/D
+                        router) and from Prometheus; every port from engines of the same model (P/D
+                        KV transfer, multi-node collectives); egress to engines of the same model,
+                        to the model's P/D router (MoRI-IO registration), to the weights (NFS :2049
+                        in the VPC, or Spaces :443; the hub :443 without a cache), and to every
+                        endpoint the model's settings name (`declared_endpoints`: HF_ENDPOINT,
+                        OTLP collectors)
   prefetch Jobs         egress to the model hub / Spaces (:443) and NFS; no ingress
   router / pickers / P/D routers
-                        egress to the engines and to the Kubernetes API (:443: the registrar, service
-                        discovery and the pickers watch pods); the router's hash-locked PyPI install
-                        uses the same :443 egress (none when `router.image` is set); the gateway
+                        egress to the engines; the router's and P/D routers' hash-locked PyPI
+                        install uses the internet on :443 (none for the router when `router.image`
+                        is set); the API by entity (CiliumNetworkPolicy `api-server`); the gateway
                         proxies reach the pickers (ext-proc gRPC) and the engines across namespaces
   metrics               Prometheus → engines :8000, router and P/D routers :29000, pickers :9090,
                         gateway proxies :15020
 monitoring namespace (observability on)
-  default-deny, dns; Prometheus ← Grafana and KEDA (:9090); Alertmanager ← Prometheus (:9093) and
-  its peers (:9094); kube-state-metrics ← Prometheus; the operator's admission webhook ← the API
-  server (:10250); egress: Prometheus scrapes every port, the others reach the namespace, the API
-  and webhooks (:443).
+  default-deny, dns; Prometheus ← Grafana and KEDA (:9090) and its other replicas (:9090, reloader
+  :8080); Alertmanager ← Prometheus (:9093, reloader :8080) and its peers (:9094), → the receiver
+  over HTTPS when one is set; Grafana ← Prometheus (:3000); kube-state-metrics ← Prometheus
+  (:8080); the operator ← Prometheus (:10250); Prometheus → exactly its pod targets (the chart's
+  pods, CoreDNS :9153, the PodMonitors' pods on their ports). Entities (CNPs): the operator's
+  admission webhook ← the control plane; Prometheus → the nodes (kubelet/cAdvisor :10250,
+  node-exporter :9100, DOKS's AMD exporter :5000) and the API server.
 
 controller namespaces the stack installs (keda with autoscaling, agentgateway-system with the
 gateway, lws-system with a fabric pool, kube-amd-gpu and cert-manager with the GPU operator)
-  default-deny; every pod: DNS, the Kubernetes API (:443) and its own namespace; the API server
-  (any source: see `_controller_policies`) → the chart's webhooks and aggregated APIs (KEDA: admission webhooks :9443, the external-metrics
-  API server :6443; LWS: webhooks :9443; cert-manager: its webhook :10250); the KEDA operator →
-  Prometheus :9090 (ScaledObject queries); the gateway proxies → the agentgateway controller's xDS
-  :9978; Prometheus → the GPU operator's device-metrics exporter :5000. Ports are the charts'
-  defaults, which the stack does not override (`CONTROLLERS` below names each one's source).
-  Nothing else scrapes the controllers (their charts' monitors are off).
+  default-deny; every pod: DNS and its own namespace; the API by entity; the control plane (and
+  only it: CNP `control-plane`) → the chart's webhooks and aggregated APIs (KEDA: admission
+  webhooks :9443, the external-metrics API server :6443; LWS: webhooks :9443; cert-manager: its
+  webhook :10250); the KEDA operator → Prometheus :9090 (ScaledObject queries); the gateway
+  proxies → the agentgateway controller's xDS :9978; Prometheus → the GPU operator's
+  device-metrics exporter :5000. Ports are the charts' defaults, which the stack does not override
+  (`CONTROLLERS` below names each one's source). Nothing else scrapes the controllers (their
+  charts' monitors are off).
 
 Every egress to addresses outside the cluster excepts the node metadata address 169.254.169.254
-(droplet metadata: user data, the node's bootstrap secrets). `:443 to the internet` is the
-narrowest a NetworkPolicy can express for the Kubernetes API on DOKS (its address is not known at
-plan time); docs/security.md says what a CiliumNetworkPolicy `toEntities: kube-apiserver` would add.
+(droplet metadata: user data, the node's bootstrap secrets) and the private ranges, unless a
+setting names an address there (the VPC for an in-VPC mirror).
 """
 
 from __future__ import annotations
@@ -58,6 +66,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.render.cilium_policy import (
+    DEVICE_EXPORTER_PORT,
+    KUBELET_PORT,
+    NODE_EXPORTER_PORT,
+    CiliumFlows,
+    render_cilium_policies,
+)
 from infra.render.gpu_runtime import (
     CERT_MANAGER_NAMESPACE,
     CERT_MANAGER_WEBHOOK_PORT,
@@ -71,6 +86,8 @@ PRIVATE_CIDRS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 PART_OF = "inference-platform"
 ENGINE_LABELS = {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/component": "engine"}
 LABEL_MODEL = "inference-platform/model"
+# The engines that serve HTTP: every engine but a multi-node replica's workers (`vllm-worker`).
+SERVING_ENGINE_LABELS = {**ENGINE_LABELS, "app.kubernetes.io/name": "vllm"}
 ROUTER_LABELS = {"app.kubernetes.io/name": "router", "app.kubernetes.io/part-of": PART_OF}
 PD_ROUTER_LABELS = {"app.kubernetes.io/name": "vllm-pd-router", "app.kubernetes.io/part-of": PART_OF}
 EPP_LABELS = {"app.kubernetes.io/name": "epp", "app.kubernetes.io/part-of": PART_OF}
@@ -85,6 +102,12 @@ DNS_LABELS = {"k8s-app": "kube-dns"}
 NS_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
 
 ENGINE_PORT = 8000
+PROMETHEUS_PORT = 9090
+ALERTMANAGER_PORT = 9093
+RELOADER_PORT = 8080  # prometheus-operator's config-reloader sidecar (`reloader-web`), scraped by the self-monitors
+GRAFANA_PORT = 3000
+COREDNS_METRICS_PORT = 9153  # the chart's coreDns monitor
+OPERATOR_PORT = 10250  # prometheus-operator: metrics (https) and the admission webhook
 ROUTER_METRICS_PORT = 29000
 NFS_PORT = 2049
 HTTPS_PORT = 443
@@ -123,6 +146,10 @@ class NetworkPolicySpec:
     gpu_operator_namespace: str | None = None  # gpu_runtime.mode gpu-operator: the AMD GPU operator
     cert_manager_namespace: str | None = None  # ... and the cert-manager it needs
     engines_namespace: str = ""  # the engines', P/D routers' and pickers'; "" = namespace
+    router_installs: bool = True  # the router pod installs vllm-router from PyPI (no `router.image`)
+    endpoints: tuple[tuple[str, str, str], ...] = ()  # (model, setting, URL) the engines are told to use
+    alert_egress: bool = False  # Alertmanager sends to a webhook/Slack receiver (HTTPS)
+    device_exporter_scrape: bool = False  # Prometheus scrapes DOKS's AMD device-metrics exporter (kube-system)
     labels: dict[str, str] = field(default_factory=lambda: {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/managed-by": "pulumi"})
 
     @property
@@ -179,10 +206,37 @@ def _dns_egress() -> dict[str, Any]:
     return {"to": [_pods_in("kube-system", DNS_LABELS)], "ports": [*_ports(53, protocol="UDP"), *_ports(53)]}
 
 
-def _api_egress() -> dict[str, Any]:
-    # The Kubernetes API of DOKS sits outside the pod network at an address known only after
-    # create; private ranges stay open because the API may answer on the VPC address.
-    return {"to": [internet_peer(private_too=True)], "ports": _ports(HTTPS_PORT)}
+def _pypi_egress() -> dict[str, Any]:
+    """The hash-locked vllm-router install (PyPI over HTTPS) of the router and P/D router pods."""
+    return {"to": [internet_peer()], "ports": _ports(HTTPS_PORT)}
+
+
+def endpoint_egress(url: str, vpc_cidr: str) -> dict[str, Any] | None:
+    """The egress rule for one endpoint a setting names (`models[].env.HF_ENDPOINT`, an OTLP
+    collector): an IP literal → that address; `<svc>.<ns>.svc[...]` → the pods of that namespace;
+    any other host name → the VPC (an in-VPC mirror) and the internet, on the URL's port. None for
+    what is not a URL (the config refuses those)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url if "://" in url else f"//{url}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    port = port or {"https": 443, "http": 80, "grpc": 4317}.get(parts.scheme, 443)
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None:
+        return {"to": [{"ipBlock": {"cidr": f"{address}/{address.max_prefixlen}"}}], "ports": _ports(port)}
+    labels = host.split(".")
+    if len(labels) >= 3 and labels[2] == "svc":
+        return {"to": [_pods_in(labels[1])], "ports": _ports(port)}
+    return {"to": [{"ipBlock": {"cidr": vpc_cidr}}, internet_peer()], "ports": _ports(port)}
 
 
 # --------------------------------------------------------------------------- inference namespace
@@ -200,7 +254,9 @@ def _front_door_selectors(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
 
 
 def _clients(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
-    return [_any_pod(), internet_peer(private_too=True)] if spec.public else [_any_pod()]
+    """Any pod; when public, the internet and the load balancer: DO's HTTP load balancer proxies
+    each request from its own address in the VPC (the client's is in X-Forwarded-For)."""
+    return [_any_pod(), internet_peer(), {"ipBlock": {"cidr": spec.vpc_cidr}}] if spec.public else [_any_pod()]
 
 
 def _prometheus(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
@@ -226,15 +282,24 @@ def _engine_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     out = [
         _policy(
             spec, ns, "engines", _match(ENGINE_LABELS),
-            "engines serve the front door and Prometheus on :8000 and load weights; nothing else",
-            ingress=ingress, egress=[_dns_egress(), *_weights_egress(spec)],
-        )
+            "engines resolve names and load weights; nothing else leaves them",
+            egress=[_dns_egress(), *_weights_egress(spec)],
+        ),
+        _policy(
+            spec, ns, "engines-serving", _match(SERVING_ENGINE_LABELS),
+            "serving engines (not the workers of a replica over nodes) answer the front door and Prometheus on :8000",
+            ingress=ingress,
+        ),
     ]  # fmt: skip
     for model in spec.models:
         mine = {**ENGINE_LABELS, LABEL_MODEL: model}
         egress: list[dict[str, Any]] = [{"to": [_pods(mine)]}]
         if model in spec.pd_models and spec.pd_discovery_port:
             egress.append({"to": [_pods({**PD_ROUTER_LABELS, LABEL_MODEL: model})], "ports": _ports(spec.pd_discovery_port)})
+        for owner, _setting, url in spec.endpoints:  # what the model's settings tell its engines to call
+            rule = endpoint_egress(url, spec.vpc_cidr) if owner == model else None
+            if rule is not None and rule not in egress:
+                egress.append(rule)
         out.append(
             _policy(
                 spec, ns, f"engines-{model}", _match(mine),
@@ -260,7 +325,7 @@ def _front_door_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
                 ingress=[{"from": _clients(spec), "ports": _ports(spec.client_port)}]
                 + ([{"from": _prometheus(spec), "ports": _ports(ROUTER_METRICS_PORT)}] if spec.monitoring_namespace else []),
                 egress=[_dns_egress(), to_engines_there, {"to": [_pods_in(eng_ns, PD_ROUTER_LABELS)], "ports": _ports(ENGINE_PORT)},
-                        _api_egress()],
+                        *([_pypi_egress()] if spec.router_installs else [])],
             )
         )  # fmt: skip
     if spec.front_door == "gateway":
@@ -282,7 +347,7 @@ def _front_door_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
                 "the gateway asks the pickers (ext-proc gRPC); they read engine metrics and watch pods",
                 ingress=[{"from": [_pods_in(ns, proxy)], "ports": _ports(grpc)}]
                 + ([{"from": _prometheus(spec), "ports": _ports(metrics)}] if spec.monitoring_namespace else []),
-                egress=[_dns_egress(), to_engines, _api_egress()],
+                egress=[_dns_egress(), to_engines],
             )
         )  # fmt: skip
     if spec.pd_models:
@@ -293,7 +358,7 @@ def _front_door_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
                 "the front door reaches each model's P/D router; it runs both legs on the engines",
                 ingress=[{"from": _front_door_selectors(spec) or _clients(spec), "ports": _ports(ENGINE_PORT)}, *discovery]
                 + ([{"from": _prometheus(spec), "ports": _ports(ROUTER_METRICS_PORT)}] if spec.monitoring_namespace else []),
-                egress=[_dns_egress(), to_engines, _api_egress()],
+                egress=[_dns_egress(), to_engines, _pypi_egress()],
             )
         )  # fmt: skip
     return out
@@ -316,47 +381,83 @@ def _inference_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
                 egress=[_dns_egress(), {"to": [internet_peer()], "ports": _ports(HTTPS_PORT)}, *_weights_egress(spec)],
             )
         )  # fmt: skip
+        for model, setting, url in spec.endpoints:  # a hub mirror: the prefetch Job downloads from it
+            rule = endpoint_egress(url, spec.vpc_cidr) if setting == "env.HF_ENDPOINT" else None
+            if rule is not None:
+                out.append(_policy(spec, spec.engines_ns, f"prefetch-{model}", _match({**PREFETCH_LABELS, LABEL_MODEL: model}),
+                                   f"{model}'s prefetch Job downloads from the hub mirror models[].env.HF_ENDPOINT names",
+                                   egress=[rule]))  # fmt: skip
     return out
 
 
 # --------------------------------------------------------------------------- monitoring namespace
 
 
+def _scrape_egress(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    """Prometheus reaches exactly its scrape targets: the chart's own pods (itself, Alertmanager,
+    their config reloaders, Grafana, the operator, kube-state-metrics), CoreDNS, and the pods the
+    project's PodMonitors select (infra/render/observability.py), each on its metrics port."""
+    ns = spec.monitoring_namespace
+    own = (PROMETHEUS_PORT, RELOADER_PORT, ALERTMANAGER_PORT, GRAFANA_PORT, OPERATOR_PORT)
+    out = [
+        {"to": [{"podSelector": {}}], "ports": _ports(*own)},
+        {"to": [_pods_in("kube-system", DNS_LABELS)], "ports": _ports(COREDNS_METRICS_PORT)},
+        {"to": [_pods_in(spec.engines_ns, ENGINE_LABELS)], "ports": _ports(ENGINE_PORT)},
+    ]
+    if spec.front_door == "router":
+        out.append({"to": [_pods_in(spec.namespace, ROUTER_LABELS)], "ports": _ports(ROUTER_METRICS_PORT)})
+    if spec.front_door == "gateway":
+        out.append({"to": [_pods_in(spec.namespace, {GATEWAY_NAME_LABEL: spec.gateway_name})], "ports": _ports(spec.gateway_metrics_port)})
+        out.append({"to": [_pods_in(spec.engines_ns, EPP_LABELS)], "ports": _ports(spec.epp_ports[1])})
+    if spec.pd_models:
+        out.append({"to": [_pods_in(spec.engines_ns, PD_ROUTER_LABELS)], "ports": _ports(ROUTER_METRICS_PORT)})
+    if spec.device_exporter_scrape:  # DOKS's exporter: the PodMonitor keeps kube-system pods by image
+        out.append({"to": [_pods_in("kube-system")], "ports": _ports(DEVICE_EXPORTER_PORT)})
+    if spec.gpu_operator_namespace:
+        out.append({"to": [_pods_in(spec.gpu_operator_namespace)], "ports": _ports(METRICS_EXPORTER_PORT)})
+    assert ns is not None
+    return out
+
+
 def _monitoring_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
+    """kube-prometheus-stack's pods, with every scrape its monitors make (the chart's own
+    self-monitors included: docs/security.md lists them) and nothing else; the node-level
+    scrapes and the API are CiliumNetworkPolicies (infra/render/cilium_policy.py)."""
     ns = spec.monitoring_namespace
     assert ns is not None
+    prom = [{"podSelector": {"matchLabels": PROMETHEUS_LABELS}}]
     prometheus_from = [{"podSelector": {"matchLabels": GRAFANA_LABELS}}]
     if spec.keda_namespace:
         prometheus_from.append(_pods_in(spec.keda_namespace))
     here = {"to": [{"podSelector": {}}]}
     return [
         _policy(spec, ns, "default-deny", {}, "deny every flow the plan does not list below", ingress=[], egress=[]),
-        _policy(
-            spec, ns, "monitoring-egress", {},
-            "monitoring pods reach each other, DNS, the Kubernetes API and webhooks (:443)",
-            egress=[_dns_egress(), here, _api_egress()],
-        ),
+        _policy(spec, ns, "monitoring-egress", {}, "monitoring pods reach each other and DNS (the API: CiliumNetworkPolicy api-server)",
+                egress=[_dns_egress(), here]),
         _policy(
             spec, ns, "prometheus", _match(PROMETHEUS_LABELS),
-            "Grafana and KEDA query Prometheus; Prometheus scrapes every target (metadata address excepted)",
-            ingress=[{"from": prometheus_from, "ports": _ports(9090)}],
-            egress=[{"to": [_any_pod(), internet_peer(private_too=True)]}],
+            "Grafana and KEDA query Prometheus; it scrapes itself and its config reloader, and exactly its pod targets",
+            ingress=[{"from": prometheus_from, "ports": _ports(PROMETHEUS_PORT)},
+                     {"from": prom, "ports": _ports(PROMETHEUS_PORT, RELOADER_PORT)}],
+            egress=_scrape_egress(spec),
         ),
         _policy(
             spec, ns, "alertmanager", _match(ALERTMANAGER_LABELS),
-            "Prometheus sends alerts; Alertmanager replicas gossip",
-            ingress=[{"from": [{"podSelector": {"matchLabels": PROMETHEUS_LABELS}}], "ports": _ports(9093)},
+            "Prometheus sends alerts and scrapes Alertmanager and its config reloader; replicas gossip"
+            + ("; it notifies the receiver over HTTPS" if spec.alert_egress else ""),
+            ingress=[{"from": prom, "ports": _ports(ALERTMANAGER_PORT, RELOADER_PORT)},
                      {"from": [{"podSelector": {"matchLabels": ALERTMANAGER_LABELS}}], "ports": [*_ports(9094), *_ports(9094, protocol="UDP")]}],
+            **({"egress": [{"to": [internet_peer()], "ports": _ports(HTTPS_PORT)}]} if spec.alert_egress else {}),
         ),
+        _policy(spec, ns, "grafana", _match(GRAFANA_LABELS), "Prometheus scrapes Grafana (the chart's ServiceMonitor)",
+                ingress=[{"from": prom, "ports": _ports(GRAFANA_PORT)}]),
         _policy(
             spec, ns, "kube-state-metrics", _match(KSM_LABELS), "Prometheus scrapes kube-state-metrics",
-            ingress=[{"from": [{"podSelector": {"matchLabels": PROMETHEUS_LABELS}}], "ports": _ports(8080)}],
+            ingress=[{"from": prom, "ports": _ports(8080)}],
         ),
-        _policy(
-            spec, ns, "operator-webhook", _match(OPERATOR_LABELS),
-            "the API server calls the operator's admission webhook (it comes from outside the pod network)",
-            ingress=[{"from": [internet_peer(private_too=True)], "ports": _ports(10250)}],
-        ),
+        _policy(spec, ns, "operator", _match(OPERATOR_LABELS),
+                "Prometheus scrapes the operator (https :10250; its admission webhook, same port: CiliumNetworkPolicy control-plane)",
+                ingress=[{"from": prom, "ports": _ports(OPERATOR_PORT)}]),
     ]  # fmt: skip
 
 
@@ -413,19 +514,16 @@ CONTROLLERS = (
 def _controller_policies(spec: NetworkPolicySpec, flows: ControllerFlows) -> list[dict[str, Any]]:
     ns = getattr(spec, flows.role)
     assert ns is not None
+    # The API server's calls (webhooks, aggregated APIs: `from_api_server`) are entity flows, in
+    # the CiliumNetworkPolicy `control-plane` (infra/render/cilium_policy.py): a NetworkPolicy can
+    # only say "any source", which opened these ports to every pod (issue 35).
     ingress: list[dict[str, Any]] = [{"from": [{"podSelector": {}}]}]
-    if flows.from_api_server:
-        # From any source: the API server's calls may arrive through DOKS's control-plane tunnel
-        # from a node, which Cilium does not match by ipBlock, and an unreachable webhook fails
-        # every create it guards (LWS's pod webhook). These ports serve TLS admission reviews and
-        # an aggregated API that authenticates the API server; every other port stays closed.
-        ingress.append({"ports": _ports(*flows.from_api_server)})
     if flows.from_gateway_proxies:
         proxies = _pods_in(spec.namespace, {GATEWAY_NAME_LABEL: spec.gateway_name})
         ingress.append({"from": [proxies], "ports": _ports(*flows.from_gateway_proxies)})
     if flows.from_prometheus and spec.monitoring_namespace:
         ingress.append({"from": _prometheus(spec), "ports": _ports(*flows.from_prometheus)})
-    egress = [_dns_egress(), {"to": [{"podSelector": {}}]}, _api_egress()]
+    egress = [_dns_egress(), {"to": [{"podSelector": {}}]}]
     if flows.to_prometheus and spec.monitoring_namespace:
         egress.append({"to": [_pods_in(spec.monitoring_namespace, PROMETHEUS_LABELS)], "ports": _ports(9090)})
     return [
@@ -442,7 +540,37 @@ def render_network_policies(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     for flows in CONTROLLERS:
         if getattr(spec, flows.role) is not None:
             out += _controller_policies(spec, flows)
-    return out
+    return out + render_cilium_policies(cilium_flows(spec), spec.labels)
+
+
+def cilium_flows(spec: NetworkPolicySpec) -> CiliumFlows:
+    """The plan's flows from or to the control plane and the nodes (Cilium entities)."""
+    watchers: list[tuple[str, dict[str, str]]] = []
+    if spec.front_door == "router":
+        watchers.append((spec.namespace, ROUTER_LABELS))  # the registrar reads EndpointSlices
+    if spec.front_door == "gateway":
+        watchers.append((spec.engines_ns, EPP_LABELS))  # the pickers watch pods
+    if spec.pd_models:
+        watchers.append((spec.engines_ns, PD_ROUTER_LABELS))  # service discovery of prefill/decode pods
+    webhooks: list[tuple[str, dict[str, str], tuple[int, ...], str]] = []
+    if spec.monitoring_namespace:
+        watchers.append((spec.monitoring_namespace, {}))  # the operator, Prometheus' discovery, Grafana's sidecars
+        webhooks.append((spec.monitoring_namespace, OPERATOR_LABELS, (OPERATOR_PORT,),
+                         "the API server calls prometheus-operator's admission webhook (PrometheusRules are validated there)"))
+    for flows in CONTROLLERS:
+        ns = getattr(spec, flows.role)
+        if ns is None:
+            continue
+        watchers.append((ns, {}))
+        if flows.from_api_server:
+            webhooks.append((ns, {}, flows.from_api_server, flows.why.split(";")[0] + ": only the control plane reaches these ports"))
+    node_ports = (KUBELET_PORT, NODE_EXPORTER_PORT) + ((DEVICE_EXPORTER_PORT,) if spec.device_exporter_scrape else ())
+    return CiliumFlows(
+        api_watchers=tuple(watchers),
+        webhooks=tuple(webhooks),
+        prometheus=(spec.monitoring_namespace, PROMETHEUS_LABELS) if spec.monitoring_namespace else None,
+        node_scrape_ports=node_ports if spec.monitoring_namespace else (),
+    )
 
 
 def network_policy_spec(
@@ -487,4 +615,32 @@ def network_policy_spec(
         lws_namespace=LWS_NAMESPACE if lws else None,
         gpu_operator_namespace=GPU_OPERATOR_NAMESPACE if gpu_operator else None,
         cert_manager_namespace=CERT_MANAGER_NAMESPACE if gpu_operator else None,
+        router_installs=door == "router" and not router.image,
+        endpoints=declared_endpoints(services),
+        alert_egress=observability is not None and observability.settings.alert_receiver != "none",
+        device_exporter_scrape=observability is not None and observability.gpu.scrape_amd_exporter
+        and observability.gpu.resolved_exporter_namespace == "kube-system",
     )
+
+
+# Settings that name an endpoint the engines call: the model hub (a mirror), OTLP collectors.
+ENDPOINT_ENV = ("HF_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+ENDPOINT_FLAGS = ("--otlp-traces-endpoint",)
+
+
+def declared_endpoints(services) -> tuple[tuple[str, str, str], ...]:
+    """(model, setting, URL) of every endpoint a model's settings tell its engines to use
+    (`models[].env` HF_ENDPOINT / OTEL_* and `extra_args --otlp-traces-endpoint`): each gets an
+    egress rule derived from it (`endpoint_egress`), so a setting never points past the policies."""
+    out = []
+    for s in services:
+        env = dict(getattr(s, "env", {}) or {})
+        out += [(s.name, f"env.{k}", env[k]) for k in ENDPOINT_ENV if env.get(k)]
+        args = list(getattr(s, "extra_args", ()) or ())
+        for i, arg in enumerate(args):
+            for flag in ENDPOINT_FLAGS:
+                if arg == flag and i + 1 < len(args):
+                    out.append((s.name, f"extra_args {flag}", args[i + 1]))
+                elif arg.startswith(flag + "="):
+                    out.append((s.name, f"extra_args {flag}", arg.split("=", 1)[1]))
+    return tuple(out)

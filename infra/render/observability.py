@@ -193,6 +193,15 @@ MANAGED_CONTROL_PLANE_VALUES = {
 }
 
 
+# Every monitor the chart enables is a scrape the NetworkPolicies allow (issue 35: the chart's
+# self-monitors of Prometheus, Alertmanager, their config reloaders, Grafana and the operator; the
+# kubelet and cAdvisor, node-exporter and the API server through CiliumNetworkPolicies;
+# kube-state-metrics and CoreDNS as pods) — except kube-proxy's: kube-proxy serves its metrics on
+# 127.0.0.1:10249 (its `metricsBindAddress` default, which DOKS does not change), so no scrape from
+# a Prometheus pod can reach it, under any policy, and the chart's KubeProxyDown would fire for ever.
+UNREACHABLE_MONITOR_VALUES = {"kubeProxy": {"enabled": False}}
+
+
 def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
     """Helm values for kube-prometheus-stack.
 
@@ -204,6 +213,7 @@ def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
     return {
         "crds": {"enabled": True},
         **MANAGED_CONTROL_PLANE_VALUES,
+        **UNREACHABLE_MONITOR_VALUES,
         "prometheusOperator": {
             "nodeSelector": node_selector,
             "admissionWebhooks": {"patch": {"nodeSelector": node_selector}},

@@ -37,7 +37,9 @@ Admin routes closed (issue 30): 0.1.17 serves its worker-management routes (`/wo
 authentication on the client port, and has no flag to bind them elsewhere (its `--help`:
 one `--host`/`--port`). So the router binds to 127.0.0.1 only — the registrar sidecar, in the same
 pod, is its one admin client — and a `client-proxy` sidecar (nginx, unprivileged) is the pod's only
-client port: it forwards `/v1/...` and the probe paths and answers 404 to everything else. A
+client port: it forwards `/v1/...` and the probe paths and answers 404 to everything else. It first
+refuses (400) any path not in one normal form (issue 35: `NOT_NORMAL_FORM`), because the router and
+the engines read the path again by other rules (`/v1/..\\metrics` reached an engine's `/metrics`). A
 NetworkPolicy (infra/render/network_policy.py) could not do this: admin and client routes share
 one port.
 Exposure: internal ClusterIP `router` always; `public` adds one DigitalOcean Load Balancer
@@ -81,6 +83,13 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # where t
 # (the admin routes, current and future) gets 404 from the proxy itself.
 CLIENT_PREFIXES = ("/v1/",)
 CLIENT_EXACT_PATHS = ("/health", "/liveness", "/readiness")
+# A request path the client proxy refuses with 400 before matching (PCRE, case-insensitive, on the
+# raw path before `?`): a backslash (vllm-router turns it into `/`: `/v1/..\\metrics` reached the
+# engine's `/metrics`), an encoded `.`, `/`, `\\` or `%` (double encoding), an empty segment, and a
+# `.` or `..` segment. nginx would normalise some of these itself, but the router and the engines
+# parse the path again their own way (WHATWG URL rules read `%2e%2e` as `..`); one normal form means
+# no second reading can differ from the first.
+NOT_NORMAL_FORM = r"^[^?]*(\x5c|%(2e|2f|5c|25)|//|/\.\.?(/|\?|$))"
 METRICS_PORT = 29000  # vllm-router's --prometheus-port default
 ROUTER_NAME = "router"
 ROUTER_KINDS = ("service", "session", "prefix", "round-robin")
@@ -224,6 +233,14 @@ def router_args(spec: RouterSpec) -> list[str]:
     return args
 
 
+def loopback_probe(path: str) -> list[str]:
+    """An exec probe command asking the loopback-bound router for `path` with the image's Python
+    (the default image and images/vllm-router/Dockerfile both are python:3.12-slim-bookworm);
+    a non-2xx answer or no answer exits non-zero."""
+    script = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{ROUTER_PORT}{path}', timeout=4)"
+    return ["python", "-c", script]
+
+
 def registrar_args(spec: RouterSpec) -> list[str]:
     args = [
         "/registrar/router_registrar.py",
@@ -337,10 +354,14 @@ def _containers(spec: RouterSpec) -> tuple[list[dict], list[dict], list[dict]]:
         "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
         # Unauthenticated in 0.1.17 (tests/e2e/test_router.py). /health answers as soon as the
         # server is up, also with no workers: an environment scaled to zero still has a router.
-        # Through the client proxy (the router listens on loopback): the probe checks the client path.
-        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5, "periodSeconds": 5,
+        # The router listens on loopback, which a kubelet probe (sent to the pod IP from the node)
+        # cannot reach, and a probe's named port is looked up in the probed container only (the
+        # client proxy's `http` is not the router's: issue 35). So the router's own probes run in
+        # the container: the image's Python asks 127.0.0.1 (infra/invariants/kubelet.py checks
+        # the program is in the pinned image). The client proxy's readiness checks the path clients take.
+        "readinessProbe": {"exec": {"command": loopback_probe("/readiness")}, "timeoutSeconds": 5, "periodSeconds": 10,
                            "failureThreshold": 3},
-        "livenessProbe": {"httpGet": {"path": "/liveness", "port": "http"}, "timeoutSeconds": 5, "periodSeconds": 15,
+        "livenessProbe": {"exec": {"command": loopback_probe("/liveness")}, "timeoutSeconds": 5, "periodSeconds": 15,
                           "failureThreshold": 4, "initialDelaySeconds": 30},
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", "10"]}}},
         "volumeMounts": mounts,
@@ -380,6 +401,11 @@ def client_proxy_container(spec: RouterSpec) -> dict:
         "command": command,
         "env": env,
         "ports": [{"name": "http", "containerPort": CLIENT_PORT, "protocol": "TCP"}],
+        # Ready when a client's path works end to end (nginx → the router's /readiness); alive
+        # while nginx accepts connections (a router problem must not restart the proxy).
+        "readinessProbe": {"httpGet": {"path": "/readiness", "port": "http"}, "timeoutSeconds": 5, "periodSeconds": 5,
+                           "failureThreshold": 3},
+        "livenessProbe": {"tcpSocket": {"port": "http"}, "timeoutSeconds": 5, "periodSeconds": 15, "failureThreshold": 4},
         "volumeMounts": mounts,
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "securityContext": _SECURITY,  # any uid: it writes only /tmp (pid, temp files)
@@ -412,8 +438,7 @@ def client_proxy_config(spec: RouterSpec) -> str:
         keys = (
             "  # The named client keys and the engine key, from Secrets (infra/render/client_proxy_keys.py).\n"
             f'  map $http_authorization $client_key_name {{ default ""; include {KEYS_DIR}/{CLIENT_KEYS_FILE}; }}\n'
-            f'  map "" $engine_authorization {{ include {KEYS_DIR}/{ENGINE_KEY_FILE}; }}\n'
-            "  default_type application/json;"
+            f'  map "" $engine_authorization {{ include {KEYS_DIR}/{ENGINE_KEY_FILE}; }}'
         )
     locations = [f"    location {p} {{ {api_auth}proxy_pass {upstream}{p}; {options} }}" for p in CLIENT_PREFIXES]
     locations += [f"    location = {p} {{ {probe_auth}proxy_pass {upstream}{p}; {options} }}" for p in CLIENT_EXACT_PATHS]
@@ -431,11 +456,15 @@ def client_proxy_config(spec: RouterSpec) -> str:
             "  server_tokens off;",
             "  client_max_body_size 64m;",
             f"  proxy_read_timeout {timeout}; proxy_send_timeout {timeout};",
+            "  default_type application/json;",
             *([keys] if keys else []),
             "  server {",
             f"    listen {CLIENT_PORT};",
+            "    # One normal form of paths (issue 35): refused before any location matches, on the",
+            "    # request's own bytes, so what passes is the path the router and the engines see.",
+            f"    if ($request_uri ~* \"{NOT_NORMAL_FORM}\") {{ return 400 '{{\"error\":\"path not in normal form\"}}'; }}",
             *locations,
-            "    location / { return 404; }",
+            "    location / { return 404 '{\"error\":\"not found\"}'; }",
             "  }",
             "}",
             "",

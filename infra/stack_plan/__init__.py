@@ -21,7 +21,6 @@ from infra.stack_plan.notes import (
     THIN_KV_SHARE,
     api_key_note,
     pd_notes,
-    tag_only_image_notes,
     thin_kv_notes,
 )
 from infra.stack_plan.plan import StackPlan, plan_stack
@@ -58,7 +57,6 @@ __all__ = [
     "running_target",
     "scaling_spec",
     "scaling_specs",
-    "tag_only_image_notes",
     "thin_kv_notes",
     "weight_bucket_spec",
     "weight_source",

@@ -5,13 +5,10 @@ pinned by tag only, how clients get the API key. Notes never stop a plan; proble
 
 from __future__ import annotations
 
-from infra.catalog import versions
 from infra.config.client_keys import ClientKeys, key_names_note
 from infra.config.router import RouterConfig, public_exposure_gaps
 from infra.planner.choice import MIN_KV_SHARE, held_back_reason
 from infra.planner.search import NEAR_TIE
-from infra.render.model_service import ModelServiceSpec
-from infra.render.router import RouterSpec
 from infra.stack_plan.facts import ModelFacts
 
 # Measured below this share of the prediction: the factors are off enough to mislead the search.
@@ -120,18 +117,6 @@ def sizing_notes(m: ModelFacts, stack: str) -> list[str]:
             f"`infra bench {stack} {name}`, then `infra tune ingest <results> --stack {stack} --model {name} --write`"
         )
     return notes
-
-
-def tag_only_image_notes(services: tuple[ModelServiceSpec, ...], router: RouterSpec) -> list[str]:
-    """prod: images pinned by tag only (a tag can be moved under you; a digest cannot). Every
-    image key accepts `image@sha256:<digest>` (issue 30)."""
-    images = {s.resolved_image for s in services}
-    if router.uses_router:
-        images.add(router.image or versions.ROUTER_BASE_IMAGE)
-    tag_only = sorted(i for i in images if "@sha256:" not in i)
-    if not tag_only:
-        return []
-    return [f"prod: images pinned by tag only: {', '.join(tag_only)}; pin by digest with models[].image / router.image = <image>@sha256:<digest>"]
 
 
 def api_key_note(keys: ClientKeys, *, front_door: bool, checked: bool = True) -> str:

@@ -60,7 +60,6 @@ from infra.stack_plan.notes import (
     lmcache_image_notes,
     open_front_door_notes,
     override_notes,
-    tag_only_image_notes,
 )
 from infra.stack_plan.router import front_door, router_spec
 from infra.stack_plan.services import image_prepull_spec, model_service_specs
@@ -249,8 +248,6 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
     observability = observability_spec(cfg, models, cluster.system_node_selector)
     gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
     autoscaling = autoscaling_spec(prefix, models, cluster.system_node_selector)
-    if cfg.environment == "prod":
-        notes = [*notes, *tag_only_image_notes(services, router)]
     fabric = fabric_spec(prefix, cfg)
     plan = StackPlan(
         config=cfg,

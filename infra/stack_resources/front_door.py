@@ -168,7 +168,7 @@ def _gateway_key_secrets(group: Group, spec: GatewaySpec, client_keys: Mapping[s
         entries = Apply(by_name(client_api_key_entries, names), tuple(client_keys[n] for n in names))
         shape = {"apiVersion": "v1", "kind": "Secret",
                  "metadata": {"name": spec.api_key_secret, "namespace": spec.namespace, "labels": gateway_labels()}}  # fmt: skip
-        secrets.append(group.secret(f"{group.name}-api-key", shape, entries))
+        secrets.append(group.secret(f"{group.name}-api-key", shape, entries, keys=names))
     if spec.engine_key_secret:
         if engine_key is None:
             raise ValueError("the gateway sends the engine key upstream but none was given")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from infra.charts.source import release_chart
+from infra.render.secret_keys import with_keys
 from infra.resource_graph.graph import GraphBuilder, Options, kubernetes_type
 from infra.resource_graph.values import Secret
 
@@ -56,9 +57,13 @@ class Group:
             outputs=outputs,
         )
 
-    def secret(self, name: str, shape: Mapping[str, Any], string_data: Any, *, depends_on: Iterable[str] = ()) -> str:
-        """A Secret whose values are all secret (`shape`: its apiVersion, kind, metadata, type)."""
-        obj = {**shape, "stringData": Secret(string_data)}
+    def secret(self, name: str, shape: Mapping[str, Any], string_data: Any, *, keys: Iterable[str] | None = None,
+               depends_on: Iterable[str] = ()) -> str:  # fmt: skip
+        """A Secret whose values are all secret (`shape`: its apiVersion, kind, metadata, type). Its
+        key names (those of `string_data`, or `keys` when the map itself is computed) go in an
+        annotation the plan can read (infra/render/secret_keys.py); values never do."""
+        names = list(string_data) if keys is None else list(keys)
+        obj = {**shape, "metadata": with_keys(dict(shape["metadata"]), names), "stringData": Secret(string_data)}
         return self.object(name, obj, depends_on=depends_on, additional_secret_outputs=SECRET_OUTPUTS)
 
     def release(self, name: str, inputs: Mapping[str, Any], *, depends_on: Iterable[str] = (), outputs: Sequence[str] = ()) -> str:

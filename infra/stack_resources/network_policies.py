@@ -1,4 +1,5 @@
-"""The stack's NetworkPolicies: default deny in every namespace it owns, plus the flows the plan needs.
+"""The stack's NetworkPolicies: default deny in every namespace it owns, plus the flows the plan needs
+(and, for flows from or to the nodes and the control plane, CiliumNetworkPolicies).
 
 The policies come from `infra.render.network_policy` (why each exists: its docstring and each
 policy's `inference-platform/why` annotation). Each waits for the namespace it lives in: the
@@ -20,6 +21,9 @@ def plan_network_policies(b: GraphBuilder, spec: NetworkPolicySpec, *, name: str
     """Every policy inside group `NetworkPolicies` (its key)."""
     group = open_group(b, "inference-platform:security:NetworkPolicies", name, provider=provider, deleted_with=cluster)
     for obj in render_network_policies(spec):
-        ns = obj["metadata"]["namespace"]
-        group.object(f"{name}-{ns}-{obj['metadata']['name']}", obj, depends_on=[*depends_on, *namespace_depends_on.get(ns, ())])
+        ns, policy = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        # A CiliumNetworkPolicy (the entity flows, infra/render/cilium_policy.py; DOKS's Cilium owns
+        # its CRD) is named apart from a NetworkPolicy of the same name.
+        logical = f"{name}-{ns}-{policy}" if obj["kind"] == "NetworkPolicy" else f"{name}-{ns}-cnp-{policy}"
+        group.object(logical, obj, depends_on=[*depends_on, *namespace_depends_on.get(ns, ())])
     return group.key

@@ -23,6 +23,7 @@ from infra.render.model_cache import (
     render_model_cache_pvc,
 )
 from infra.render.model_service import IMAGE_PULL_ALLOWANCE_SECONDS, render_secret_shape
+from infra.render.secret_keys import with_keys
 from infra.render.warm_start import SPACES_ACCESS_KEY_ID, SPACES_SECRET_ACCESS_KEY
 from infra.resource_graph.graph import GraphBuilder, Options
 from infra.resource_graph.values import Ref, Secret
@@ -77,7 +78,8 @@ def plan_weight_bucket(b: GraphBuilder, spec: WeightBucketSpec, provider: str, n
         shape = render_secret_shape(secret_name, spec.namespace, SPACES_ACCESS_KEY_ID)
         b.resource(
             "kubernetes:core/v1:Secret", f"{spec.name}-{suffix}-secret",
-            {**shape, "stringData": Secret({SPACES_ACCESS_KEY_ID: Secret(Ref(key, "accessKey")),
+            {**shape, "metadata": with_keys(shape["metadata"], [SPACES_ACCESS_KEY_ID, SPACES_SECRET_ACCESS_KEY]),
+             "stringData": Secret({SPACES_ACCESS_KEY_ID: Secret(Ref(key, "accessKey")),
                                             SPACES_SECRET_ACCESS_KEY: Secret(Ref(key, "secretKey", secret=True))})},
             parent=group,
             options=Options(provider=provider, depends_on=(namespace,), additional_secret_outputs=SECRET_OUTPUTS),

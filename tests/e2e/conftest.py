@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import harness, inputs
-from tests.e2e.engine_env import EngineEnv, base_dir, ensure_engine_env
+from tests.e2e.engine_env import EngineEnv, RouterEnv, base_dir, ensure_engine_env, ensure_router_env
 
 HERE = Path(__file__).resolve().parent
 # Run by the ENGINE venv's Python, never imported here: collecting tests/e2e must not need vLLM or
@@ -103,6 +103,21 @@ def engine_env() -> EngineEnv:
     for k, v in stamp.get("timings", {}).items():
         TIMINGS[f"engine env build: {k} (at {stamp.get('built_at')})"] = v
     return env
+
+
+@pytest.fixture(scope="session")
+def router_env() -> RouterEnv:
+    """vllm-router 0.1.17 alone, for tests whose engines are stand-ins (no vLLM build needed)."""
+    with timed("router-only env (build or reuse)"):
+        return ensure_router_env()
+
+
+@pytest.fixture()
+def stub_router_factory(procs, router_env, tmp_path):
+    """Like `router_factory`, with the router-only env: engines may be stand-ins with a `url`."""
+    started: list[harness.Proc] = []
+    yield router_starter(procs, router_env, started, tmp_path)
+    _stop_routers(procs, started)
 
 
 @pytest.fixture(scope="session")
@@ -207,7 +222,7 @@ def moe_engine(procs, engine_env, tiny_models, engine_pair) -> harness.Proc:
     return engine
 
 
-def router_starter(procs: harness.Processes, engine_env: EngineEnv, started: list, tmp: Path):
+def router_starter(procs: harness.Processes, engine_env: EngineEnv | RouterEnv, started: list, tmp: Path):
     """start(spec, engines) → a running vllm-router 0.1.17 with the project's rendered args, its
     workers registered by the project's registrar (the repo's file) from a stand-in EndpointSlice
     API. `engines`: a list (all serving the spec's first model) or {platform model name: [engines]}."""

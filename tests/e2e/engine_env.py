@@ -162,6 +162,38 @@ def ensure_engine_env(*, rebuild: bool = False, log=lambda msg: print(msg, file=
     return EngineEnv(root)
 
 
+@dataclass(frozen=True)
+class RouterEnv:
+    """vllm-router alone (no vLLM, no torch): for tests that need the real router in front of
+    stand-in engines. ~130 MB, about half a minute to build; keyed by the router's version."""
+
+    root: Path
+
+    @property
+    def router(self) -> Path:
+        return self.root / "bin" / "vllm-router"
+
+
+def ensure_router_env(log=lambda msg: print(msg, file=sys.stderr, flush=True)) -> RouterEnv:
+    root = base_dir() / f"router{VLLM_ROUTER_VERSION}-{PY_TAG}"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / STAMP).is_file():
+            shutil.rmtree(root, ignore_errors=True)
+            log(f"building the router-only env in {root} (vllm-router {VLLM_ROUTER_VERSION})")
+            try:
+                _run([sys.executable, "-m", "venv", root], log)
+                _run([root / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                      f"vllm-router=={VLLM_ROUTER_VERSION}"], log)
+                _run([root / "bin" / "vllm-router", "--help"], log)
+            except BaseException:
+                shutil.rmtree(root, ignore_errors=True)
+                raise
+            (root / STAMP).write_text(json.dumps({"vllm_router": VLLM_ROUTER_VERSION}))
+    return RouterEnv(root)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="Build (or reuse) the e2e engine venv and print its path.")
     parser.add_argument("--rebuild", action="store_true", help="remove and rebuild it")

@@ -160,3 +160,154 @@ def test_named_client_keys_at_the_front_door_and_the_engine_key_behind_it(engine
             assert harness.http("POST", engine.url + "/v1/completions", body=body, headers=KEY)[0] == 200
     finally:
         proxy.stop()
+
+
+# --------------------------------------------------------------------------- issue 35: one normal form
+
+
+class StandInEngine:
+    """An engine as the front door sees one: `/health` open, `/v1/...` only with the engine key
+    (VLLM_API_KEY), every other route open, as vLLM's API server guards only `/v1` paths. Records
+    every request's method and raw path."""
+
+    def __init__(self, engine_key: str):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.seen: list[tuple[str, str]] = []
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _answer(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                engine.seen.append((self.command, self.path))
+                path = self.path.split("?")[0]
+                if path.startswith("/v1") and self.headers.get("Authorization") != f"Bearer {engine_key}":
+                    status, body = 401, b'{"error":"Unauthorized"}'
+                elif path == "/v1/models":
+                    status, body = 200, json.dumps({"object": "list", "data": [{"id": inputs.SERVED, "object": "model"}]}).encode()
+                else:
+                    status, body = 200, json.dumps({"engine_route": path}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _answer  # noqa: N815 - http.server's names
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _attack_front_door(proxy, targets) -> dict:
+    """Every disguise of every target through the client proxy with a valid client key: each
+    answered by the proxy itself (400/404, its own JSON), none forwarded. Returns counts."""
+    from tests.path_attacks import family, raw_request
+
+    auth = {"Authorization": f"Bearer {CLIENT_KEYS['default']}"}
+    paths = family(targets)
+    answers: dict[int, int] = {}
+    for path in paths:
+        for method in ("GET", "POST"):
+            status, body = raw_request(proxy.port, method, path, auth)
+            # The proxy's own answer: its JSON, or nginx's own 400 for bytes it never parses (%00).
+            own = body.startswith(b'{"error"') or b"<center>nginx</center>" in body
+            assert status in (400, 404) and own, (method, path, status, body[:200])
+            answers[status] = answers.get(status, 0) + 1
+    return {"paths": len(paths), "requests": 2 * len(paths), "answers": answers}
+
+
+@pytest.mark.nginx
+def test_path_family_reaches_no_engine_or_admin_route_through_the_real_router(stub_router_factory, router_env, procs, tmp_path):
+    """Issue 35 with vllm-router 0.1.17 (real) between the client proxy (real nginx, rendered
+    config) and two stand-in engines. (1) The finding, on the real router in regular mode (its
+    transparent proxy, which the P/D router uses too): `/v1/..\\metrics`, `/v1/..\\sleep`,
+    `/v1/models/%2e%2e/%2e%2e/metrics` sent straight to it reach the engine's `/metrics` and
+    `/sleep`. (2) Through the client proxy, in front of that router and of the project's IGW router,
+    no spelling of any admin or engine route reaches a router or an engine. (3) Client requests
+    still work end to end."""
+    from tests.path_attacks import ENGINE_ROUTES, ROUTER_ADMIN, raw_request
+
+    engines = [StandInEngine(inputs.API_KEY) for _ in range(2)]
+    spec = dataclasses.replace(inputs.router_spec("round-robin"), client_key_names=tuple(sorted(CLIENT_KEYS)))
+    proxies = []
+    try:
+        igw = stub_router_factory(spec, engines)
+        port = harness.free_port()
+        regular = procs.start("router-regular-mode", [router_env.router, "--host", harness.LOOPBACK, "--port", str(port),
+                                                      "--prometheus-port", str(harness.free_port()), "--policy", "round_robin",
+                                                      "--worker-urls", *[e.url for e in engines]], port=port)
+        harness.wait_http(regular, "/health", timeout=60, extra_tails=procs.tails)
+        # (1) What the proxy defends against.
+        client = {"Authorization": f"Bearer {CLIENT_KEYS['default']}"}
+        for method, path, target in (("GET", "/v1/..\\metrics", "/metrics"), ("POST", "/v1/..\\sleep", "/sleep"),
+                                     ("GET", "/v1/models/%2e%2e/%2e%2e/metrics", "/metrics")):
+            for e in engines:
+                e.seen.clear()
+            status, _ = raw_request(regular.port, method, path, client, body=json.dumps({"model": inputs.SERVED}).encode())
+            assert status == 200 and (method, target) in [s for e in engines for s in e.seen], (path, status)
+        # (2) Through the front door: nothing gets past the proxy, whichever router is behind it.
+        for name, router in (("igw", igw), ("regular", regular)):
+            proxy = start_client_proxy(tmp_path / f"client-proxy-{name}", spec, upstream_port=router.port, keys=CLIENT_KEYS,
+                                       engine_key=inputs.API_KEY)
+            proxies.append(proxy)
+            for e in engines:
+                e.seen.clear()
+            counts = _attack_front_door(proxy, ROUTER_ADMIN + ENGINE_ROUTES)
+            print(json.dumps({"router": name, "front_door": counts}))
+            after = {p for e in engines for _, p in e.seen}
+            assert after <= {"/health"}, (name, sorted(after))  # only the routers' own health checks
+            # (3) The client route still works through proxy, router and engine (engine key upstream).
+            body_ok = {"model": inputs.SERVED, "prompt": "hi", "max_tokens": 1}
+            status, raw = harness.http("POST", proxy.url + "/v1/completions", body=body_ok,
+                                       headers=harness.bearer(CLIENT_KEYS["default"]))
+            assert status == 200, (name, status, raw[:200])
+            assert ("POST", "/v1/completions") in [s for e in engines for s in e.seen]
+        procs.stop(regular)
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+        for e in engines:
+            e.close()
+
+
+@pytest.mark.nginx
+def test_path_family_through_real_engines_and_the_real_router(engine_pair, router_factory, tmp_path):
+    """The same family in front of real CPU vLLM engines: every non-/v1 route the engine itself
+    serves (read from its /openapi.json) is a target too; none is reached through the front door,
+    and a completion still passes."""
+    from tests.path_attacks import ENGINE_ROUTES, ROUTER_ADMIN
+
+    spec = dataclasses.replace(inputs.router_spec("round-robin"), client_key_names=tuple(sorted(CLIENT_KEYS)))
+    router = router_factory(spec, engine_pair)
+    served = harness.get_json(engine_pair[0].url + "/openapi.json")["paths"]
+    own = sorted(p for p in served if not p.startswith("/v1") and "{" not in p)
+    proxy = start_client_proxy(tmp_path / "client-proxy", spec, upstream_port=router.port, keys=CLIENT_KEYS,
+                               engine_key=inputs.API_KEY)
+    try:
+        before = served_counts(engine_pair)
+        counts = _attack_front_door(proxy, tuple(dict.fromkeys(ROUTER_ADMIN + ENGINE_ROUTES + tuple(own))))
+        print(json.dumps({"engine_routes_from_openapi": own, "front_door": counts}))
+        assert served_counts(engine_pair) == before  # no request reached an engine
+        body = {"model": inputs.SERVED, "prompt": "hi", "max_tokens": 1}
+        status, raw = harness.http("POST", proxy.url + "/v1/completions", body=body, headers=harness.bearer(CLIENT_KEYS["default"]))
+        assert status == 200, (status, raw[:200])
+    finally:
+        proxy.stop()

@@ -15,6 +15,7 @@ from infra.render.router import (
     ROUTER_KINDS,
     RoutedModel,
     RouterSpec,
+    loopback_probe,
     render_public_service,
     render_role,
     render_role_binding,
@@ -144,8 +145,12 @@ def test_router_deployment_installs_the_locked_wheels_and_runs_the_registrar():
     router_c, registrar, proxy = pod["spec"]["containers"]
     assert router_c["image"] == versions.ROUTER_BASE_IMAGE
     assert router_c["command"] == ["/opt/vllm-router/bin/vllm-router"]
-    assert router_c["readinessProbe"]["httpGet"]["path"] == "/health"
-    assert router_c["livenessProbe"]["httpGet"]["path"] == "/liveness"
+    # Issue 35: the router listens on loopback; its probes run in the container and ask 127.0.0.1,
+    # the client proxy's readiness asks the router through the proxy on the proxy's own port.
+    assert router_c["readinessProbe"]["exec"]["command"] == loopback_probe("/readiness")
+    assert router_c["livenessProbe"]["exec"]["command"] == loopback_probe("/liveness")
+    assert proxy["readinessProbe"]["httpGet"] == {"path": "/readiness", "port": "http"}
+    assert proxy["livenessProbe"]["tcpSocket"] == {"port": "http"}
     assert {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"} in router_c["ports"]
     assert not any(e["name"] == "VLLM_API_KEY" for e in router_c["env"])  # the router holds no key
     assert [p["name"] for p in proxy["ports"]] == ["http"] and "http" not in [p["name"] for p in router_c["ports"]]

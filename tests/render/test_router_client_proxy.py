@@ -1,92 +1,78 @@
-"""Issue 30: the router's worker-management routes are not reachable from the client port.
+"""Issues 30 and 35: the router's worker-management routes and the engines' non-/v1 routes are not
+reachable from the client port, however the path is spelt.
 
 Runs the rendered nginx.conf of the router pod's client proxy with a real nginx (marker `nginx`;
-Debian `nginx-light`) in front of a stub standing in for the loopback-bound vllm-router: the
-client routes reach the stub, the admin routes get 404 from the proxy, also when disguised.
+Debian `nginx-light`), started by the rendered watch loop, in front of a stub standing in for the
+loopback-bound vllm-router (tests/client_proxy_run.py). Every path of the generated family
+(tests/path_attacks.py: each admin or engine route disguised behind `/v1/` or a probe path with
+backslashes, encoded separators and dots in either case, double encoding, dot and empty segments)
+is sent byte for byte with a valid client key, with GET and POST: the proxy answers 400 or 404
+itself and the stub sees nothing. The client routes still pass.
 """
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
-
 import pytest
 
-from infra.render.router import CLIENT_PORT, ROUTER_PORT, RoutedModel, RouterSpec, client_proxy_config
+from infra.render.router import RoutedModel, RouterSpec
+from tests.client_proxy_run import StubUpstream, start_client_proxy
 from tests.conftest import need_tool
+from tests.path_attacks import CLIENT_PATHS, ENGINE_ROUTES, ROUTER_ADMIN, family, raw_request
 
 pytestmark = need_tool("nginx", "apt-get install nginx-light")
 
-ADMIN = ["/workers", "/add_worker?url=http://evil:8000", "/remove_worker?url=x", "/flush_cache", "/list_workers",
-         "/get_loads", "/get_model_info", "/scheduling/diagnostics", "/finish_session", "/workers/http%3A%2F%2Fx",
-         "/v1/../workers", "/v1/%2e%2e/workers", "//workers", "/v1/..%2fworkers", "/health/../workers"]  # fmt: skip
-CLIENT = ["/v1/models", "/v1/chat/completions", "/health", "/liveness", "/readiness"]
+KEYS = {"default": "client-key-0123456789abcdef"}
+ENGINE_KEY = "engine-key-0123456789abcdef"
+SPEC = RouterSpec(models=(RoutedModel("m", "M"),), client_key_names=tuple(KEYS))
+AUTH = {"Authorization": f"Bearer {KEYS['default']}"}
+ATTACKS = family(ROUTER_ADMIN + ENGINE_ROUTES)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(scope="module")
+def front(tmp_path_factory):
+    stub = StubUpstream().start()
+    proxy = start_client_proxy(tmp_path_factory.mktemp("client-proxy"), SPEC, upstream_port=stub.port, keys=KEYS,
+                               engine_key=ENGINE_KEY)  # fmt: skip
+    yield proxy, stub
+    proxy.stop()
+    stub.stop()
 
 
-@pytest.fixture
-def proxy(tmp_path, httpserver):
-    """nginx running the rendered config, its upstream pointed at the stub, its port a free one."""
-    seen: list[str] = []
-
-    def record(request):
-        from werkzeug import Response
-
-        seen.append(request.full_path.rstrip("?"))
-        return Response("ok", status=200)
-
-    httpserver.expect_request(__import__("re").compile(".*")).respond_with_handler(record)
-    port = _free_port()
-    conf = client_proxy_config(RouterSpec(models=(RoutedModel("m", "M"),)))
-    conf = conf.replace(f"listen {CLIENT_PORT};", f"listen 127.0.0.1:{port};")
-    conf = conf.replace(f"http://127.0.0.1:{ROUTER_PORT}", f"http://127.0.0.1:{httpserver.port}")
-    conf = conf.replace("/tmp/", f"{tmp_path}/")
-    (tmp_path / "nginx.conf").write_text(conf)
-    proc = subprocess.Popen([shutil.which("nginx"), "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-g", "daemon off;"],
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            break
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail(f"nginx exited: {proc.stderr.read()}")
-            time.sleep(0.05)
-    yield port, seen
-    proc.terminate()
-    proc.wait(timeout=10)
+def test_the_family_is_large_and_covers_every_route():
+    assert len(ATTACKS) > 2000
+    for route in ROUTER_ADMIN + ENGINE_ROUTES:
+        assert sum(route.lstrip("/") in p for p in ATTACKS) >= 300, route
 
 
-def _status(port: int, path: str, method: str = "GET") -> int:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, data=b"{}" if method == "POST" else None)
-    try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return resp.status
-    except urllib.error.HTTPError as err:
-        return err.code
+def test_no_disguised_admin_or_engine_route_reaches_the_router(front):
+    proxy, stub = front
+    stub.seen.clear()
+    answers: dict[int, int] = {}
+    for path in ATTACKS:
+        for method in ("GET", "POST"):
+            status, body = raw_request(proxy.port, method, path, AUTH)
+            answers[status] = answers.get(status, 0) + 1
+            assert status in (400, 404), (method, path, status, body[:200])
+    assert stub.seen == [], stub.seen[:20]
+    assert set(answers) <= {400, 404} and answers.get(400, 0) > len(ATTACKS)  # most are refused as not normal
+    print({"requests": 2 * len(ATTACKS), "answers": answers})
 
 
-def test_admin_routes_never_reach_the_router(proxy):
-    port, seen = proxy
-    for path in ADMIN:
-        for method in ("GET", "POST", "DELETE"):
-            assert _status(port, path, method) in (400, 404), (method, path)
-    assert not any(p.split("?")[0].rstrip("/").endswith(("workers", "add_worker", "remove_worker", "flush_cache", "list_workers",
-                                                        "get_loads", "get_model_info", "diagnostics", "finish_session"))
-                   for p in seen), seen  # fmt: skip
+def test_the_normal_form_is_judged_on_the_path_only_and_client_routes_pass(front):
+    proxy, stub = front
+    stub.seen.clear()
+    for path in CLIENT_PATHS:
+        method = "POST" if "completions" in path else "GET"
+        assert raw_request(proxy.port, method, path, AUTH)[0] == 200, path
+    assert [p for p, _ in stub.seen] == list(CLIENT_PATHS)
 
 
-def test_client_routes_pass_through(proxy):
-    port, seen = proxy
-    for path in CLIENT:
-        assert _status(port, path, "POST" if "completions" in path else "GET") == 200, path
-    assert seen == CLIENT
+@pytest.mark.parametrize("path", ["/workers", "/metrics", "/v1/../workers", "/v1/..\\metrics", "/v1/%2e%2e/sleep",
+                                  "/V1/%2E%2E%5Creset_prefix_cache", "/health/..%2fworkers", "//workers"])  # fmt: skip
+def test_refused_without_a_key_too_and_with_the_proxys_own_answer(front, path):
+    proxy, stub = front
+    stub.seen.clear()
+    for headers in ({}, AUTH):
+        status, body = raw_request(proxy.port, "GET", path, headers)
+        assert status in (400, 404) and body.startswith(b'{"error"'), (path, status, body[:100])
+    assert stub.seen == []
