@@ -61,7 +61,16 @@ def test_every_namespace_the_stack_owns_denies_by_default(matrix):
     namespaces |= {"monitoring"} if matrix.monitoring else set()
     for ns in namespaces:
         assert any(p["metadata"]["namespace"] == ns and p["spec"]["podSelector"] == {} and p["spec"]["policyTypes"] == ["Ingress", "Egress"]
-                   and not p["spec"]["ingress"] and not p["spec"]["egress"] for p in matrix.policies), ns  # fmt: skip
+                   and not p["spec"].get("ingress") and not p["spec"].get("egress") for p in matrix.policies), ns  # fmt: skip
+
+
+def test_no_policy_carries_an_empty_rule_list(matrix):
+    """The API server stores no empty `ingress: []` / `egress: []`, so a server-side apply of one
+    rewrites the policy on every `pulumi up`: policyTypes alone says "deny" (issue 36, found by the
+    control-plane tests' second apply)."""
+    empty = [f"{p['metadata']['namespace']}/{p['metadata']['name']} {key}" for p in matrix.policies
+             for key in ("ingress", "egress") if p["spec"].get(key) == []]  # fmt: skip
+    assert not empty
 
 
 def test_clients_reach_the_front_door_and_nothing_behind_it(matrix):

@@ -159,9 +159,12 @@ def _ports(*ports: int, protocol: str = "TCP") -> list[dict[str, Any]]:
 def _policy(spec: NetworkPolicySpec, namespace: str, name: str, selector: dict[str, Any], why: str, *, ingress=None, egress=None):
     types = (["Ingress"] if ingress is not None else []) + (["Egress"] if egress is not None else [])
     body: dict[str, Any] = {"podSelector": selector, "policyTypes": types}
-    if ingress is not None:
+    # An empty rule list is left out: policyTypes alone denies that direction, and the API server
+    # stores no empty list, so a server-side apply of `ingress: []` rewrites the object on every
+    # `pulumi up` (a diff that never settles; the control-plane tests found it, issue 36).
+    if ingress:
         body["ingress"] = ingress
-    if egress is not None:
+    if egress:
         body["egress"] = egress
     return {
         "apiVersion": "networking.k8s.io/v1",

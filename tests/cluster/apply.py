@@ -46,7 +46,12 @@ def plan_object(res: dict) -> dict | None:
     if "apiVersion" not in obj or "kind" not in obj:
         return None
     if obj["kind"] == "Secret":
-        obj = {k: v for k, v in obj.items() if k not in ("data", "stringData")}
+        # The values are Pulumi secrets the plan never holds: the Secret goes without them, marked
+        # as `infra plan --out` marks it (an object whose apply owns no field at all would be
+        # rewritten by every apply, which the real one, with its keys, is not).
+        meta = dict(obj["metadata"])
+        meta["annotations"] = {**meta.get("annotations", {}), "inference-platform/redacted": "values are Pulumi secrets"}
+        obj = {k: v for k, v in obj.items() if k not in ("data", "stringData")} | {"metadata": meta}
     return obj
 
 

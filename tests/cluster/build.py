@@ -124,7 +124,8 @@ def go_mod(tool: Tool) -> str:
 
 def _env(work: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false", "GOTOOLCHAIN": "local", "GOWORK": "off"})
+    env.update({"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false", "GOWORK": "off"})
+    env.setdefault("GOTOOLCHAIN", "local")  # this machine's Go; CI runners with an older one set auto
     return env
 
 

@@ -41,7 +41,7 @@ def control_plane(tmp_path_factory):
     from tests.cluster import build
     from tests.cluster.control_plane import start_control_plane
 
-    for tool, wanted in build.parse(["etcd", "kubernetes:kube-apiserver,kube-controller-manager,kube-scheduler", "kwok", "lws"]):
+    for tool, wanted in build.parse(["etcd", "kubernetes:kube-apiserver,kube-controller-manager,kube-scheduler", "kwok"]):
         build.build(tool, wanted)
     cp = start_control_plane(tmp_path_factory.mktemp("control-plane"))
     _STATE["cp"] = cp

@@ -164,7 +164,7 @@ def start_control_plane(workdir: Path) -> ControlPlane:
         kc = str(cp.kubeconfig)
         cp.start("kube-controller-manager", [
             str(build.binary("kubernetes", "kube-controller-manager")), "--kubeconfig", kc,
-            "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+            "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc, "--authentication-skip-lookup",
             "--service-account-private-key-file", str(pki.sa_key), "--root-ca-file", str(pki.ca),
             "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
             "--controllers", "*", "--concurrent-deployment-syncs", "10", "--concurrent-replicaset-syncs", "10",
@@ -172,7 +172,7 @@ def start_control_plane(workdir: Path) -> ControlPlane:
         ])  # fmt: skip
         cp.start("kube-scheduler", [
             str(build.binary("kubernetes", "kube-scheduler")), "--kubeconfig", kc,
-            "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+            "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc, "--authentication-skip-lookup",
             "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
             "--kube-api-qps", "200", "--kube-api-burst", "400", "--v=1",
         ])  # fmt: skip

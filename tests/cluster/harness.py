@@ -3,7 +3,8 @@ in `pulumi up` order, the controllers and the scheduler left to act, then what t
 back (pods and where they landed, workloads that could not make their pods, resourceVersions).
 
 Between stacks everything a stack brought is deleted again (its objects in reverse order, the
-namespaces and CRDs its releases installed, its nodes), so one control plane serves the session.
+namespaces its releases created, its nodes; CRDs stay installed), so one control plane serves
+the session.
 """
 
 from __future__ import annotations
@@ -225,10 +226,9 @@ class Cluster:
         for ns in self.core.list_namespace().items:
             if ns.metadata.name not in SYSTEM_NAMESPACES and not ns.metadata.deletion_timestamp:
                 self.core.delete_namespace(ns.metadata.name)
-        crd_api = self.applier.dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
-        for crd in crd_api.get().items:
-            if not crd.metadata.name.endswith("gateway.networking.k8s.io"):
-                crd_api.delete(name=crd.metadata.name)
+        # CRDs stay: installing the Prometheus operator's again for every stack costs minutes, and
+        # whether a stack's custom resources wait for their CRD's installer is checked from the
+        # plan's dependencies (apply.undeclared_prerequisites), not by the order of applies here.
         for node in self.core.list_node().items:
             self.core.delete_node(node.metadata.name)
 

@@ -38,6 +38,7 @@ def webhook_configurations(ca: Path, port: int) -> list[dict]:
 
 def start(cp: ControlPlane, applier) -> Proc:
     """The manager (ready to serve its webhooks) and its webhook configurations."""
+    build.build(build.TOOLS["lws"])  # built on first need (a no-op when scripts/build_control_plane.sh ran)
     work = cp.workdir / "lws"
     certs = work / "certs"
     certs.mkdir(parents=True, exist_ok=True)
