@@ -190,14 +190,19 @@ class Cluster:
                            f"{failed.get((job.metadata.namespace, job.metadata.name), '')}".strip())
         return out
 
-    def resource_versions(self, run: StackRun) -> dict[tuple, str]:
-        """The stored resourceVersion of every object the stack applied."""
+    def snapshots(self, run: StackRun) -> dict[tuple, dict]:
+        """What an apply could change in every object the stack applied: its resourceVersion, and
+        its content — labels, annotations, every top-level field but status, and who owns which
+        field (managedFields without their timestamps)."""
         out = {}
         for _, obj in run.outcome.applied:
             res = self.applier.resource(obj)
             meta = obj["metadata"]
-            live = res.get(name=meta["name"], namespace=meta.get("namespace")) if res.namespaced else res.get(name=meta["name"])
-            out[apply.object_key(obj)] = live.metadata.resourceVersion
+            live = (res.get(name=meta["name"], namespace=meta.get("namespace")) if res.namespaced else res.get(name=meta["name"])).to_dict()
+            m = live["metadata"]
+            owners = [{k: v for k, v in f.items() if k != "time"} for f in m.get("managedFields") or []]
+            content = {k: v for k, v in live.items() if k not in ("metadata", "status")}
+            out[apply.object_key(obj)] = {"resourceVersion": m["resourceVersion"], "content": (m.get("labels"), m.get("annotations"), content, owners)}
         return out
 
     # ------------------------------------------------------------------ clean slate

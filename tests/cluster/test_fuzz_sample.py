@@ -33,12 +33,10 @@ def accepted_sample(size: int) -> list[tuple[str, object]]:
     @settings(max_examples=400, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
     @given(data=st.data())
     def collect(data):
-        if len(found) >= size:
-            return
         stack = data.draw(st.sampled_from(STACKS), label="stack")
         values, secret_keys = copy.deepcopy(BASES[stack][0]), set(BASES[stack][1])
-        muts = data.draw(mutations(stack), label="mutations")
-        if not any(m[0][0].endswith(("models", "gpu_pools")) for m in muts):
+        muts = data.draw(mutations(stack), label="mutations")  # drawn every time: hypothesis replays the stream
+        if len(found) >= size or not any(m[0][0].endswith(("models", "gpu_pools")) for m in muts):
             return  # the sample is about layouts and pools: what placement depends on
         for mutation in muts:
             _apply(values, mutation)
