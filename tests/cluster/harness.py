@@ -191,16 +191,17 @@ class Cluster:
         return out
 
     def snapshots(self, run: StackRun) -> dict[tuple, dict]:
-        """What an apply could change in every object the stack applied: its resourceVersion, and
-        its content — labels, annotations, every top-level field but status, and who owns which
-        field (managedFields without their timestamps)."""
+        """What an apply could change in every object the stack applied: its content — labels,
+        annotations, every top-level field but status — and the apply's own managedFields entry
+        (with its time: an apply that rewrites the object stamps it anew). Controllers' own
+        writes (a Job's status, a Deployment's) are not the apply's and are left out."""
         out = {}
         for _, obj in run.outcome.applied:
             res = self.applier.resource(obj)
             meta = obj["metadata"]
             live = (res.get(name=meta["name"], namespace=meta.get("namespace")) if res.namespaced else res.get(name=meta["name"])).to_dict()
             m = live["metadata"]
-            owners = [{k: v for k, v in f.items() if k != "time"} for f in m.get("managedFields") or []]
+            owners = [f for f in m.get("managedFields") or [] if f.get("manager") == apply.FIELD_MANAGER]
             content = {k: v for k, v in live.items() if k not in ("metadata", "status")}
             out[apply.object_key(obj)] = {"resourceVersion": m["resourceVersion"], "content": (m.get("labels"), m.get("annotations"), content, owners)}
         return out
