@@ -65,7 +65,9 @@ def _policy(namespace: str, name: str, pods: dict[str, str], why: str, labels: d
         "apiVersion": CILIUM_API,
         "kind": "CiliumNetworkPolicy",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels), "annotations": {"inference-platform/why": why}},
-        "spec": {"endpointSelector": {"matchLabels": dict(pods)}, **rules},
+        # Every endpoint of the namespace is `{}` (Cilium's own spelling), never `matchLabels: {}`:
+        # one form per meaning, as the NetworkPolicies write `podSelector: {}` (issue 36).
+        "spec": {"endpointSelector": {"matchLabels": dict(pods)} if pods else {}, **rules},
     }
 
 

