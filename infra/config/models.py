@@ -21,6 +21,7 @@ from infra.catalog.vllm_flags import (
     vllm_flags,
 )
 from infra.config.base import NS, Name, StrictModel, dns_label, duplicates
+from infra.config.engine_flags import extra_args_problems
 from infra.config.kv_offload import KvOffloadConfig, kv_offload_problems, lmcache_image_problems
 from infra.config.layout import AnyLayout, LayoutConfig, PdLayoutConfig, auto_or_layout
 from infra.config.model_keys import ModelKeys, candidate_as_model, candidate_keys, candidate_only, model_keys
@@ -339,7 +340,7 @@ def model_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cac
     problems = []
     if unpinned_image(model.image):
         problems.append(Problem(keys("image"), f"{model.image!r} is not pinned; give an explicit tag other than latest"))
-    problems += extra_args_problems(model.extra_args, keys)
+    problems += extra_args_problems(model, keys)
     if model.kv_offload.kind != "none":
         for j, arg in enumerate(model.extra_args):
             if canonical_flag(arg) == "--kv-transfer-config":
@@ -349,18 +350,6 @@ def model_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cac
     problems += kv_offload_problems(model, keys)
     problems += lmcache_image_problems(model, keys, pool.gpu.vendor)
     problems += streamer_problems(model, keys, cache_kind)
-    return problems
-
-
-def extra_args_problems(args: list[str], keys: ModelKeys) -> list[Problem]:
-    """`extra_args` flags the layout owns or that would blind the SLO rules."""
-    problems = []
-    for j, arg in enumerate(args):
-        flag = canonical_flag(arg)  # as vLLM reads it: `--tensor_parallel_size=2` and `-tp 2` included
-        if flag in _LAYOUT_FLAGS:
-            problems.append(Problem(keys(f"extra_args[{j}]"), f"{arg!r} is set by the layout; change {keys.short('layout')} instead"))
-        elif flag in _OBSERVABILITY_FLAGS:
-            problems.append(Problem(keys(f"extra_args[{j}]"), f"{arg!r} is not allowed: {_OBSERVABILITY_FLAGS[flag]}"))
     return problems
 
 
@@ -463,39 +452,6 @@ def resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
             enabled = model.rollout is None and autoscaling_default(raw, model)[0]
         out.append(model.model_copy(update={"autoscaling": model.autoscaling.model_copy(update={"enabled": enabled})}))
     return out
-
-
-# Flags the layout owns; setting them through extra_args would silently fight the layout. Canonical
-# spellings only: `canonical_flag` maps underscores, `=VALUE` and short aliases (`-tp`, `-dp`) to them.
-_LAYOUT_FLAGS = {
-    "--tensor-parallel-size",
-    "--enable-expert-parallel",
-    "--data-parallel-size",
-    "--max-num-seqs",
-    "--max-num-batched-tokens",
-    "--gpu-memory-utilization",
-    "--kv-cache-dtype",
-    "--max-model-len",
-    "--served-model-name",
-    "--port",
-    # set for a replica that spans nodes (layout.nodes_per_replica; infra/render/vllm_args.py)
-    "--data-parallel-size-local",
-    "--data-parallel-address",
-    "--data-parallel-rpc-port",
-    "--data-parallel-start-rank",
-    "--headless",
-    "--nnodes",
-    "--node-rank",
-    "--master-addr",
-    "--master-port",
-}
-
-
-# Flags that would silently break the SLO rules, which read vLLM's default histogram buckets.
-_OBSERVABILITY_FLAGS = {
-    "--custom-histogram-buckets": "the SLO rules and alerts select vLLM's default TTFT/TPOT histogram "
-    "buckets by their bounds; other buckets would leave them without data and silence the burn-rate alerts",
-}
 
 
 # Flags the Spaces source sets on every replica.
