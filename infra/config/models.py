@@ -13,6 +13,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from infra.catalog import versions
+from infra.catalog.engine_images import PINNED, STACKS, VENDOR_NAMES, image_vendor
 from infra.catalog.vllm_flags import (
     canonical_flag,
     clashes_with_service_env,
@@ -191,7 +192,7 @@ class RolloutCandidateConfig(StrictModel):
     layout: LayoutConfig = Field(
         description="The candidate's colocated layout (a mapping like the model's own explicit layout; one node per replica at most)."
     )
-    image: str | None = Field(None, description="The candidate's vLLM image (explicit tag); unset: the model's image.")
+    image: str | None = Field(None, description="The candidate's vLLM image (explicit tag, built for the pool's GPU vendor, checked like the model's); unset: the model's image.")
     extra_args: VllmServeArgs | None = Field(
         None, description="The candidate's extra `vllm serve` arguments, replacing the model's; unset: the model's extra_args."
     )
@@ -234,7 +235,10 @@ class ModelConfig(StrictModel):
     slo: SloConfig = Field(description="p90 latency objectives.")
     served_model_name: str | None = Field(None, description="Name clients use in the OpenAI API; default: the source id.")
     hf_config: str | None = Field(None, description="Path (relative to the repo) to a local Hugging Face config.json for models not in the catalog.")
-    image: str | None = Field(None, description="Override the pinned vLLM image (must carry an explicit tag).")
+    image: str | None = Field(
+        None,
+        description="Override the pinned vLLM image (must carry an explicit tag, and be built for the pool's GPU vendor: an image family the catalog knows for the other vendor, e.g. the CUDA vllm/vllm-openai on an AMD pool, is refused; infra/catalog/engine_images.py).",
+    )
     extra_args: VllmServeArgs = Field(
         default_factory=list, description="Extra `vllm serve` arguments, appended verbatim; each flag must exist in the pinned vLLM."
     )
@@ -348,9 +352,28 @@ def model_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cac
                     f"{arg!r} cannot be combined with kv_offload kind {model.kv_offload.kind}: vLLM writes the offload "
                     "connector into the KV transfer config from --kv-offloading-backend, replacing this one")))
     problems += kv_offload_problems(model, keys)
+    problems += image_vendor_problems(model, keys, pool)
     problems += lmcache_image_problems(model, keys, pool.gpu.vendor)
     problems += streamer_problems(model, keys, cache_kind)
     return problems
+
+
+def image_vendor_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig) -> list[Problem]:
+    """An image built for the other GPU vendor finds no GPU on the pool's nodes and its engines
+    crash-loop: refused for the families the catalog knows (infra/catalog/engine_images.py); a
+    build the catalog cannot tell about is the user's."""
+    if model.image is None:
+        return []
+    vendor, what = image_vendor(model.image)
+    want = pool.gpu.vendor
+    if vendor is None or vendor == want:
+        return []
+    instead = (f"e.g. {PINNED[want]}; unset, the candidate runs its model's image" if keys.candidate
+               else f"e.g. the pinned {PINNED[want]}: remove {keys.short('image')}")
+    return [Problem(keys("image"), (
+        f"{model.image!r} is {what}, built for {VENDOR_NAMES[vendor]} GPUs ({STACKS[vendor]}), and pool {pool.name!r} has "
+        f"{VENDOR_NAMES[want]} GPUs ({pool.size}): its engines would find no GPU and crash-loop; give a {STACKS[want]} build "
+        f"({instead})"))]
 
 
 def model_source_problems(model: ModelConfig, at: str, base_dir: Path | None) -> list[Problem]:
