@@ -21,6 +21,7 @@ from infra.catalog.vllm_flags import (
     unknown_flags,
     vllm_flags,
 )
+from infra.config.admin_switches import admin_switch_problems
 from infra.config.base import NS, Name, StrictModel, dns_label, duplicates
 from infra.config.engine_flags import extra_args_problems
 from infra.config.kv_offload import KvOffloadConfig, kv_offload_problems, lmcache_image_problems
@@ -240,10 +241,12 @@ class ModelConfig(StrictModel):
         description="Override the pinned vLLM image (must carry an explicit tag, and be built for the pool's GPU vendor: an image family the catalog knows for the other vendor, e.g. the CUDA vllm/vllm-openai on an AMD pool, is refused; infra/catalog/engine_images.py).",
     )
     extra_args: VllmServeArgs = Field(
-        default_factory=list, description="Extra `vllm serve` arguments, appended verbatim; each flag must exist in the pinned vLLM."
+        default_factory=list,
+        description="Extra `vllm serve` arguments, appended verbatim; each flag must exist in the pinned vLLM, read by its effective value (the last element that sets it wins): settings a layout key, another key or the platform owns are refused naming the owner, as are switches contradicting what the plan assumes (docs/serving.md) and vLLM's development switches where others reach the engines (docs/security.md).",
     )
     env: dict[VllmEnvName, str] = Field(
-        default_factory=dict, description="Extra container environment variables; VLLM_* names must be read by the pinned vLLM."
+        default_factory=dict,
+        description="Extra container environment variables; VLLM_* names must be read by the pinned vLLM. vLLM's development switches (VLLM_SERVER_DEV_MODE, VLLM_ALLOW_RUNTIME_LORA_UPDATING) are refused in prod and under router.kind service or gateway, noted elsewhere (docs/security.md).",
     )
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig, description="Replica autoscaling on in-flight requests and the queue (KEDA).")
     kv_offload: KvOffloadConfig = Field(
@@ -300,12 +303,14 @@ def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
             problems.append(Problem(f"{at}.pool", f"{model.pool!r} is not a pool{hint}; defined pools: {', '.join(pools)}"))
             continue
         by_pool.setdefault(model.pool, []).append(i)
-        own = model_problems(model, model_keys(i), pool, raw.model_cache.kind)
+        context = {"environment": raw.environment, "router_kind": raw.router.kind}
+        own = model_problems(model, model_keys(i), pool, raw.model_cache.kind, **context)
         problems += own
         problems += model_source_problems(model, at, base_dir)
         candidate = candidate_as_model(model)
         if candidate is not None:  # the model the rollout would promote, judged by the same checks
-            problems += candidate_only(model_problems(candidate, candidate_keys(i, model.rollout.candidate), pool, raw.model_cache.kind), own)
+            problems += candidate_only(
+                model_problems(candidate, candidate_keys(i, model.rollout.candidate), pool, raw.model_cache.kind, **context), own)
     for pool_name, indices in by_pool.items():
         if len(indices) > 1:
             models = [raw.models[i] for i in indices]
@@ -338,10 +343,12 @@ def unpinned_image(image: str | None) -> bool:
     return not tag or tag == "latest"
 
 
-def model_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cache_kind: str) -> list[Problem]:
+def model_problems(
+    model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cache_kind: str, *, environment: str, router_kind: str,
+) -> list[Problem]:
     """The checks of one model as it runs — run for each model and for the model its rollout
     candidate would become (infra/config/model_keys.py), each problem at the key as written."""
-    problems = []
+    problems = admin_switch_problems(model, keys, environment, router_kind)
     if unpinned_image(model.image):
         problems.append(Problem(keys("image"), f"{model.image!r} is not pinned; give an explicit tag other than latest"))
     problems += extra_args_problems(model, keys)
