@@ -23,7 +23,7 @@ from infra.catalog.vllm_flags import (
 )
 from infra.config.admin_switches import admin_switch_problems
 from infra.config.base import NS, Name, StrictModel, dns_label, duplicates
-from infra.config.engine_flags import extra_args_problems
+from infra.config.engine_flags import extra_args_problems, platform_switch_problems
 from infra.config.kv_offload import KvOffloadConfig, kv_offload_problems, lmcache_image_problems
 from infra.config.layout import AnyLayout, LayoutConfig, PdLayoutConfig, auto_or_layout
 from infra.config.model_keys import ModelKeys, candidate_as_model, candidate_keys, candidate_only, model_keys
@@ -351,7 +351,7 @@ def model_problems(
     problems = admin_switch_problems(model, keys, environment, router_kind)
     if unpinned_image(model.image):
         problems.append(Problem(keys("image"), f"{model.image!r} is not pinned; give an explicit tag other than latest"))
-    problems += extra_args_problems(model, keys)
+    problems += extra_args_problems(model, keys) + platform_switch_problems(model, keys, pool.gpu.vendor)
     if model.kv_offload.kind != "none":
         for j, arg in enumerate(model.extra_args):
             if canonical_flag(arg) == "--kv-transfer-config":
