@@ -167,7 +167,13 @@ def credential_problems(values: dict[str, Any], skip: set[str] | frozenset[str] 
                 problems += _flag_problems(path, item)
                 continue
             name = key or ""
-            if TOKEN_VALUE.search(item):
+            token = TOKEN_VALUE.search(item)
+            if token and any(u.start() <= token.start() < u.end() for u in URL.finditer(item)):
+                # In a URL (its user-info, path or query): the token goes, the URL may stay.
+                problems.append(Problem(path, "is a URL with an access token in it; the URL is copied into the plan and the "
+                                              "objects (an alert link, an env var): give it without the token"))
+                continue
+            if token:
                 problems.append(Problem(path, f"looks like an access token; {_secret_mechanism(path, name)}"))
                 continue
             why = _url_problem(item)
