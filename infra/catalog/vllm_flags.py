@@ -58,6 +58,12 @@ def _alias_to_canonical() -> dict[str, str]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _inverse_to_canonical() -> dict[str, str]:
+    """`--disable-prefix-caching` → `--enable-prefix-caching` (the option whose `inverse` it is)."""
+    return {entry["inverse"]: canonical for canonical, entry in vllm_flags()["flags"].items() if entry.get("inverse")}
+
+
 def flag_tokens(args: list[str]) -> list[str]:
     """The option tokens of an argument list, skipping the values of options that take one."""
     return [args[i] for i in option_indices(args)]
@@ -112,6 +118,9 @@ def flag_setting(token: str) -> tuple[str, bool | None] | None:
     entry = flags.get(canonical)
     if entry is not None:
         return entry["dest"], (True if entry["kind"] in ("bool", "store_true") else None)
+    inverse = _inverse_to_canonical().get(canonical)
+    if inverse is not None:  # vLLM 0.33's EnableDisableAction: --disable-x sets --enable-x's dest off
+        return flags[inverse]["dest"], False
     if canonical.startswith("--no-"):
         positive = flags.get("--" + canonical.removeprefix("--no-"))
         if positive is not None and positive.get("negatable"):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from infra.catalog.vllm_flags import VLLM_PORT, canonical_flag, flag_setting, option_indices
+from infra.catalog.vllm_flags import VLLM_PORT, flag_setting, option_indices
 from infra.config.layout import PdLayoutConfig
 from infra.errors import Problem
 
@@ -179,7 +179,7 @@ def extra_args_problems(model: ModelConfig, keys: ModelKeys) -> list[Problem]:
         assumed = _assumed(dest, model)
         if assumed is not None and value != assumed[0]:
             want, why = assumed
-            what = canonical_flag(args[j]).removeprefix("--no-").removeprefix("--").removeprefix("enable-").replace("-", " ")
+            what = dest.removeprefix("enable_").replace("_", " ")
             problems.append(Problem(keys(f"extra_args[{j}]"), (
                 f"{args[j]!r} turns {what} {'on' if value else 'off'} (vLLM keeps the last element that sets it), but the plan "
                 f"assumes it {'on' if want else 'off'}: {why}; remove it")))
