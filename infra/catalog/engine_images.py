@@ -43,7 +43,7 @@ def repository(image: str) -> str:
     last = name.rsplit("/", 1)
     if ":" in last[-1]:
         name = name[: len(name) - len(last[-1]) + last[-1].index(":")]
-    for registry in ("docker.io/library/", "docker.io/", "index.docker.io/"):
+    for registry in ("docker.io/library/", "docker.io/", "index.docker.io/", "registry-1.docker.io/"):
         name = name.removeprefix(registry)
     return name
 
