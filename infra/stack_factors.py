@@ -34,6 +34,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from infra.catalog.gpus import GPU_SIZES
 from infra.errors import Problem, UserError, json_kind
+from infra.json_comments import top_level_comments, without_comments
 from infra.planner.efficiency import FRACTIONS, EfficiencyFactors, EfficiencyTable, load_efficiency
 
 FORMAT_VERSION = 1
@@ -72,6 +73,7 @@ class StackFactors:
     observations: tuple[dict, ...] = ()
     measured: dict[str, MeasuredModel] = field(default_factory=dict)
     path: Path | None = None
+    comments: dict = field(default_factory=dict)  # the file's top-level `_` keys, written back as they were
 
     def table(self, base: EfficiencyTable | None = None) -> EfficiencyTable:
         """The catalog's table with this stack's families replaced."""
@@ -86,6 +88,9 @@ class StackFactors:
         window = p.get("window") or {}
         images = ", ".join(p.get("images") or []) or "image not recorded"
         where = self.path.name if self.path is not None else f"factors.{self.stack}.json"
+        if not p:
+            return (f"planner factors for {', '.join(sorted(self.families))}: stacks/{where} (no provenance: not written by "
+                    "`infra tune calibrate --prometheus URL --write`), not the catalog's")
         return (
             f"planner factors for {', '.join(sorted(self.families))}: stacks/{where} (from telemetry of cluster "
             f"{p.get('cluster', '?')}, {window.get('from', '?')} to {window.get('to', '?')}, {images}; "
@@ -96,6 +101,7 @@ class StackFactors:
         from dataclasses import asdict
 
         return {
+            **self.comments,
             "format": FORMAT_VERSION,
             "stack": self.stack,
             "source": "telemetry",
@@ -254,7 +260,10 @@ def _problems(errors: list[dict]) -> list[Problem]:
 
 def stack_factors_from_json(doc: object, stack: str, where: str, path: Path | None = None) -> StackFactors:
     """The file read through its schema: every field's type and range, the families the catalog
-    knows; each problem names the file and the field (never a traceback)."""
+    knows; each problem names the file and the field (never a traceback). Keys that start with `_`
+    are comments, at any depth (infra/json_comments.py); the top-level ones are kept for a rewrite."""
+    comments = top_level_comments(doc)
+    doc = without_comments(doc)
     if not isinstance(doc, dict):
         raise UserError(f"{where}: {json_kind(doc)} where an object belongs (written by `infra tune calibrate --prometheus --write`)")
     if doc.get("format") != FORMAT_VERSION:
@@ -273,7 +282,7 @@ def stack_factors_from_json(doc: object, stack: str, where: str, path: Path | No
     engines = {name: e.engine for name, e in parsed.families.items()}
     measured = {name: MeasuredModel(m.served_rps_per_node, m.within_slo, m.start, m.end, m.windows) for name, m in parsed.measured.items()}
     provenance = dict(doc.get("provenance") or {})
-    return StackFactors(stack, families, engines, provenance, tuple(parsed.observations), measured, path)
+    return StackFactors(stack, families, engines, provenance, tuple(parsed.observations), measured, path, comments)
 
 
 def save_stack_factors(path: Path, factors: StackFactors) -> None:

@@ -15,6 +15,12 @@ into `argparse.BooleanOptionalAction` (so `--x` and `--no-x`), `bool | str | Non
 optional value, and everything else into an option that takes a value. This script mirrors those
 rules on the AST of the release's source: nothing is imported or executed.
 
+vLLM's FlexibleArgumentParser registers its own action for BooleanOptionalAction
+(`vllm/utils/argparse_utils.py` `EnableDisableAction`, 0.33): besides `--no-x`, an option named
+`--enable-x` also answers to `--disable-x` and one named `--disable-x` to `--enable-x` (the inverse
+sets the same dest to the opposite value). The script detects that registration in the wheel and
+records each inverse as the option's `inverse`, and in `accepted`.
+
 Usage:
     python scripts/extract_vllm_flags.py                 # pip download the pinned wheel, write JSON
     python scripts/extract_vllm_flags.py --wheel W.whl   # use an already downloaded wheel
@@ -39,7 +45,30 @@ OUTPUT = REPO_ROOT / "infra" / "catalog" / "vllm_flags.json"
 
 # Source files that define the serve parser and the config dataclasses it draws from.
 _SOURCE_PREFIXES = ("vllm/config/", "vllm/engine/", "vllm/entrypoints/common/")
-_SOURCE_FILES = ("vllm/envs.py", "vllm/entrypoints/cli/serve.py")
+_SOURCE_FILES = ("vllm/envs.py", "vllm/entrypoints/cli/serve.py", "vllm/utils/argparse_utils.py")
+_ARGPARSE_MODULE = "vllm/utils/argparse_utils.py"
+_INVERSE_PREFIXES = {"--enable-": "--disable-", "--disable-": "--enable-"}
+
+
+def enable_disable_inverses(modules: dict[str, ast.Module]) -> bool:
+    """Whether the release's parser registers an action for BooleanOptionalAction that adds the
+    `--enable-x`/`--disable-x` inverse (a `self.register("action", BooleanOptionalAction, X)` call
+    whose class X names the inverse prefixes)."""
+    module = modules.get(_ARGPARSE_MODULE)
+    if module is None:
+        return False
+    registered = {
+        _name_of(call.args[2])
+        for call in ast.walk(module)
+        if isinstance(call, ast.Call) and _name_of(call.func).endswith("register") and len(call.args) == 3
+        and _const(call.args[0]) == "action" and _name_of(call.args[1]).endswith("BooleanOptionalAction")
+    }
+    for node in ast.walk(module):
+        if isinstance(node, ast.ClassDef) and node.name in registered:
+            strings = {_const(c) for c in ast.walk(node) if isinstance(c, ast.Constant)}
+            if {"--enable-", "--disable-"} <= strings:
+                return True
+    return False
 _PARSER_MODULE = "vllm/entrypoints/common/cli_args.py"
 _PARSER_FUNCTION = "make_arg_parser"
 
@@ -412,6 +441,7 @@ def extract(wheel: Path) -> dict:
                 entry["aliases"].append(alias)
         entry["takes_value"] = opt.kind in {"value", "optional_value"}
         entry["negatable"] = opt.kind == "bool"
+    inverses = enable_disable_inverses(modules)
     accepted: set[str] = set()
     for name, entry in flags.items():
         accepted.add(name)
@@ -419,6 +449,11 @@ def extract(wheel: Path) -> dict:
         if entry["negatable"]:
             # argparse.BooleanOptionalAction adds --no-<x> for every long option string.
             accepted.update(f"--no-{n[2:]}" for n in [name, *entry["aliases"]] if n.startswith("--"))
+            # vLLM's EnableDisableAction: --enable-x also answers to --disable-x, and the reverse.
+            inverse = next((new + name.removeprefix(old) for old, new in _INVERSE_PREFIXES.items() if name.startswith(old)), None)
+            if inverses and inverse is not None:
+                entry["inverse"] = inverse
+                accepted.add(inverse)
     return {
         "vllm_version": wheel_version(wheel),
         "wheel": wheel.name,

@@ -97,3 +97,31 @@ def test_the_stack_s_factors_reach_a_multi_turn_model_too(tmp_path):
     after = plan_stack(load_stack_file("sf", root)).models[0].plan.chosen.goodput_rps_per_node
     assert after < 0.9 * before
     shutil.rmtree(root)
+
+
+def test_keys_that_start_with_an_underscore_are_comments_and_a_rewrite_keeps_the_top_level_ones():
+    doc = {"_comment": "fitted by hand", **_doc()}
+    doc["families"]["cdna3"]["_why"] = "bench of 2026-11"
+    doc["families"]["cdna3"]["factors"]["_note"] = "x"
+    doc["families"]["_cdna4"] = {"factors": {}}  # commented out
+    doc["observations"] = [{"_seen": 1, "model": "m"}]
+    factors = stack_factors_from_json(doc, "s", "f")
+    assert list(factors.families) == ["cdna3"] and factors.observations == ({"model": "m"},)
+    written = factors.to_json()
+    assert written["_comment"] == "fitted by hand" and list(written)[0] == "_comment"
+    assert "_why" not in json.dumps(written["families"])
+
+
+def test_an_efficiency_table_reads_comments_and_refuses_other_unknown_keys(tmp_path):
+    from infra.planner.efficiency import load_efficiency as load
+
+    table = json.loads((__import__("infra.planner.efficiency", fromlist=["DEFAULT_PATH"]).DEFAULT_PATH).read_text())
+    table["_comment"] = "a copy to try other factors"
+    table["families"]["default"]["_note"] = "kept"
+    path = tmp_path / "efficiency.json"
+    path.write_text(json.dumps(table))
+    assert load(path).for_family("cdna3", moe=True) == load_efficiency().for_family("cdna3", moe=True)
+    table["familes"] = {}
+    path.write_text(json.dumps(table))
+    with pytest.raises(UserError, match="unknown key.s. familes"):
+        load(path)

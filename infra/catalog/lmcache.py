@@ -23,6 +23,7 @@ own vLLM image, `lmcache/vllm-openai`. Any other image is the user's build: noth
 from __future__ import annotations
 
 from infra.catalog import versions
+from infra.catalog.engine_images import repository
 
 SERVER_MIN_VERSION = (0, 4, 3)  # the first LMCache release with `lmcache server`
 EVICTION_POLICY = "LRU"  # the policy of the server's L1 buffer (choices: LRU, ARC, IsolatedLRU, noop)
@@ -40,19 +41,9 @@ _WITH = {
 }
 
 
-def _repository(image: str) -> str:
-    name = image.partition("@")[0]
-    last = name.rsplit("/", 1)
-    if ":" in last[-1]:
-        name = name.rsplit(":", 1)[0]
-    for registry in ("docker.io/library/", "docker.io/", "index.docker.io/"):
-        name = name.removeprefix(registry)
-    return name
-
-
 def lmcache_in_image(image: str) -> tuple[bool | None, str]:
     """(whether `image` carries LMCache — None when it cannot be told —, why)."""
-    repo = _repository(image)
+    repo = repository(image)
     if repo in _WITH:
         return True, _WITH[repo]
     if repo in _WITHOUT:

@@ -58,24 +58,15 @@ def _alias_to_canonical() -> dict[str, str]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _inverse_to_canonical() -> dict[str, str]:
+    """`--disable-prefix-caching` → `--enable-prefix-caching` (the option whose `inverse` it is)."""
+    return {entry["inverse"]: canonical for canonical, entry in vllm_flags()["flags"].items() if entry.get("inverse")}
+
+
 def flag_tokens(args: list[str]) -> list[str]:
     """The option tokens of an argument list, skipping the values of options that take one."""
-    data = vllm_flags()
-    takes_value = set(data["takes_value"])
-    tokens: list[str] = []
-    i = 0
-    while i < len(args):
-        token = args[i]
-        if token.startswith("-") and not _NUMBER.match(token):
-            tokens.append(token)
-            canonical = canonical_flag(token)
-            optional = data["flags"].get(canonical, {}).get("kind") == "optional_value"
-            if "=" not in token and canonical in takes_value and not optional and i + 1 < len(args):
-                i += 1  # skip the value, which may itself start with '-' (e.g. a negative number)
-            elif "=" not in token and token.startswith("-O") and token == "-O" and i + 1 < len(args):
-                i += 1
-        i += 1
-    return tokens
+    return [args[i] for i in option_indices(args)]
 
 
 def unknown_flags(args: list[str]) -> list[str]:
@@ -96,3 +87,54 @@ def unknown_env_vars(env: dict[str, str]) -> list[str]:
     """`VLLM_*` variables vLLM does not read in the pinned release (silently ignored otherwise)."""
     known = set(vllm_flags()["env_vars"])
     return sorted(k for k in env if k.startswith("VLLM_") and k not in known)
+
+
+def option_indices(args: list[str]) -> list[int]:
+    """The positions of the option tokens in an argument list (`flag_tokens`, by index)."""
+    data = vllm_flags()
+    takes_value = set(data["takes_value"])
+    out: list[int] = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token.startswith("-") and not _NUMBER.match(token):
+            out.append(i)
+            canonical = canonical_flag(token)
+            optional = data["flags"].get(canonical, {}).get("kind") == "optional_value"
+            inline = "=" in token or (token.startswith("-O") and token != "-O" and not token.startswith("--"))  # -O3
+            if not inline and (canonical in takes_value and not optional or token == "-O") and i + 1 < len(args):
+                i += 1  # skip the value, which may itself start with '-' (e.g. a negative number)
+        i += 1
+    return out
+
+
+def flag_setting(token: str) -> tuple[str, bool | None] | None:
+    """What one option token sets, as vLLM's parser stores it: (dest, True/False) for a boolean
+    (`--enable-prefix-caching`, `--no-enable-prefix-caching`: argparse's BooleanOptionalAction
+    writes one dest from both), (dest, None) for an option that takes a value; None for a token
+    the pinned release does not know."""
+    flags = vllm_flags()["flags"]
+    canonical = canonical_flag(token)
+    entry = flags.get(canonical)
+    if entry is not None:
+        return entry["dest"], (True if entry["kind"] in ("bool", "store_true") else None)
+    inverse = _inverse_to_canonical().get(canonical)
+    if inverse is not None:  # vLLM 0.33's EnableDisableAction: --disable-x sets --enable-x's dest off
+        return flags[inverse]["dest"], False
+    if canonical.startswith("--no-"):
+        positive = flags.get("--" + canonical.removeprefix("--no-"))
+        if positive is not None and positive.get("negatable"):
+            return positive["dest"], False
+    return None
+
+
+def option_value(args: list[str], index: int) -> str | None:
+    """The value of the option at `index` (`--x=v` or `--x v`), None for a switch."""
+    token = args[index]
+    if "=" in token:
+        return token.split("=", 1)[1]
+    if token.startswith("-O") and token != "-O" and not token.startswith("--"):
+        return token[2:]
+    if canonical_flag(token) in set(vllm_flags()["takes_value"]) and index + 1 < len(args):
+        return args[index + 1]
+    return None

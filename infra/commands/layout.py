@@ -244,10 +244,11 @@ def render_sessions(decision) -> str:
             rows.append((label, "-", "-", "-", "-", "-", "no tier: it would hold no more than the GPU cache"))
             continue
         c, hit = arm.plan.chosen, arm.hit
-        tier = f"{arm.offload.kind} {arm.offload.size_gib:g} GiB" if arm.offload else "-"
+        per = "per pod" if arm.offload and arm.offload.kind == "lmcache" else "per engine"
+        tier = f"{arm.offload.kind} {arm.offload.size_gib:g} GiB {per}" if arm.offload else "-"
         rows.append((label, c.layout.name, tier, f"{hit.total:.0%}", f"{hit.offload:.0%}",
                      f"{c.goodput_rps_per_node:.2f}", f"p90 TTFT {c.ttft_p90_ms:.0f} ms" if c.ttft_p90_ms else ""))
-    head = ("", "layout", "tier per engine", tables.right("from cache"), tables.right("reloaded"), tables.right("req/s/node"), "")
+    head = ("", "layout", "tier", tables.right("from cache"), tables.right("reloaded"), tables.right("req/s/node"), "")
     return tables.render(head, rows) + "\n" + decision.reason
 
 

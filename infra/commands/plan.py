@@ -286,7 +286,8 @@ def _prefix_cache_line(pc: dict) -> str:
     text = "without offload " + arm(pc["without_offload"])
     w = pc.get("with_offload")
     if w:
-        text += f"; with a {w['kv_offload']['size_gib']:g} GiB {w['kv_offload']['kind']} tier per engine " + arm(w)
+        per = "per pod (one LMCache server its engines share)" if w["kv_offload"]["kind"] == "lmcache" else "per engine"
+        text += f"; with a {w['kv_offload']['size_gib']:g} GiB {w['kv_offload']['kind']} tier {per} " + arm(w)
     return f"{text} — tier {'on' if pc['enabled'] else 'off'}"
 
 

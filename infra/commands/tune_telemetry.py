@@ -166,6 +166,7 @@ def run_calibrate_prometheus(args) -> int:
         provenance=_provenance(args, client, plan, all_obs, previous),
         observations=tuple(o.to_json() for o in sorted(all_obs, key=lambda o: (o.model, o.start))),
         measured=_measured(all_obs),
+        comments=previous.comments if previous else {},  # the file's top-level `_` comments stay
     )
     written = _write(root, args.stack, result, cfg) if args.write else None
     if args.json:

@@ -73,7 +73,9 @@ def _secret_mechanism(path: str, name: str = "") -> str:
     if upper in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN") or upper.startswith("HF_"):
         return "set the stack's huggingface_token secret instead (`pulumi config set --secret huggingface_token ...`); the model pods get it as HF_TOKEN"
     if upper in ("VLLM_API_KEY", "API_KEY", "OPENAI_API_KEY"):
-        return "set the stack's api_key secret instead (`pulumi config set --secret api_key ...`); the model pods get it as VLLM_API_KEY"
+        return ("set the stack's api_key secret instead (`pulumi config set --secret api_key ...`), which the front door checks "
+                "(with router.kind service every engine reads it as VLLM_API_KEY; behind a router or the gateway the engines "
+                "check an internal key of their own)")
     if ":" in path.split(".")[0] and not path.startswith(NS):
         key = path.split(".")[0].split("[")[0]
         return f"set it as a secret (`pulumi config set --secret {key} ...`), which keeps it encrypted in the stack file"
@@ -167,7 +169,13 @@ def credential_problems(values: dict[str, Any], skip: set[str] | frozenset[str] 
                 problems += _flag_problems(path, item)
                 continue
             name = key or ""
-            if TOKEN_VALUE.search(item):
+            token = TOKEN_VALUE.search(item)
+            if token and any(u.start() <= token.start() < u.end() for u in URL.finditer(item)):
+                # In a URL (its user-info, path or query): the token goes, the URL may stay.
+                problems.append(Problem(path, "is a URL with an access token in it; the URL is copied into the plan and the "
+                                              "objects (an alert link, an env var): give it without the token"))
+                continue
+            if token:
                 problems.append(Problem(path, f"looks like an access token; {_secret_mechanism(path, name)}"))
                 continue
             why = _url_problem(item)

@@ -7,6 +7,7 @@ import difflib
 import re
 from typing import Any
 
+import yaml
 from pydantic import BaseModel
 
 from infra.config.base import NS
@@ -94,6 +95,24 @@ def _yaml_float(value: str) -> str:
     return f"{m[1]}.{m[2] or '0'}e{m[3] or '+'}{m[4]}"
 
 
+def _number_as_text(value: str) -> str:
+    """Why a number arrived as text, and how to write it. Quoted (an editor, `yq`, or `pulumi config
+    set --path`, which stores anything but an integer or a boolean as a string): what unquoted YAML
+    reads as a number. An exponent YAML 1.1 (PyYAML, Pulumi) reads as text even unquoted: `1e308`
+    and `5e3`, since a YAML 1.1 float needs a dot and a signed exponent."""
+    try:
+        loaded = yaml.safe_load(value)
+    except yaml.YAMLError:
+        loaded = value
+    if isinstance(loaded, int | float) and not isinstance(loaded, bool):
+        hint = "" if isinstance(loaded, int) else " (`pulumi config set --path` stores it as text unless given `--type float`)"
+        return f"{value!r} is quoted, so it is text, not a number: write it without quotes, {value.strip()}{hint}"
+    if re.search(r"[0-9][eE][-+]?[0-9]", value):
+        return (f"{value!r} is text, not a number: YAML 1.1 reads an exponent as a number only with a dot and a sign; "
+                f"write {_yaml_float(value)} or a plain number (and unquoted)")
+    return f"{value!r} is text, not a number; write a plain number, unquoted"
+
+
 def problem_from_pydantic(err: dict, root: type[BaseModel]) -> Problem:
     """One pydantic error of the stack file (`root` its model) as a Problem at its key path."""
     loc = tuple(err["loc"])
@@ -109,12 +128,7 @@ def problem_from_pydantic(err: dict, root: type[BaseModel]) -> Problem:
     if kind == "missing":
         return Problem(path, "required key is missing")
     if kind in ("float_type", "int_type") and isinstance(value, str) and _number_text(value):
-        # YAML 1.1 (PyYAML, Pulumi) reads `1e308` and `5e3` as text: a float needs a dot and a signed exponent.
-        return Problem(
-            path,
-            f"{value!r} is text, not a number: YAML reads an exponent without a dot as a string; write "
-            f"{_yaml_float(value)} or a plain number (and unquoted)",
-        )
+        return Problem(path, _number_as_text(value))
     if kind == "finite_number":
         return Problem(path, f"{value!r} is not a finite number; give a real figure (.inf and .nan are not allowed)")
     if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):

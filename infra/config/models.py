@@ -13,6 +13,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from infra.catalog import versions
+from infra.catalog.engine_images import PINNED, STACKS, VENDOR_NAMES, image_vendor
 from infra.catalog.vllm_flags import (
     canonical_flag,
     clashes_with_service_env,
@@ -20,7 +21,9 @@ from infra.catalog.vllm_flags import (
     unknown_flags,
     vllm_flags,
 )
+from infra.config.admin_switches import admin_switch_problems
 from infra.config.base import NS, Name, StrictModel, dns_label, duplicates
+from infra.config.engine_flags import extra_args_problems, platform_switch_problems
 from infra.config.kv_offload import KvOffloadConfig, kv_offload_problems, lmcache_image_problems
 from infra.config.layout import AnyLayout, LayoutConfig, PdLayoutConfig, auto_or_layout
 from infra.config.model_keys import ModelKeys, candidate_as_model, candidate_keys, candidate_only, model_keys
@@ -190,7 +193,7 @@ class RolloutCandidateConfig(StrictModel):
     layout: LayoutConfig = Field(
         description="The candidate's colocated layout (a mapping like the model's own explicit layout; one node per replica at most)."
     )
-    image: str | None = Field(None, description="The candidate's vLLM image (explicit tag); unset: the model's image.")
+    image: str | None = Field(None, description="The candidate's vLLM image (explicit tag, built for the pool's GPU vendor, checked like the model's); unset: the model's image.")
     extra_args: VllmServeArgs | None = Field(
         None, description="The candidate's extra `vllm serve` arguments, replacing the model's; unset: the model's extra_args."
     )
@@ -233,12 +236,17 @@ class ModelConfig(StrictModel):
     slo: SloConfig = Field(description="p90 latency objectives.")
     served_model_name: str | None = Field(None, description="Name clients use in the OpenAI API; default: the source id.")
     hf_config: str | None = Field(None, description="Path (relative to the repo) to a local Hugging Face config.json for models not in the catalog.")
-    image: str | None = Field(None, description="Override the pinned vLLM image (must carry an explicit tag).")
+    image: str | None = Field(
+        None,
+        description="Override the pinned vLLM image (must carry an explicit tag, and be built for the pool's GPU vendor: an image family the catalog knows for the other vendor, e.g. the CUDA vllm/vllm-openai on an AMD pool, is refused; infra/catalog/engine_images.py).",
+    )
     extra_args: VllmServeArgs = Field(
-        default_factory=list, description="Extra `vllm serve` arguments, appended verbatim; each flag must exist in the pinned vLLM."
+        default_factory=list,
+        description="Extra `vllm serve` arguments, appended verbatim; each flag must exist in the pinned vLLM, read by its effective value (the last element that sets it wins): settings a layout key, another key or the platform owns are refused naming the owner, as are switches contradicting what the plan assumes (docs/serving.md) and vLLM's development switches where others reach the engines (docs/security.md).",
     )
     env: dict[VllmEnvName, str] = Field(
-        default_factory=dict, description="Extra container environment variables; VLLM_* names must be read by the pinned vLLM."
+        default_factory=dict,
+        description="Extra container environment variables; VLLM_* names must be read by the pinned vLLM. vLLM's development switches (VLLM_SERVER_DEV_MODE, VLLM_ALLOW_RUNTIME_LORA_UPDATING) are refused in prod and under router.kind service or gateway, noted elsewhere (docs/security.md).",
     )
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig, description="Replica autoscaling on in-flight requests and the queue (KEDA).")
     kv_offload: KvOffloadConfig = Field(
@@ -295,12 +303,14 @@ def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
             problems.append(Problem(f"{at}.pool", f"{model.pool!r} is not a pool{hint}; defined pools: {', '.join(pools)}"))
             continue
         by_pool.setdefault(model.pool, []).append(i)
-        own = model_problems(model, model_keys(i), pool, raw.model_cache.kind)
+        context = {"environment": raw.environment, "router_kind": raw.router.kind}
+        own = model_problems(model, model_keys(i), pool, raw.model_cache.kind, **context)
         problems += own
         problems += model_source_problems(model, at, base_dir)
         candidate = candidate_as_model(model)
         if candidate is not None:  # the model the rollout would promote, judged by the same checks
-            problems += candidate_only(model_problems(candidate, candidate_keys(i, model.rollout.candidate), pool, raw.model_cache.kind), own)
+            problems += candidate_only(
+                model_problems(candidate, candidate_keys(i, model.rollout.candidate), pool, raw.model_cache.kind, **context), own)
     for pool_name, indices in by_pool.items():
         if len(indices) > 1:
             models = [raw.models[i] for i in indices]
@@ -333,13 +343,15 @@ def unpinned_image(image: str | None) -> bool:
     return not tag or tag == "latest"
 
 
-def model_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cache_kind: str) -> list[Problem]:
+def model_problems(
+    model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cache_kind: str, *, environment: str, router_kind: str,
+) -> list[Problem]:
     """The checks of one model as it runs — run for each model and for the model its rollout
     candidate would become (infra/config/model_keys.py), each problem at the key as written."""
-    problems = []
+    problems = admin_switch_problems(model, keys, environment, router_kind)
     if unpinned_image(model.image):
         problems.append(Problem(keys("image"), f"{model.image!r} is not pinned; give an explicit tag other than latest"))
-    problems += extra_args_problems(model.extra_args, keys)
+    problems += extra_args_problems(model, keys) + platform_switch_problems(model, keys, pool.gpu.vendor)
     if model.kv_offload.kind != "none":
         for j, arg in enumerate(model.extra_args):
             if canonical_flag(arg) == "--kv-transfer-config":
@@ -347,21 +359,28 @@ def model_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cac
                     f"{arg!r} cannot be combined with kv_offload kind {model.kv_offload.kind}: vLLM writes the offload "
                     "connector into the KV transfer config from --kv-offloading-backend, replacing this one")))
     problems += kv_offload_problems(model, keys)
+    problems += image_vendor_problems(model, keys, pool)
     problems += lmcache_image_problems(model, keys, pool.gpu.vendor)
     problems += streamer_problems(model, keys, cache_kind)
     return problems
 
 
-def extra_args_problems(args: list[str], keys: ModelKeys) -> list[Problem]:
-    """`extra_args` flags the layout owns or that would blind the SLO rules."""
-    problems = []
-    for j, arg in enumerate(args):
-        flag = canonical_flag(arg)  # as vLLM reads it: `--tensor_parallel_size=2` and `-tp 2` included
-        if flag in _LAYOUT_FLAGS:
-            problems.append(Problem(keys(f"extra_args[{j}]"), f"{arg!r} is set by the layout; change {keys.short('layout')} instead"))
-        elif flag in _OBSERVABILITY_FLAGS:
-            problems.append(Problem(keys(f"extra_args[{j}]"), f"{arg!r} is not allowed: {_OBSERVABILITY_FLAGS[flag]}"))
-    return problems
+def image_vendor_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig) -> list[Problem]:
+    """An image built for the other GPU vendor finds no GPU on the pool's nodes and its engines
+    crash-loop: refused for the families the catalog knows (infra/catalog/engine_images.py); a
+    build the catalog cannot tell about is the user's."""
+    if model.image is None:
+        return []
+    vendor, what = image_vendor(model.image)
+    want = pool.gpu.vendor
+    if vendor is None or vendor == want:
+        return []
+    instead = (f"e.g. {PINNED[want]}; unset, the candidate runs its model's image" if keys.candidate
+               else f"e.g. the pinned {PINNED[want]}: remove {keys.short('image')}")
+    return [Problem(keys("image"), (
+        f"{model.image!r} is {what}, built for {VENDOR_NAMES[vendor]} GPUs ({STACKS[vendor]}), and pool {pool.name!r} has "
+        f"{VENDOR_NAMES[want]} GPUs ({pool.size}): its engines would find no GPU and crash-loop; give a {STACKS[want]} build "
+        f"({instead})"))]
 
 
 def model_source_problems(model: ModelConfig, at: str, base_dir: Path | None) -> list[Problem]:
@@ -463,39 +482,6 @@ def resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
             enabled = model.rollout is None and autoscaling_default(raw, model)[0]
         out.append(model.model_copy(update={"autoscaling": model.autoscaling.model_copy(update={"enabled": enabled})}))
     return out
-
-
-# Flags the layout owns; setting them through extra_args would silently fight the layout. Canonical
-# spellings only: `canonical_flag` maps underscores, `=VALUE` and short aliases (`-tp`, `-dp`) to them.
-_LAYOUT_FLAGS = {
-    "--tensor-parallel-size",
-    "--enable-expert-parallel",
-    "--data-parallel-size",
-    "--max-num-seqs",
-    "--max-num-batched-tokens",
-    "--gpu-memory-utilization",
-    "--kv-cache-dtype",
-    "--max-model-len",
-    "--served-model-name",
-    "--port",
-    # set for a replica that spans nodes (layout.nodes_per_replica; infra/render/vllm_args.py)
-    "--data-parallel-size-local",
-    "--data-parallel-address",
-    "--data-parallel-rpc-port",
-    "--data-parallel-start-rank",
-    "--headless",
-    "--nnodes",
-    "--node-rank",
-    "--master-addr",
-    "--master-port",
-}
-
-
-# Flags that would silently break the SLO rules, which read vLLM's default histogram buckets.
-_OBSERVABILITY_FLAGS = {
-    "--custom-histogram-buckets": "the SLO rules and alerts select vLLM's default TTFT/TPOT histogram "
-    "buckets by their bounds; other buckets would leave them without data and silence the burn-rate alerts",
-}
 
 
 # Flags the Spaces source sets on every replica.

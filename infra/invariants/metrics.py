@@ -28,6 +28,8 @@ from infra.invariants.objects import all_pod_templates, describe, labels
 
 VARIANT_LABEL = "inference-platform/variant"
 # Flags that remove series, by the prefix of what they remove and why.
+# What goes blind when a reader of the removed series does, by the reader's kind.
+_READER_WORDS = {"ScaledObject": "autoscaling", "PrometheusRule": "the rules and alerts", "ConfigMap": "the dashboards"}
 REMOVING_FLAGS = {
     "--disable-log-stats": ("vllm:", "turns off every vllm:* metric of the engine (vLLM builds its Prometheus stat logger "
                                       "only when it logs stats: vllm/v1/engine/async_llm.py)"),
@@ -101,7 +103,8 @@ def check_metrics(objects: list[dict], paths: KeyPaths) -> list[Problem]:
             if not blind or key is None:
                 continue
             said = "; ".join(f"{r} ({', '.join(s[:3])}{', ...' if len(s) > 3 else ''})" for r, s in sorted(blind.items()))
+            blinded = [_READER_WORDS.get(r.split()[0], r.split()[0]) for r in sorted(blind)]
             problems.append(Problem(key, (
                 f"{flag!r} {why}, and {len(blind)} object(s) of this plan read them for model {model}: {said}; "
-                "autoscaling and the SLO alerts would go blind: remove it")))
+                f"{' and '.join(dict.fromkeys(blinded))} would go blind: remove it")))
     return list(dict.fromkeys(problems))

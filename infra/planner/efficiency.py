@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 
-from infra.errors import UserError
+from infra.errors import UserError, json_kind
+from infra.json_comments import without_comments
 
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "catalog" / "efficiency.json"
 FORMAT_VERSION = 2
@@ -188,9 +189,12 @@ def _round(values: dict) -> dict:
 
 def _from(cls, data: dict, base, where: str):
     known = {f.name for f in fields(cls)}
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: {json_kind(data)} where an object of factors belongs")
     unknown = sorted(set(data) - known)
     if unknown:
-        raise UserError(f"{where}: unknown factor(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise UserError(f"{where}: unknown factor(s) {', '.join(unknown)}; known: {', '.join(sorted(known))} "
+                        "(a key that starts with `_` is a comment)")
     try:
         value = replace(base, **{k: float(v) for k, v in data.items()})
     except (TypeError, ValueError) as err:
@@ -198,7 +202,18 @@ def _from(cls, data: dict, base, where: str):
     return value.clamped() if hasattr(value, "clamped") else value
 
 
+# The keys of an efficiency table file; keys that start with `_` are comments (infra/json_comments.py).
+TABLE_KEYS = ("format", "fitted_by", "fitted_at", "families", "engines", "cells", "uncertainty")
+
+
 def table_from_json(doc: dict, where: str = "efficiency.json") -> EfficiencyTable:
+    doc = without_comments(doc)
+    if not isinstance(doc, dict):
+        raise UserError(f"{where}: {json_kind(doc)} where an object belongs")
+    unknown = sorted(set(doc) - set(TABLE_KEYS))
+    if unknown:
+        raise UserError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(TABLE_KEYS)} "
+                        "(a key that starts with `_` is a comment)")
     if doc.get("format") != FORMAT_VERSION:
         raise UserError(f"{where}: format {doc.get('format')!r} is not supported; expected {FORMAT_VERSION}")
     fams = doc.get("families") or {}

@@ -128,6 +128,8 @@ def hit_for(
         affinity=router_affinity(layout) / engines,
         reload_s_per_token=reload_s_per_token(gpu, candidate),
         prefill_s_per_token=prefill_s_per_token(arch, gpu, layout),
+        # the pod's one LMCache server serves every rank of the replica the router sent the turn to
+        offload_affinity=router_affinity(layout) if offload is not None and offload.kind == "lmcache" else None,
     )
 
 

@@ -93,18 +93,27 @@ def prefix_hit(
     affinity: float,
     reload_s_per_token: float,
     prefill_s_per_token: float,
+    offload_affinity: float | None = None,
 ) -> PrefixHit:
     """Hit rates of one engine's cache (a DP rank of a replica: its own KV cache and scheduler).
 
-    gpu_tokens / offload_tokens: the engine's GPU KV capacity and its offload tier's, in tokens;
-    rps_per_engine: the requests/s it serves; affinity: chance the next turn comes back to it
-    (1 with session-sticky routing to a replica of one engine).
+    gpu_tokens / offload_tokens: the engine's GPU KV capacity and its share of the offload tier, in
+    tokens; rps_per_engine: the requests/s it serves; affinity: chance the next turn comes back to
+    it (1 with session-sticky routing to a replica of one engine). offload_affinity: chance the next
+    turn comes back to an engine that reads the same tier (default: `affinity`, a tier of its own).
+    A tier the replica's data-parallel engines share (LMCache's one server per pod) serves a turn
+    that lands on another rank of the same replica too, from the tier alone: its share of the tier
+    over its share of the touches is the whole tier over the whole replica's, so the survival is the
+    same.
     """
     touch = rps_per_engine * (input_tokens + output_tokens)
     p_gpu = survival(gpu_tokens, touch, shape.think_time_s)
     p_any = survival(max(gpu_tokens, offload_tokens), touch, shape.think_time_s)
+    p_tier = survival(offload_tokens, touch, shape.think_time_s)
+    elsewhere = max(0.0, (affinity if offload_affinity is None else offload_affinity) - affinity)
     reuse = shape.reusable_share * affinity
-    gpu, offload = reuse * p_gpu, reuse * (p_any - p_gpu)
+    gpu = reuse * p_gpu
+    offload = reuse * (p_any - p_gpu) + shape.reusable_share * elsewhere * p_tier
     credit = max(0.0, 1.0 - reload_s_per_token / prefill_s_per_token) if prefill_s_per_token > 0 else 0.0
     # a turn that hits carries the history of k − 1 earlier turns; over k = 2..T that is T/2 turns
     history_tokens = shape.turns / 2.0 * (shape.new_tokens_per_turn + output_tokens)

@@ -173,3 +173,23 @@ def lmcache_image_notes(cfg) -> list[str]:
                              f"it must carry LMCache {'.'.join(map(str, SERVER_MIN_VERSION))} or later, or vLLM starts "
                              "without its tier (the pod logs say `lmcache: not found`)")
     return notes
+
+
+def admin_switch_notes(cfg) -> list[str]:
+    """vLLM switches that add administrative routes, behind a router in dev or staging (the config
+    refuses them in prod and under router.kind service or gateway: infra/config/admin_switches.py)."""
+    from infra.config.admin_switches import admin_switch_note, switches_on
+    from infra.config.model_keys import candidate_as_model, candidate_keys, model_keys
+
+    notes = []
+    for i, model in enumerate(cfg.models):
+        seen = set()
+        candidate = candidate_as_model(model)
+        for which, keys in ((model, model_keys(i)), (candidate, candidate_keys(i, model.rollout.candidate) if candidate else None)):
+            if which is None:
+                continue
+            for on in switches_on(which, keys)[0]:
+                if on.key not in seen:
+                    seen.add(on.key)
+                    notes.append(admin_switch_note(model, keys, on))
+    return notes

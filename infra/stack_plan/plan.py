@@ -57,6 +57,7 @@ from infra.stack_plan.monitoring import (
 )
 from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 from infra.stack_plan.notes import (
+    admin_switch_notes,
     lmcache_image_notes,
     open_front_door_notes,
     override_notes,
@@ -244,7 +245,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         candidate_service_spec(service, m.config, m.rollout) for m, service in zip(models, services, strict=True) if m.rollout
     )
     router = router_spec(cfg, models, services, cluster.system_node_selector)
-    notes = [*notes, *open_front_door_notes(cfg.router), *override_notes(cfg), *lmcache_image_notes(cfg)]
+    notes = [*notes, *open_front_door_notes(cfg.router), *override_notes(cfg), *lmcache_image_notes(cfg), *admin_switch_notes(cfg)]
     observability = observability_spec(cfg, models, cluster.system_node_selector)
     gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
     autoscaling = autoscaling_spec(prefix, models, cluster.system_node_selector)

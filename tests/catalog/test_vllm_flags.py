@@ -215,11 +215,24 @@ def test_flag_tokenizer_follows_vllm_parser_conventions():
 
 
 def test_extra_args_with_a_flag_the_release_does_not_know_is_a_user_error():
-    opts = ServeOptions(source="org/m", served_model_name="m", extra_args=("--disable-log-requests",))
+    opts = ServeOptions(source="org/m", served_model_name="m", extra_args=("--disable-log-request",))
     with pytest.raises(UserError) as err:
         vllm_serve_args(Layout(), opts, path="models[m]")
-    assert "models[m].extra_args" in str(err.value) and "--disable-log-requests" in str(err.value)
+    assert "models[m].extra_args" in str(err.value) and "--disable-log-request" in str(err.value)
     assert versions.VLLM_VERSION in str(err.value)
+
+
+def test_the_enable_disable_inverse_of_vllm_0_33_is_known():
+    """vLLM 0.33's EnableDisableAction: `--enable-x` also answers to `--disable-x` and the reverse
+    (vllm/utils/argparse_utils.py); the inverse writes the same setting, off."""
+    from infra.catalog.vllm_flags import flag_setting
+
+    assert unknown_flags(["--disable-log-requests", "--disable-prefix-caching", "--enable-nccl-for-dp-synchronization"]) == []
+    assert flag_setting("--disable-prefix-caching") == ("enable_prefix_caching", False)
+    assert flag_setting("--disable_chunked_prefill") == ("enable_chunked_prefill", False)
+    assert flag_setting("--enable-nccl-for-dp-synchronization") == ("disable_nccl_for_dp_synchronization", False)
+    assert flag_setting("--no-disable-fastapi-docs") == ("disable_fastapi_docs", False)
+    assert flag_setting("--disable-log-stats") == ("disable_log_stats", True)  # store_true: no inverse
 
 
 def test_extra_args_cannot_silently_override_the_layout():

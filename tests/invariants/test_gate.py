@@ -26,6 +26,7 @@ def test_a_committed_stack_passes_the_gate():
 def test_a_model_named_like_another_models_pd_router_is_stopped_before_up():
     values, secrets = stack_values("prod")
     values[NS + "models"][0]["layout"] = "p1tp4-d1tp4"
+    del values[NS + "models"][0]["workload"]["prefix_cache_hit_rate"]  # MoRI-IO runs without prefix caching
     values[NS + "models"][1]["name"] = "qwen3-235b-pd-router"
     (problem,) = check_before_up(_plan(values, secrets), ROOT)
     assert problem.path == NS + "models[1].name"

@@ -101,3 +101,14 @@ def test_more_cache_never_predicts_a_lower_hit_rate(gpu_a, gpu_extra, off_a, off
         assert bigger.effective >= small.effective - 1e-12
     assert more_gpu.gpu >= small.gpu - 1e-12
     assert 0.0 <= small.total <= 1.0
+
+
+def test_a_tier_shared_by_the_ranks_serves_turns_that_land_on_another_rank():
+    """LMCache's one server per pod: a turn the dp front end sends to another rank of the replica
+    misses that rank's GPU cache but finds the history in the shared tier (issue 37 follow-up)."""
+    args = dict(input_tokens=2000, output_tokens=200, rps_per_engine=0.5, reload_s_per_token=1e-6, prefill_s_per_token=1e-4)
+    own = prefix_hit(SHAPE, gpu_tokens=5e4, offload_tokens=5e5, affinity=1 / 8, **args)
+    shared = prefix_hit(SHAPE, gpu_tokens=5e4, offload_tokens=5e5, affinity=1 / 8, offload_affinity=1.0, **args)
+    assert shared.gpu == own.gpu and shared.offload > 4 * own.offload
+    assert shared.total <= SHAPE.reusable_share + 1e-9
+    assert prefix_hit(SHAPE, gpu_tokens=5e4, offload_tokens=0.0, affinity=1 / 8, offload_affinity=1.0, **args).offload == 0.0
