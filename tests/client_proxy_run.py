@@ -99,7 +99,8 @@ def start_client_proxy(tmp: Path, spec: RouterSpec, *, upstream_port: int, keys:
 @dataclass
 class StubUpstream:
     """Stands in for the loopback-bound router: records each request's path and Authorization;
-    `/v1/stream` answers in `chunks` pieces `gap_s` apart (a streamed completion)."""
+    `/v1/completions` answers in `chunks` pieces `gap_s` apart (a streamed completion; the proxy
+    passes only the exact client routes, so the stream rides on one of them)."""
 
     seen: list[tuple[str, str | None]] = field(default_factory=list)
     chunks: int = 6
@@ -125,7 +126,7 @@ class StubUpstream:
                 if length:
                     self.rfile.read(length)
                 stub.seen.append((self.path, self.headers.get("Authorization")))
-                if self.path.startswith("/v1/stream"):
+                if self.path == "/v1/completions":
                     piece = b"data: token\n\n"
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")

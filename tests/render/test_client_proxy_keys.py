@@ -100,7 +100,7 @@ def _wait_status(url: str, auth: str, want: int, timeout: float = 15) -> float:
 def test_a_changed_key_file_is_live_after_a_reload_and_open_streams_finish(proxy, upstream):
     upstream.chunks, upstream.gap_s = 8, 0.5  # a 4 s streamed answer
     conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=20)
-    conn.request("POST", "/v1/stream", body=b"{}", headers={"Authorization": f"Bearer {KEYS['ci-2026q4']}"})
+    conn.request("POST", "/v1/completions", body=b"{}", headers={"Authorization": f"Bearer {KEYS['ci-2026q4']}"})
     resp = conn.getresponse()
     assert resp.status == 200
     first = resp.read(len(b"data: token\n\n"))
