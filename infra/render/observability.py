@@ -138,6 +138,9 @@ class MonitoringSettings:
     # The router's (and the gateway proxies') namespace; engines, P/D routers and pickers live in
     # their models' namespace (ObservedModel.namespace).
     front_door_namespace: str = "inference"
+    # Whether a vllm-router runs (router.kind session/prefix/round-robin). Under kind service or
+    # gateway there is none, and a `router` PodMonitor would watch pods that never exist.
+    router_deployed: bool = True
 
 
 @dataclass(frozen=True)
@@ -414,7 +417,9 @@ def render_pod_monitors(
             },
             "router": {"matchLabels": {"app.kubernetes.io/name": "router", "app.kubernetes.io/part-of": "inference-platform"}},
         }
-        components = [("vllm", "http"), ("router", settings.router_metrics_port)]
+        components = [("vllm", "http")]
+        if settings.router_deployed:
+            components.append(("router", settings.router_metrics_port))
         pd_namespaces = sorted({m.namespace for m in models if m.pd is not None})
         if pd_namespaces:
             selectors[PD_ROUTER_COMPONENT] = {

@@ -107,6 +107,7 @@ def observability_spec(cfg: StackConfig, models: list[ModelFacts], system_node_s
             alert_slack_channel=obs.alert_receiver.channel,
             runbook_url=obs.runbook_url,
             front_door_namespace=INFERENCE_NAMESPACE,
+            router_deployed=cfg.router.kind not in ("service", "gateway"),
         ),
         models=tuple(observed_models(models)),
         gpu=gpu_runtime_facts(cfg),
