@@ -183,6 +183,9 @@ def generated_stack(n_models: int) -> dict:
         })
     cfg["inference-platform:gpu_pools"] = pools
     cfg["inference-platform:models"] = models
+    # Every distinct checkpoint plus each model's compile cache must fit the shared cache (the plan
+    # refuses a cache that cannot hold what is written to it).
+    cfg["inference-platform:model_cache"]["size_gib"] = 4096
     return copy.deepcopy(doc)
 
 

@@ -26,6 +26,7 @@ from infra.config.base import NS, Name, StrictModel, dns_label, duplicates
 from infra.config.engine_flags import extra_args_problems, platform_switch_problems
 from infra.config.kv_offload import KvOffloadConfig, kv_offload_problems, lmcache_image_problems
 from infra.config.layout import AnyLayout, LayoutConfig, PdLayoutConfig, auto_or_layout
+from infra.config.model_env import endpoint_problems, platform_env_problems
 from infra.config.model_keys import ModelKeys, candidate_as_model, candidate_keys, candidate_only, model_keys
 from infra.config.observability import observability_on
 from infra.config.pools import GpuPoolConfig
@@ -246,7 +247,7 @@ class ModelConfig(StrictModel):
     )
     env: dict[VllmEnvName, str] = Field(
         default_factory=dict,
-        description="Extra container environment variables; VLLM_* names must be read by the pinned vLLM. vLLM's development switches (VLLM_SERVER_DEV_MODE, VLLM_ALLOW_RUNTIME_LORA_UPDATING) are refused in prod and under router.kind service or gateway, noted elsewhere (docs/security.md).",
+        description="Extra container environment variables; VLLM_* names must be read by the pinned vLLM; names the platform sets (HF_HOME, HF_HUB_OFFLINE, the compile and S3 settings: infra/catalog/engine_env.py) are refused naming their owner, and an endpoint (HF_ENDPOINT, OTEL_EXPORTER_OTLP_*) must be a URL outside link-local space. vLLM's development switches (VLLM_SERVER_DEV_MODE, VLLM_ALLOW_RUNTIME_LORA_UPDATING) are refused in prod and under router.kind service or gateway, noted elsewhere (docs/security.md).",
     )
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig, description="Replica autoscaling on in-flight requests and the queue (KEDA).")
     kv_offload: KvOffloadConfig = Field(
@@ -362,6 +363,7 @@ def model_problems(
     problems += image_vendor_problems(model, keys, pool)
     problems += lmcache_image_problems(model, keys, pool.gpu.vendor)
     problems += streamer_problems(model, keys, cache_kind)
+    problems += platform_env_problems(model, keys) + endpoint_problems(model, keys)
     return problems
 
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from infra.catalog import host_memory, versions
+from infra.catalog.engine_env import PLATFORM_ENV
 from infra.catalog.gpus import GpuSize
 from infra.catalog.vllm_flags import VLLM_PORT, clashes_with_service_env, unknown_env_vars
 from infra.domain import KvOffload, Layout
@@ -322,6 +323,8 @@ def validate_spec(spec: ModelServiceSpec, path: str | None = None) -> None:
         problems.append(Problem(f"{path}.estimated_load_seconds", "must be positive"))
     for var in unknown_env_vars(dict(spec.env)):
         problems.append(Problem(f"{path}.env", f"{var} is not read by the pinned vLLM release"))
+    for var in sorted(set(spec.env) & set(PLATFORM_ENV)):
+        problems.append(Problem(f"{path}.env", f"{var} is set by the platform from {PLATFORM_ENV[var]}"))
     if problems:
         raise UserError(problems)
 

@@ -66,6 +66,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.catalog.engine_env import (
+    ENDPOINT_ENV,
+    ENDPOINT_FLAGS,
+    endpoint_host,
+    literal_address,
+    metadata_space,
+)
 from infra.render.cilium_policy import (
     DEVICE_EXPORTER_PORT,
     KUBELET_PORT,
@@ -222,22 +229,12 @@ def endpoint_egress(url: str, vpc_cidr: str) -> dict[str, Any] | None:
     """The egress rule for one endpoint a setting names (`models[].env.HF_ENDPOINT`, an OTLP
     collector): an IP literal → that address; `<svc>.<ns>.svc[...]` → the pods of that namespace;
     any other host name → the VPC (an in-VPC mirror) and the internet, on the URL's port. None for
-    what is not a URL (the config refuses those)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url if "://" in url else f"//{url}")
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    if not host:
-        return None
-    port = port or {"https": 443, "http": 80, "grpc": 4317}.get(parts.scheme, 443)
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        address = None
+    what is not a URL and for a link-local address (the config refuses both: infra/config/model_env.py)."""
+    host, port, scheme = endpoint_host(url)
+    if not host or metadata_space(host):
+        return None  # the config refuses both; the metadata address is never opened, whatever asks
+    port = port or {"https": 443, "http": 80, "grpc": 4317}.get(scheme, 443)
+    address = literal_address(host)
     if address is not None:
         return {"to": [{"ipBlock": {"cidr": f"{address}/{address.max_prefixlen}"}}], "ports": _ports(port)}
     labels = host.split(".")
@@ -628,11 +625,6 @@ def network_policy_spec(
         device_exporter_scrape=observability is not None and observability.gpu.scrape_amd_exporter
         and observability.gpu.resolved_exporter_namespace == "kube-system",
     )
-
-
-# Settings that name an endpoint the engines call: the model hub (a mirror), OTLP collectors.
-ENDPOINT_ENV = ("HF_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-ENDPOINT_FLAGS = ("--otlp-traces-endpoint",)
 
 
 def declared_endpoints(services) -> tuple[tuple[str, str, str], ...]:

@@ -509,8 +509,8 @@ def test_a_plain_text_secret_in_model_env_is_refused(name, value, points_to):
 
 def test_counts_and_switches_named_like_secrets_are_not_secrets():
     values, secrets = stack_values("dev")
-    _set("models[0].env", {"VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD": "1024", "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "INFO"})(values)
-    assert _load(values, secrets, stack="dev").models[0].env["HF_HUB_OFFLINE"] == "1"
+    _set("models[0].env", {"VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD": "1024", "HF_HUB_ETAG_TIMEOUT": "30", "VLLM_LOGGING_LEVEL": "INFO"})(values)
+    assert _load(values, secrets, stack="dev").models[0].env["HF_HUB_ETAG_TIMEOUT"] == "30"
 
 
 def test_a_request_longer_than_the_model_context_is_refused():
