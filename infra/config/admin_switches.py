@@ -9,8 +9,9 @@ Who reaches an engine's :8000 depends on the front door (infra/render/network_po
 - a router (session, prefix, round-robin): only the front door's pods, Prometheus and the model's
   own pods; the client proxy forwards `/v1/` and the probe paths only (infra/render/router.py).
 So a switch is refused in prod (vLLM marks each one for development only) and under kinds service
-and gateway in any environment; behind a router in dev and staging the plan notes it. A value vLLM
-cannot read (VLLM_SERVER_DEV_MODE=true: it parses an integer) is refused everywhere.
+and gateway in any environment (that reads router.kind: infra/config/cross_checks.py
+`admin_switch_problems`); behind a router in dev and staging the plan notes it. A value vLLM cannot
+read (VLLM_SERVER_DEV_MODE=true: it parses an integer) is refused everywhere (`switches_on`).
 """
 
 from __future__ import annotations
@@ -70,37 +71,15 @@ def switches_on(model: ModelConfig, keys: ModelKeys) -> tuple[list[SwitchOn], li
     return found, problems
 
 
-def _offer(s: AdminSwitch) -> str:
+def offer(s: AdminSwitch) -> str:
+    """What a switch that is on opens, and to whom."""
     guard = "to any client holding an API key" if s.keyed else "without a key"
     return f"makes vLLM serve {', '.join(s.routes)} {guard}, through which a caller could {s.does} (vLLM: development only)"
-
-
-def _refusal(environment: str, router_kind: str, s: AdminSwitch) -> str | None:
-    """Why a switch that is on is refused here; None: the plan notes it."""
-    if router_kind == "service":
-        reach = "every client with the key" if s.keyed else "every pod of the cluster"
-        fix = "" if s.keyed else ", or put a router in front (kind session, prefix or round-robin: its client proxy forwards /v1/ only)"
-        return f"with router.kind service {reach} reaches the engines' :8000 directly: remove it{fix}"
-    if router_kind == "gateway":
-        return ("under router.kind gateway the gateway forwards a request on any path whose body names the model to the "
-                "engines, so every client it admits could: remove it")
-    if environment == "prod":
-        return "prod refuses it: remove it"
-    return None
-
-
-def admin_switch_problems(model: ModelConfig, keys: ModelKeys, environment: str, router_kind: str) -> list[Problem]:
-    found, problems = switches_on(model, keys)
-    for on in found:
-        why = _refusal(environment, router_kind, on.switch)
-        if why is not None:
-            problems.append(Problem(on.key, f"{on.written!r} {_offer(on.switch)}; {why}"))
-    return problems
 
 
 def admin_switch_note(model: ModelConfig, keys: ModelKeys, on: SwitchOn) -> str:
     """The plan's note for a switch behind a router in dev or staging (nothing refuses it there)."""
     clients = "; clients with a key reach /v1/ routes through the front door" if on.switch.keyed else ""
-    return (f"model {model.name}: {on.key.split(':', 1)[-1]}: {on.written!r} {_offer(on.switch)}; only the front door's pods, "
+    return (f"model {model.name}: {on.key.split(':', 1)[-1]}: {on.written!r} {offer(on.switch)}; only the front door's pods, "
             f"Prometheus and the model's own pods reach the engines' :8000 here (the client proxy forwards /v1/ only){clients}; "
             "prod, router.kind service and router.kind gateway refuse it")

@@ -8,7 +8,8 @@ named `default`. Nothing set: one key named `default` is generated at `pulumi up
 
 Pure functions: the names are checked wherever the stack is read (the offline plan sees only
 names and `secure:` ciphertexts); the keys themselves only at `pulumi up`, where the program holds
-them (`key_value_problems`). No message ever quotes a key.
+them (`key_value_problems`). No message ever quotes a key. (Whether the front door checks them
+reads the router: infra/config/cross_checks.py `client_key_problems`.)
 """
 
 from __future__ import annotations
@@ -101,34 +102,6 @@ def key_value_problems(keys: Mapping[str, Any], path_of: Mapping[str, str]) -> l
         elif not _KEY_VALUE.match(key):
             problems.append(Problem(at, f"the key holds characters a bearer token may not: use {KEY_ALPHABET_RULE}"))
     return problems
-
-
-def front_door_problems(keys: ClientKeys, router_kind: str, api_keys_path: str, *, checked: bool = True) -> list[Problem]:
-    """Several keys need a front door: without one (router.kind service) each engine checks the
-    client key itself, and vLLM reads one key from VLLM_API_KEY (several only on its command
-    line, where `ps` would show them). Keys given to a front door that checks none
-    (`checked` false: a gateway with authentication none) would protect nothing: refused, as a
-    user who names keys expects them to be checked."""
-    if not checked and not keys.generated:
-        return [
-            Problem(
-                api_keys_path,
-                f"gives {len(keys.names)} client key(s) ({', '.join(keys.names)}), but router.gateway.authentication is none: "
-                "the gateway checks no client key, so they would let nobody in and keep nobody out; set "
-                "router.gateway.authentication: api-key, or remove the keys (`pulumi config rm --path 'api_keys.<name>'`, "
-                "`pulumi config rm api_key`)",
-            )
-        ]
-    if keys.several and router_kind == "service":
-        return [
-            Problem(
-                api_keys_path,
-                f"{len(keys.names)} keys ({', '.join(keys.names)}) need a front door that checks them: set router.kind to "
-                "session, prefix, round-robin or gateway, or keep one key (router.kind service: each engine checks the key itself, "
-                "and vLLM takes one key from its environment)",
-            )
-        ]
-    return []
 
 
 def key_names_note(keys: ClientKeys, *, front_door: bool, checked: bool = True) -> str:

@@ -1,26 +1,20 @@
 """`cluster:` — the DOKS cluster: version, HA, protection, system pool, maintenance window, API
-allow-list; and which pinned charts and images the stack deploys (their Kubernetes support)."""
+allow-list. (Whether the version suits the pinned charts and images the stack deploys reads every
+other section: infra/config/cross_checks.py `pinned_version_problems`.)"""
 
 from __future__ import annotations
 
 import difflib
 import re
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
 from infra.catalog import doks
 from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH
-from infra.compat import unsupported_pins
 from infra.config.allow_lists import AllowedCidr
 from infra.config.base import NS, StrictModel
-from infra.config.models import resolve_autoscaling
-from infra.config.observability import observability_on
-from infra.config.router import install_gateway_api_crds
 from infra.errors import Problem
-
-if TYPE_CHECKING:
-    from infra.config.stack import StackInput
 
 _HHMM = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
 # DigitalOcean's CPU Droplet slugs: `c-<vcpus>` (CPU-optimized), else `<family>-<n>vcpu-<ram>`
@@ -114,46 +108,12 @@ class ClusterConfig(StrictModel):
     )
 
 
-def pins_in_use(raw: StackInput) -> list[str]:
-    """The pinned charts and images this stack deploys (infra/catalog/support_matrix.yaml names)."""
-    pins = []
-    if any(p.gpu.vendor == "amd" for p in raw.gpu_pools):
-        pins.append("vllm-rocm")
-        if raw.gpu_runtime.mode == "device-plugin":
-            pins += ["rocm-device-plugin", "rocm-node-labeller"]
-        elif raw.gpu_runtime.mode == "gpu-operator":
-            pins += ["amd-gpu-operator", "cert-manager"]
-    if any(p.gpu.vendor == "nvidia" for p in raw.gpu_pools):
-        pins.append("vllm-cuda")
-    if observability_on(raw):
-        pins.append("kube-prometheus-stack")
-        names = [p.name for p in raw.gpu_pools]
-        if len(set(names)) == len(names) and all(m.pool in names for m in raw.models):
-            if any(m.autoscaling.enabled for m in resolve_autoscaling(raw)):
-                pins.append("keda")
-    if raw.router.kind == "gateway":
-        pins += ["agentgateway", "gateway-api-inference-extension", "llm-d-router-epp"]
-        if install_gateway_api_crds(raw.router.gateway, raw.network):
-            pins.append("gateway-api")
-    elif raw.router.kind != "service":
-        pins.append("router")
-    return pins
-
-
-def check_cluster(raw: StackInput) -> list[Problem]:
-    """A Kubernetes minor outside what a pin the stack deploys supports; and an exact version with
-    auto-upgrade: DOKS moves the patch past the slug, and the next `pulumi up` would plan the slug
-    again, a downgrade, which replaces the cluster."""
-    version = raw.cluster.version
-    problems = [
-        Problem(
-            f"{NS}cluster.version",
-            f"{version!r}: the pinned {pin} supports Kubernetes {supported} only ({source.split(' @')[0].strip()}); "
-            f"use a supported minor or move the {pin} pin in infra/catalog/versions.py",
-        )
-        for pin, supported, source in unsupported_pins(doks.kubernetes_minor(version), pins=pins_in_use(raw))
-    ]
-    if doks.VERSION_SLUG.match(version) and raw.cluster.auto_upgrade:
+def check_cluster(cluster: ClusterConfig) -> list[Problem]:
+    """An exact version with auto-upgrade: DOKS moves the patch past the slug, and the next `pulumi
+    up` would plan the slug again, a downgrade, which replaces the cluster."""
+    version = cluster.version
+    problems = []
+    if doks.VERSION_SLUG.match(version) and cluster.auto_upgrade:
         problems.append(
             Problem(
                 f"{NS}cluster.version",

@@ -16,6 +16,9 @@ the plan set or assumed. Each element is read as the setting (`dest`) it writes
   plan counts prefix-cache hits). Their effective value — the last element that sets them — must
   be the one the plan assumes; the element that sets another is refused, saying what the plan
   assumed and why.
+
+(A switch the platform sets against what the workload asks — a P/D layout on AMD GPUs — reads the
+pool: infra/config/cross_checks.py `platform_switch_problems`.)
 """
 
 from __future__ import annotations
@@ -184,17 +187,3 @@ def extra_args_problems(model: ModelConfig, keys: ModelKeys) -> list[Problem]:
                 f"{args[j]!r} turns {what} {'on' if value else 'off'} (vLLM keeps the last element that sets it), but the plan "
                 f"assumes it {'on' if want else 'off'}: {why}; remove it")))
     return problems
-
-
-def platform_switch_problems(model: ModelConfig, keys: ModelKeys, vendor: str) -> list[Problem]:
-    """A switch the platform itself sets against what the workload asks the plan to assume: a
-    prefill/decode layout on AMD GPUs joins its engines with MoRI-IO, which needs prefix caching
-    off (infra/render/pd_service.py starts them with --no-enable-prefix-caching), so a
-    `prefix_cache_hit_rate` — which the P/D planner takes off every prompt's prefill — cannot hold."""
-    rate = model.workload.prefix_cache_hit_rate
-    if not (isinstance(model.layout, PdLayoutConfig) and vendor == "amd" and rate > 0):
-        return []
-    return [Problem(keys("workload.prefix_cache_hit_rate"), (
-        f"{rate:g} has the plan take {rate:.0%} of each prompt from the prefix cache, but a prefill/decode layout on AMD GPUs "
-        "joins its engines with MoRI-IO, which needs prefix caching off (the platform starts them with "
-        "--no-enable-prefix-caching): no prompt token comes from the cache; remove it, or use a colocated layout"))]

@@ -1,25 +1,56 @@
 """pydantic's errors as Problems: the key path as written in the stack file, the value, and what
-is allowed (a type named in words, a range, the allowed keys with the closest one suggested)."""
+is allowed (a type named in words, a range, the allowed keys with the closest one suggested).
+
+Knows no section: the models it walks are the root's (`StackInput`), read from their declarations,
+the tags of a discriminated union (a model's `layout:` forms) included."""
 
 from __future__ import annotations
 
 import difflib
+import functools
 import re
+import typing
 from typing import Any
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, Tag
 
 from infra.config.base import NS
-from infra.config.layout import LAYOUT_TAGS, PD_TAG, LayoutConfig, PdLayoutConfig
 from infra.errors import Problem
 
 
-def _path(loc: tuple) -> str:
+@functools.cache
+def _tagged_models(root: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """Tag → model of every discriminated union under `root` (`Annotated[LayoutConfig, Tag(...)]`):
+    pydantic puts the tag of the form it chose in an error's location, where it is not a key."""
+    tags: dict[str, type[BaseModel]] = {}
+    seen: set[type[BaseModel]] = set()
+
+    def walk(annotation: Any) -> None:
+        if typing.get_origin(annotation) is typing.Annotated:
+            inner, *metadata = typing.get_args(annotation)
+            for meta in metadata:
+                if isinstance(meta, Tag) and isinstance(inner, type) and issubclass(inner, BaseModel):
+                    tags[meta.tag] = inner
+            walk(inner)
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if annotation not in seen:
+                seen.add(annotation)
+                for field in annotation.model_fields.values():
+                    walk(field.annotation)
+        else:
+            for arg in typing.get_args(annotation):
+                walk(arg)
+
+    walk(root)
+    return tags
+
+
+def _path(loc: tuple, tags: dict[str, type[BaseModel]]) -> str:
     out = ""
     for part in loc:
-        if part == "[key]" or part in LAYOUT_TAGS:
-            continue  # pydantic's marker for a bad mapping key / the layout form chosen: not a key
+        if part == "[key]" or part in tags:
+            continue  # pydantic's marker for a bad mapping key / the union form chosen: not a key
         if isinstance(part, int):
             out += f"[{part}]"
         else:
@@ -30,11 +61,12 @@ def _path(loc: tuple) -> str:
 def _model_at(loc: tuple, root: type[BaseModel]) -> type[BaseModel] | None:
     """The pydantic model that owns the key at `loc` under `root` (for listing allowed keys)."""
     model: Any = root
+    tags = _tagged_models(root)
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
-        if part in LAYOUT_TAGS:
-            model = PdLayoutConfig if part == PD_TAG else LayoutConfig
+        if part in tags:
+            model = tags[part]
             continue
         field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
         if field is None:
@@ -116,7 +148,7 @@ def _number_as_text(value: str) -> str:
 def problem_from_pydantic(err: dict, root: type[BaseModel]) -> Problem:
     """One pydantic error of the stack file (`root` its model) as a Problem at its key path."""
     loc = tuple(err["loc"])
-    path = NS + _path(loc)
+    path = NS + _path(loc, _tagged_models(root))
     kind = err["type"]
     value = err.get("input")
     if kind == "extra_forbidden":

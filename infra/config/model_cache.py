@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -15,9 +15,6 @@ from infra.catalog.spaces import (
 )
 from infra.config.base import NS, StrictModel
 from infra.errors import Problem
-
-if TYPE_CHECKING:
-    from infra.config.stack import StackInput
 
 
 class ModelCacheConfig(StrictModel):
@@ -58,10 +55,9 @@ _SPACES_ONLY = ("bucket", "region", "prefix", "streamer_concurrency")
 _NFS_ONLY = ("size_gib", "tier")
 
 
-def check_model_cache(raw: StackInput) -> list[Problem]:
-    """Keys that only one kind reads, and the bucket's name and region (the models it streams to:
-    infra/config/models.py `streamer_problems`)."""
-    mc = raw.model_cache
+def check_model_cache(mc: ModelCacheConfig, region: str) -> list[Problem]:
+    """Keys that only one kind reads, and the bucket's name and region (`region`: the stack's; the
+    models it streams to: infra/config/cross_checks.py `streamer_problems`)."""
     at = f"{NS}model_cache"
     given = mc.model_fields_set
     problems = []
@@ -80,7 +76,7 @@ def check_model_cache(raw: StackInput) -> list[Problem]:
                 Problem(f"{at}.bucket", f"{mc.bucket!r} {why}; use 3–63 lowercase letters, digits and '-', e.g. acme-prod-weights")
             )
     region_key = "region" if mc.region is not None else None
-    region = mc.region or raw.region
+    region = mc.region or region
     if region not in SPACES_REGIONS:
         nearest = NEAREST_SPACES_REGION.get(region)
         hint = f"; set model_cache.region: {nearest} (the nearest)" if nearest and region_key is None else ""

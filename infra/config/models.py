@@ -1,19 +1,21 @@
-"""`models:` — the served models: source, pool, layout, workload, SLOs, engine flags and env,
-autoscaling; with the checks whose key is a model's (pools they name, flags the layout or the
-weight source owns, names the gateway would reuse, plain-text credentials)."""
+"""`models:` — the served models as declared: source, pool, layout, workload, SLOs, engine flags
+and env, autoscaling, kv_offload and rollout, each key with its type, default and description.
+
+The models section's own checks (the flags a layout or another key owns, a model's sessions, its
+source) are infra/config/model_checks.py; the checks that read another section too (the pool a
+model names, the front door, the weight cache) are infra/config/cross_checks.py."""
 
 from __future__ import annotations
 
 import difflib
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from infra.catalog import versions
-from infra.catalog.engine_images import PINNED, STACKS, VENDOR_NAMES, image_vendor
 from infra.catalog.vllm_flags import (
     canonical_flag,
     clashes_with_service_env,
@@ -21,16 +23,9 @@ from infra.catalog.vllm_flags import (
     unknown_flags,
     vllm_flags,
 )
-from infra.config.admin_switches import admin_switch_problems
-from infra.config.base import NS, Name, StrictModel, dns_label, duplicates
-from infra.config.engine_flags import extra_args_problems, platform_switch_problems
-from infra.config.kv_offload import KvOffloadConfig, kv_offload_problems, lmcache_image_problems
-from infra.config.layout import AnyLayout, LayoutConfig, PdLayoutConfig, auto_or_layout
-from infra.config.model_env import endpoint_problems, platform_env_problems
-from infra.config.model_keys import ModelKeys, candidate_as_model, candidate_keys, candidate_only, model_keys
-from infra.config.observability import observability_on
-from infra.config.pools import GpuPoolConfig
-from infra.config.router import EPP_SUFFIX
+from infra.config.base import Name, StrictModel, dns_label
+from infra.config.kv_offload import KvOffloadConfig
+from infra.config.layout import AnyLayout, LayoutConfig, auto_or_layout
 from infra.domain import (
     MAX_INPUT_TOKENS,
     MAX_OUTPUT_TOKENS,
@@ -41,10 +36,6 @@ from infra.domain import (
     Slo,
     Workload,
 )
-from infra.errors import Problem, UserError
-
-if TYPE_CHECKING:
-    from infra.config.stack import StackInput
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _COMMIT_HASH = re.compile(r"^[0-9a-f]{40}$")
@@ -209,7 +200,7 @@ class RolloutConfig(StrictModel):
     abort` removes this block. Needs an explicit colocated current layout, a router kind that
     splits (session, prefix or round-robin: vllm-router splits by engine count, so the plan sizes
     the candidate to the weight) and no replica autoscaling (docs/serving.md#layout-rollouts).
-    Checks: infra/config/rollout.py.
+    Checks: infra/config/rollout.py; against the front door and the pool, infra/config/cross_checks.py.
     """
 
     candidate: RolloutCandidateConfig = Field(description="What is rolled out: layout, and optionally image and extra_args.")
@@ -270,263 +261,15 @@ def hf_config_path(model: ModelConfig, base_dir: Path | None) -> Path | None:
     return base_dir / path if not path.is_absolute() and base_dir is not None else path
 
 
-def _duplicate_api_names(models: list[ModelConfig]) -> list[Problem]:
-    """Two models clients would name alike, reported at the key the user wrote: served_model_name,
-    or source when served_model_name is unset (it defaults to the source)."""
-    seen: dict[str, int] = {}
-    problems = []
-    for i, model in enumerate(models):
-        value = model.api_model_name
-        if value in seen:
-            key = "served_model_name" if model.served_model_name else "source"
-            problems.append(Problem(f"{NS}models[{i}].{key}", (
-                f"{value!r} is already the API model name of models[{seen[value]}] (served_model_name, else the source); "
-                "clients could not tell them apart: give each a distinct served_model_name")))
-        else:
-            seen[value] = i
-    return problems
+def gated_models(models: list[ModelConfig]) -> list[ModelConfig]:
+    """The models whose Hugging Face repo is gated (infra/catalog/models.py `is_gated`)."""
+    from infra.catalog.models import is_gated  # local import: the catalog is large
+
+    return [m for m in models if is_gated(m.source)]
 
 
-def check_models(raw: StackInput, base_dir: Path | None) -> list[Problem]:
-    # Under router.kind gateway a duplicate name is worse than a clash: the InferencePool selects
-    # engine pods by their model label, so one model's pool would take in the other's engines.
-    pool_hint = " (with router.kind gateway, one model's InferencePool would select the other's engine pods)"
-    problems = duplicates(raw.models, "name", "models", pool_hint if raw.router.kind == "gateway" else "")
-    problems += _duplicate_api_names(raw.models)
-    pools = {p.name: p for p in raw.gpu_pools}
-    by_pool: dict[str, list[int]] = {}
-    for i, model in enumerate(raw.models):
-        at = f"{NS}models[{i}]"
-        pool = pools.get(model.pool)
-        if pool is None:
-            close = difflib.get_close_matches(model.pool, list(pools), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(Problem(f"{at}.pool", f"{model.pool!r} is not a pool{hint}; defined pools: {', '.join(pools)}"))
-            continue
-        by_pool.setdefault(model.pool, []).append(i)
-        context = {"environment": raw.environment, "router_kind": raw.router.kind}
-        own = model_problems(model, model_keys(i), pool, raw.model_cache.kind, **context)
-        problems += own
-        problems += model_source_problems(model, at, base_dir)
-        candidate = candidate_as_model(model)
-        if candidate is not None:  # the model the rollout would promote, judged by the same checks
-            problems += candidate_only(
-                model_problems(candidate, candidate_keys(i, model.rollout.candidate), pool, raw.model_cache.kind, **context), own)
-    for pool_name, indices in by_pool.items():
-        if len(indices) > 1:
-            models = [raw.models[i] for i in indices]
-            if any(m.layout is None for m in models):
-                problems.append(
-                    Problem(
-                        f"{NS}models[{indices[1]}].pool",
-                        f"pool {pool_name!r} is shared by several models; shared pools need explicit layouts "
-                        "(layout: auto plans a whole node per model)",
-                    )
-                )
-            else:
-                gpus = pools[pool_name].gpu.gpus
-                used = sum(m.layout.to_layout(gpus).gpus_per_node_used for m in models)
-                if used > gpus:
-                    problems.append(
-                        Problem(f"{NS}models[{indices[-1]}].layout", f"models on pool {pool_name!r} use {used} GPUs per node; it has {gpus}")
-                    )
-    problems += _check_autoscaling(raw, pools, by_pool)
-    return problems
-
-
-def unpinned_image(image: str | None) -> bool:
-    """No tag, an empty tag (`vllm/vllm-openai:`) or `latest`; a digest (`@sha256:...`) pins."""
-    if image is None:
-        return False
-    if "@" in image:
-        return not image.rsplit("@", 1)[1]
-    name, _, tag = image.rsplit("/", 1)[-1].partition(":")
-    return not tag or tag == "latest"
-
-
-def model_problems(
-    model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig, cache_kind: str, *, environment: str, router_kind: str,
-) -> list[Problem]:
-    """The checks of one model as it runs — run for each model and for the model its rollout
-    candidate would become (infra/config/model_keys.py), each problem at the key as written."""
-    problems = admin_switch_problems(model, keys, environment, router_kind)
-    if unpinned_image(model.image):
-        problems.append(Problem(keys("image"), f"{model.image!r} is not pinned; give an explicit tag other than latest"))
-    problems += extra_args_problems(model, keys) + platform_switch_problems(model, keys, pool.gpu.vendor)
-    if model.kv_offload.kind != "none":
-        for j, arg in enumerate(model.extra_args):
-            if canonical_flag(arg) == "--kv-transfer-config":
-                problems.append(Problem(keys(f"extra_args[{j}]"), (
-                    f"{arg!r} cannot be combined with kv_offload kind {model.kv_offload.kind}: vLLM writes the offload "
-                    "connector into the KV transfer config from --kv-offloading-backend, replacing this one")))
-    problems += kv_offload_problems(model, keys)
-    problems += image_vendor_problems(model, keys, pool)
-    problems += lmcache_image_problems(model, keys, pool.gpu.vendor)
-    problems += streamer_problems(model, keys, cache_kind)
-    problems += platform_env_problems(model, keys) + endpoint_problems(model, keys)
-    return problems
-
-
-def image_vendor_problems(model: ModelConfig, keys: ModelKeys, pool: GpuPoolConfig) -> list[Problem]:
-    """An image built for the other GPU vendor finds no GPU on the pool's nodes and its engines
-    crash-loop: refused for the families the catalog knows (infra/catalog/engine_images.py); a
-    build the catalog cannot tell about is the user's."""
-    if model.image is None:
-        return []
-    vendor, what = image_vendor(model.image)
-    want = pool.gpu.vendor
-    if vendor is None or vendor == want:
-        return []
-    instead = (f"e.g. {PINNED[want]}; unset, the candidate runs its model's image" if keys.candidate
-               else f"e.g. the pinned {PINNED[want]}: remove {keys.short('image')}")
-    return [Problem(keys("image"), (
-        f"{model.image!r} is {what}, built for {VENDOR_NAMES[vendor]} GPUs ({STACKS[vendor]}), and pool {pool.name!r} has "
-        f"{VENDOR_NAMES[want]} GPUs ({pool.size}): its engines would find no GPU and crash-loop; give a {STACKS[want]} build "
-        f"({instead})"))]
-
-
-def model_source_problems(model: ModelConfig, at: str, base_dir: Path | None) -> list[Problem]:
-    """The model's architecture must be known: a catalog id, or an hf_config file that parses
-    (layout_fit.py then checks the layout against it)."""
-    from infra.catalog.models import resolve_model  # local import: the catalog is large
-
-    hf_path = hf_config_path(model, base_dir)
-    if hf_path is not None:
-        if not hf_path.is_file():
-            return [Problem(f"{at}.hf_config", f"{model.hf_config!r} is not a file (paths are relative to the repository root)")]
-    try:
-        arch = resolve_model(model.source, str(hf_path) if hf_path else None)
-    except (UserError, ValueError, OSError) as err:
-        detail = err.render() if isinstance(err, UserError) else str(err)
-        return [Problem(f"{at}.hf_config", f"cannot use {model.hf_config!r}: {detail}")]
-    if arch is None:
-        return [
-            Problem(
-                f"{at}.source",
-                f"{model.source!r} is not in the model catalog; add hf_config: <path to its config.json> "
-                "so the planner knows its architecture (see `infra layout --help` for catalog models)",
-            )
-        ]
-    return []
-
-
-def _check_autoscaling(raw: StackInput, pools: dict[str, GpuPoolConfig], by_pool: dict[str, list[int]]) -> list[Problem]:
-    """`autoscaling.enabled: true` needs a pool range to scale in, a running replica to read the queue
-    from (min_nodes ≥ 1), the pool to itself, and Prometheus."""
-    problems = []
-    for i, model in enumerate(raw.models):
-        pool = pools.get(model.pool)
-        if model.autoscaling.enabled is not True or pool is None:
-            continue
-        at = f"{NS}models[{i}].autoscaling.enabled"
-        if model.rollout is not None:
-            problems.append(Problem(at, "true cannot run with a rollout: KEDA scales the current engines only, which moves the traffic split; set it to false until the rollout is promoted or aborted"))
-        if pool.min_node_count >= pool.max_node_count:
-            problems.append(Problem(at, f"true needs pool {pool.name!r} to autoscale; give it min_nodes < max_nodes instead of a fixed count"))
-        elif pool.min_node_count == 0:
-            problems.append(
-                Problem(
-                    at,
-                    f"true cannot start pool {pool.name!r} from min_nodes 0: the queue metric KEDA scales on exists only "
-                    "while a vLLM pod runs; give the pool min_nodes ≥ 1 or set it to false",
-                )
-            )
-        elif len(by_pool.get(model.pool, [])) > 1:
-            problems.append(Problem(at, f"true needs pool {pool.name!r} to itself; models sharing a pool would compete for its nodes"))
-        if not observability_on(raw):
-            problems.append(Problem(at, "true needs observability (the queue metric comes from Prometheus); enable observability or set it to false"))
-    return problems
-
-
-def pd_spans_nodes(layout: PdLayoutConfig, pool: GpuPoolConfig | None) -> bool:
-    """Whether a P/D unit spans nodes of its pool (True when that cannot be told: the layout or
-    pool is itself in error, reported elsewhere)."""
-    try:
-        return pool is None or layout.to_layout(pool.gpu.gpus).spans_nodes
-    except (KeyError, ValueError):
-        return True
-
-
-def autoscaling_default(raw: StackInput, model: ModelConfig) -> tuple[bool, str]:
-    """Whether a model autoscales when `autoscaling.enabled` is not written, and why not when it
-    does not (the words a note or an error gives the reader)."""
-    pools = {p.name: p for p in raw.gpu_pools}
-    pool = pools[model.pool]
-    if isinstance(model.layout, PdLayoutConfig) and pd_spans_nodes(model.layout, pool):
-        return False, "its P/D unit spans nodes and grows in whole units only"
-    if not 1 <= pool.min_node_count < pool.max_node_count:
-        return False, (f"pool {pool.name!r} has min_nodes 0" if pool.min_node_count == 0 and pool.max_node_count > 0
-                       else f"pool {pool.name!r} has a fixed node count")
-    if sum(1 for n in raw.models if n.pool == model.pool) > 1:
-        return False, f"pool {pool.name!r} is shared with other models"
-    if not observability_on(raw):
-        return False, "observability is off (KEDA reads the queue from Prometheus)"
-    return True, ""
-
-
-def suspended_by_rollout(raw: StackInput, model: ModelConfig) -> bool:
-    """The model would autoscale by default, but its rollout turns autoscaling off while it runs."""
-    return (model.rollout is not None and model.autoscaling.enabled is not True
-            and "enabled" not in model.autoscaling.model_fields_set and autoscaling_default(raw, model)[0])
-
-
-ROLLOUT_SUSPENDS = ("KEDA would scale the current engines only and move the traffic split the rollout sets; it is "
-                    "back once `infra rollout promote` from the last step or `infra rollout abort` removes the rollout")
-
-
-def resolve_autoscaling(raw: StackInput) -> list[ModelConfig]:
-    """Each model with `autoscaling.enabled` decided (never None afterwards)."""
-    out = []
-    for model in raw.models:
-        enabled = model.autoscaling.enabled
-        if enabled is None:
-            # A rollout suspends it: KEDA would scale the current engines only and move the split.
-            enabled = model.rollout is None and autoscaling_default(raw, model)[0]
-        out.append(model.model_copy(update={"autoscaling": model.autoscaling.model_copy(update={"enabled": enabled})}))
-    return out
-
-
-# Flags the Spaces source sets on every replica.
-_STREAMER_FLAGS = ("--load-format", "--model-loader-extra-config")
-
-
-def streamer_problems(model: ModelConfig, keys: ModelKeys, cache_kind: str) -> list[Problem]:
-    """Under model_cache.kind spaces every engine streams its weights: an image too old for the
-    Run:ai Model Streamer, or extra_args that set the streamer's own flags, is refused."""
-    if cache_kind != "spaces":
-        return []
-    problems = []
-    minimum = versions.parse_version(versions.VLLM_RUNAI_STREAMER_MIN_VERSION)
-    found = versions.vllm_version_of_image(model.image) if model.image else None
-    if found is not None and found < minimum:
-        problems.append(
-            Problem(
-                keys("image"),
-                f"{model.image!r} is vLLM {'.'.join(map(str, found))}; model_cache.kind spaces streams weights with "
-                f"the Run:ai Model Streamer, which needs vLLM ≥ {versions.VLLM_RUNAI_STREAMER_MIN_VERSION} "
-                "(infra/catalog/versions.py); use a newer image or another model_cache.kind",
-            )
-        )
-    for j, arg in enumerate(model.extra_args):
-        if canonical_flag(arg) in _STREAMER_FLAGS:
-            problems.append(Problem(keys(f"extra_args[{j}]"), f"{arg!r} is set by model_cache.kind spaces (the streamer's load format and concurrency)"))
-    return problems
-
-
-def endpoint_picker_name_problems(raw: StackInput) -> list[Problem]:
-    """Under router.kind gateway each model gets an endpoint picker `<model>-epp` (infra/render/epp.py),
-    whose Service, Deployment and labels must not be another model's."""
-    if raw.router.kind != "gateway":
-        return []
-    problems = []
-    names = {m.name: i for i, m in enumerate(raw.models)}
-    for i, model in enumerate(raw.models):
-        if model.name.endswith(EPP_SUFFIX) and model.name.removesuffix(EPP_SUFFIX) in names:
-            other = names[model.name.removesuffix(EPP_SUFFIX)]
-            problems.append(
-                Problem(
-                    f"{NS}models[{i}].name",
-                    f"{model.name!r} is the name of the endpoint picker of models[{other}] under router.kind gateway; choose another name",
-                )
-            )
-    return problems
+def engine_image(model: ModelConfig, vendor: str) -> str:
+    """The image a model's engines run: its own, else the pinned vLLM image of its GPU vendor."""
+    if model.image:
+        return model.image
+    return versions.VLLM_IMAGE_ROCM if vendor == "amd" else versions.VLLM_IMAGE_CUDA

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
 from infra.catalog import doks
 from infra.config.base import NS, StrictModel
 from infra.errors import Problem
-
-if TYPE_CHECKING:
-    from infra.config.stack import StackInput
 
 
 def _cidr(value: str) -> str:
@@ -44,8 +41,8 @@ class NetworkConfig(StrictModel):
     service_subnet: PrivateCidr | None = Field(None, description="Service network for a VPC-native cluster; unset: DOKS default 10.245.0.0/16. Create-time only.")
 
 
-def check_network(raw: StackInput) -> list[Problem]:
-    net = raw.network
+def check_network(net: NetworkConfig) -> list[Problem]:
+    """The VPC's prefix, both subnets or neither, and no two of the three ranges overlapping."""
     named = [("network.vpc_cidr", net.vpc_cidr)]
     named.append(("network.cluster_subnet", net.cluster_subnet or doks.DEFAULT_CLUSTER_SUBNET))
     named.append(("network.service_subnet", net.service_subnet or doks.DEFAULT_SERVICE_SUBNET))

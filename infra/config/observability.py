@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
 from infra.config.base import StrictModel
 from infra.domain import LONGEST_SLO_WINDOW_DAYS
 from infra.durations import duration_days
-
-if TYPE_CHECKING:
-    from infra.config.stack import StackInput
 
 
 def _covers_slo_windows(value: str) -> str:
@@ -48,6 +45,7 @@ class ObservabilityConfig(StrictModel):
     )
 
 
-def observability_on(raw: StackInput) -> bool:
-    return raw.environment != "dev" if raw.observability.enabled is None else bool(raw.observability.enabled)
+def observability_on(environment: str, observability: ObservabilityConfig) -> bool:
+    """`enabled` as written, else the environment's default: on in staging and prod, off in dev."""
+    return environment != "dev" if observability.enabled is None else bool(observability.enabled)
 

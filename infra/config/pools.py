@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -11,9 +11,6 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from infra.catalog.gpus import GPU_SIZES, GpuSize
 from infra.config.base import NS, Name, StrictModel, duplicates, one_of
 from infra.errors import Problem
-
-if TYPE_CHECKING:
-    from infra.config.stack import StackInput
 
 
 def _gpu_slug(value: str) -> str:
@@ -140,9 +137,10 @@ class GpuPoolConfig(StrictModel):
         return self.usd_per_hour if self.usd_per_hour is not None else self.gpu.usd_per_hour
 
 
-def check_pools(raw: StackInput) -> list[Problem]:
-    problems = duplicates(raw.gpu_pools, "name", "gpu_pools")
-    for i, pool in enumerate(raw.gpu_pools):
+def check_pools(pools: list[GpuPoolConfig], region: str) -> list[Problem]:
+    """Names, node counts and limits, fabric, the size's regions (`region`: the stack's) and partition mode."""
+    problems = duplicates(pools, "name", "gpu_pools")
+    for i, pool in enumerate(pools):
         at = f"{NS}gpu_pools[{i}]"
         fixed = pool.nodes is not None
         ranged = pool.min_nodes is not None or pool.max_nodes is not None
@@ -161,10 +159,10 @@ def check_pools(raw: StackInput) -> list[Problem]:
             problems.append(
                 Problem(f"{at}.fabric", f"true needs a fabric GPU size; {pool.size} has no RDMA fabric. Fabric sizes: {', '.join(fabric_sizes)}")
             )
-        problems += _region_listing(raw, pool, at)
+        problems += _region_listing(region, pool, at)
         if pool.partition_mode and pool.gpu.vendor != "amd":
             problems.append(Problem(f"{at}.partition_mode", f"{pool.partition_mode!r} applies to AMD pools only; {pool.size} is {pool.gpu.vendor}"))
-        if pool.gpu.fabric and any(p.gpu.fabric is False for p in raw.gpu_pools):
+        if pool.gpu.fabric and any(p.gpu.fabric is False for p in pools):
             problems.append(Problem(f"{at}.size", f"{pool.size} is a fabric size; fabric sizes cannot be mixed with other GPU pools in one cluster"))
         limit, what = node_limit(pool.gpu)
         if pool.max_node_count > limit:
@@ -173,15 +171,15 @@ def check_pools(raw: StackInput) -> list[Problem]:
 
 
 
-def _region_listing(raw: StackInput, pool: GpuPoolConfig, at: str) -> list[Problem]:
+def _region_listing(region: str, pool: GpuPoolConfig, at: str) -> list[Problem]:
     """A size the offline catalog lists only in other regions is refused (issue 29): DOKS would fail
     to create the pool mid-`pulumi up`. An empty listing says nothing (regions are per account) and
     contract sizes are not listed at all; `available_in_region` overrides a stale catalog."""
     listed = pool.gpu.regions
-    if not listed or raw.region in listed or pool.available_in_region:
+    if not listed or region in listed or pool.available_in_region:
         return []
     when = pool.gpu.availability_as_of or "an unrecorded date"
     return [Problem(f"{at}.size", (
-        f"{pool.size} is not offered in {raw.region!r} according to the GPU catalog of {when} (listed in: "
+        f"{pool.size} is not offered in {region!r} according to the GPU catalog of {when} (listed in: "
         f"{', '.join(listed)}); choose one of those regions or another size, or — if DigitalOcean offers it there "
         f"now — set {at}.available_in_region: true (`infra doctor` checks online; `infra catalog sync` refreshes the catalog)"))]

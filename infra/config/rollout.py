@@ -1,52 +1,23 @@
-"""`models[].rollout` — the checks of a layout rollout whose key is the rollout's (or the model's
-layout it rolls from). The keys themselves are declared with the model (models.py); whether the
-candidate layout fits its model and node is a planning question (infra/layout_fit.py).
+"""`models[].rollout` — the checks of a layout rollout against its own model: the keys themselves are
+declared with the model (models.py); whether the candidate layout fits its model and node is a
+planning question (infra/layout_fit.py).
 
-A rollout needs a front door that splits traffic, an explicit colocated current layout, sensible
-steps, a candidate that differs from the current variant, and a split the router can express with
-the current replica count (infra/rollout/split.py).
+A rollout needs sensible steps, an explicit colocated current layout, and a candidate that differs
+from the current variant. What it needs from the other sections — a front door that splits traffic,
+and a split the router can express with the current replica count on the model's pool
+(infra/rollout/split.py) — is infra/config/cross_checks.py.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from infra.config.base import NS
 from infra.config.layout import PdLayoutConfig
-from infra.config.models import ModelConfig
-from infra.config.pools import GpuPoolConfig
 from infra.errors import Problem
-from infra.rollout.split import MAX_STEP_PERCENT, router_split, split_problem
+from infra.rollout.split import MAX_STEP_PERCENT
 
 if TYPE_CHECKING:
-    from infra.config.stack import StackInput
-
-SPLITTING_ROUTERS = ("session", "prefix", "round-robin")
-
-
-def rollout_problems(raw: StackInput) -> list[Problem]:
-    """Every model's rollout checks (models whose pool is unknown are reported elsewhere)."""
-    pools = {p.name: p for p in raw.gpu_pools}
-    problems: list[Problem] = []
-    for i, model in enumerate(raw.models):
-        if model.rollout is not None and model.pool in pools:
-            problems += model_rollout_problems(raw.router.kind, model, pools[model.pool], f"{NS}models[{i}]")
-    return problems
-
-
-def _front_door_problems(kind: str, at: str) -> list[Problem]:
-    if kind == "service":
-        return [Problem(
-            at, "needs a front door that splits traffic, but router.kind is service (clients reach the engines' "
-            "Service directly and kube-proxy balances connections, not requests); set router.kind to session, prefix or round-robin",
-        )]
-    if kind == "gateway":
-        return [Problem(
-            at, "is not available with router.kind gateway yet: an InferencePool selects engines by matchLabels only, so "
-            "the current variant's pool would also take in the candidate's engines unless the current engines were "
-            "relabelled, which restarts them; use router.kind session, prefix or round-robin (docs/serving.md#layout-rollouts)",
-        )]
-    return []
+    from infra.config.models import ModelConfig
 
 
 def _step_problems(steps: list[int], weight: int, at: str) -> list[Problem]:
@@ -64,10 +35,19 @@ def _step_problems(steps: list[int], weight: int, at: str) -> list[Problem]:
     return problems
 
 
-def model_rollout_problems(kind: str, model: ModelConfig, pool: GpuPoolConfig, at: str) -> list[Problem]:
+def single_node_variants(model: ModelConfig) -> bool:
+    """Whether both variants of the rollout are explicit colocated layouts of one node per replica
+    at most: the only rollouts `rollout_problems` lets through to their split."""
+    layout, candidate = model.layout, model.rollout.candidate
+    return (layout is not None and not isinstance(layout, PdLayoutConfig) and layout.nodes_per_replica <= 1
+            and candidate.layout.nodes_per_replica <= 1)
+
+
+def rollout_problems(model: ModelConfig, at: str) -> list[Problem]:
+    """The rollout of the model at `at` (`inference-platform:models[i]`) against the model itself."""
     r = model.rollout
     ra = f"{at}.rollout"
-    problems = _front_door_problems(kind, ra) + _step_problems(r.steps, r.weight, ra)
+    problems = _step_problems(r.steps, r.weight, ra)
     if model.layout is None:
         problems.append(Problem(
             f"{at}.layout", "auto cannot be the current variant of a rollout: the planner could change it under the canary; "
@@ -91,13 +71,4 @@ def model_rollout_problems(kind: str, model: ModelConfig, pool: GpuPoolConfig, a
             f"{ra}.candidate", f"is the current variant ({model.layout.to_layout().name}, same image and extra_args): "
             "a rollout needs a different layout, image or extra_args",
         ))
-    current = model.layout.to_layout().replicas_for_nodes(pool.min_node_count)
-    if current < 1:
-        problems.append(Problem(ra, f"needs a running current variant; pool {pool.name!r} has min_nodes 0"))
-    elif kind in SPLITTING_ROUTERS:
-        for j, step in enumerate(r.steps):
-            if 1 <= step <= MAX_STEP_PERCENT:
-                why = split_problem(router_split(step, current))
-                if why:
-                    problems.append(Problem(f"{ra}.steps[{j}]", why))
     return problems

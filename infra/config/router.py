@@ -1,22 +1,20 @@
 """`router:` — the one front door of the environment: per-model Services, a vllm-router, or a
-Gateway API gateway with an endpoint picker per model (`router.gateway`)."""
+Gateway API gateway with an endpoint picker per model (`router.gateway`). (What reads the models
+or the network too — an objective's model, the endpoint pickers' names, the Gateway API CRDs'
+default, the client keys a front door checks — is infra/config/cross_checks.py.)"""
 
 from __future__ import annotations
 
 import difflib
 import re
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
 from infra.catalog import versions
 from infra.config.allow_lists import AllowedCidr
 from infra.config.base import NS, Name, StrictModel
-from infra.config.network import NetworkConfig
 from infra.errors import Problem
-
-if TYPE_CHECKING:
-    from infra.config.stack import StackInput
 
 _HEADER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
 
@@ -152,29 +150,20 @@ def session_header_in_effect(router: RouterConfig) -> bool:
 
 # Object names the gateway renders per model (infra/render/epp.py): `<model>-epp` must not be
 # another model's name, whose Service, Deployment and labels it would collide with
-# (infra/config/models.py `endpoint_picker_name_problems`).
+# (infra/config/cross_checks.py `endpoint_picker_name_problems`).
 EPP_SUFFIX = "-epp"
 
 
-def install_gateway_api_crds(gateway: GatewayConfig, network: NetworkConfig) -> bool:
-    """Whether the platform installs the Gateway API CRDs: DOKS manages them itself on VPC-native
-    clusters (docs.digitalocean.com/products/kubernetes/how-to/use-gateway-api: enabled by default
-    on VPC-native clusters from 1.33), so by default only elsewhere."""
-    if gateway.install_gateway_api_crds is not None:
-        return gateway.install_gateway_api_crds
-    return network.cluster_subnet is None
-
-
-def check_gateway(raw: StackInput) -> list[Problem]:
+def check_gateway(router: RouterConfig) -> list[Problem]:
     """`router.gateway` is read only by kind gateway; scorer names are the EPP's; a public gateway
-    checks API keys; objectives name a model (a model named like another's endpoint picker:
-    infra/config/models.py `endpoint_picker_name_problems`)."""
+    checks API keys (each objective: `objective_name_problems`; the model it names, and a model
+    named like another's endpoint picker: infra/config/cross_checks.py)."""
     from infra.catalog.epp import MAX_WEIGHT, SCORERS  # local import: keeps the catalog out of config's top
 
     at = f"{NS}router.gateway"
-    gw = raw.router.gateway
-    if raw.router.kind != "gateway":
-        return [Problem(f"{at}.{key}", f"applies only with router.kind gateway (kind is {raw.router.kind!r})") for key in sorted(gw.model_fields_set)]
+    gw = router.gateway
+    if router.kind != "gateway":
+        return [Problem(f"{at}.{key}", f"applies only with router.kind gateway (kind is {router.kind!r})") for key in sorted(gw.model_fields_set)]
     problems = []
     for name, weight in (gw.scorers or {}).items():
         if name not in SCORERS:
@@ -193,7 +182,7 @@ def check_gateway(raw: StackInput) -> list[Problem]:
         problems.append(Problem(f"{at}.scorers", "is empty; name at least one scorer, or leave it unset for the routing preset"))
     if gw.scorers is not None and "routing" in gw.model_fields_set:
         problems.append(Problem(f"{at}.routing", "is ignored when router.gateway.scorers is given; set one of them"))
-    if raw.router.public and gw.authentication == "none":
+    if router.public and gw.authentication == "none":
         problems.append(
             Problem(
                 f"{at}.authentication",
@@ -201,35 +190,42 @@ def check_gateway(raw: StackInput) -> list[Problem]:
                 "use api-key (with the api_key secret), or make the gateway internal",
             )
         )
-    names = {m.name: i for i, m in enumerate(raw.models)}
-    seen: dict[str, int] = {}
-    for j, objective in enumerate(gw.objectives):
-        where = f"{at}.objectives[{j}]"
-        if objective.model not in names:
-            close = difflib.get_close_matches(objective.model, list(names), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(Problem(f"{where}.model", f"{objective.model!r} is not a model{hint}; models: {', '.join(names) or 'none'}"))
-        if objective.name in seen:
-            problems.append(Problem(f"{where}.name", f"{objective.name!r} duplicates objectives[{seen[objective.name]}]; objective names must be unique"))
-        seen.setdefault(objective.name, j)
     return problems
 
 
-def check_router(raw: StackInput) -> list[Problem]:
+def objective_name_problems(gateway: GatewayConfig) -> list[list[Problem]]:
+    """Each objective's problems, by index: a name an earlier objective has (the model an objective
+    names: infra/config/cross_checks.py `objective_model_problems`, reported objective by objective
+    with these)."""
+    at = f"{NS}router.gateway"
+    seen: dict[str, int] = {}
+    out: list[list[Problem]] = []
+    for j, objective in enumerate(gateway.objectives):
+        where = f"{at}.objectives[{j}]"
+        problems = []
+        if objective.name in seen:
+            problems.append(Problem(f"{where}.name", f"{objective.name!r} duplicates objectives[{seen[objective.name]}]; objective names must be unique"))
+        seen.setdefault(objective.name, j)
+        out.append(problems)
+    return out
+
+
+def check_router(router: RouterConfig, environment: str) -> list[Problem]:
     """The router settings against the router kind: public needs a router that checks keys, the
-    session header vllm-router reads, a pinned router image, TLS only on the public endpoint."""
+    session header vllm-router reads, a pinned router image, TLS only on the public endpoint (and
+    in prod, TLS and a source allow-list on a public one)."""
     problems = []
-    if raw.router.public and raw.router.kind == "service":
+    if router.public and router.kind == "service":
         problems.append(Problem(NS + "router.public", "true needs a router (kind session, prefix, round-robin or gateway) to check the API key; kind 'service' exposes vLLM directly"))
-    if raw.router.kind == "session" and raw.router.session_header.lower() != "x-session-id":
-        problems.append(Problem(NS + "router.session_header", f"{raw.router.session_header!r}: vllm-router 0.1.17 keys sessions on x-session-id and has no flag to rename the header; use x-session-id (clients send that header)"))
-    image = raw.router.image
+    if router.kind == "session" and router.session_header.lower() != "x-session-id":
+        problems.append(Problem(NS + "router.session_header", f"{router.session_header!r}: vllm-router 0.1.17 keys sessions on x-session-id and has no flag to rename the header; use x-session-id (clients send that header)"))
+    image = router.image
     if image is not None and (":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest") or not image.strip() or any(c.isspace() for c in image)):
         problems.append(Problem(NS + "router.image", f"{image!r} is not a pinned image reference; give an image built from images/vllm-router/Dockerfile with an explicit tag other than latest"))
-    if raw.router.tls_certificate_id and not raw.router.public:
+    if router.tls_certificate_id and not router.public:
         problems.append(Problem(NS + "router.tls_certificate_id", "applies only with router.public: true (TLS terminates on the public load balancer)"))
-    if raw.environment == "prod":
-        problems += [Problem(NS + "router.public", gap) for gap in public_exposure_gaps(raw.router)]
+    if environment == "prod":
+        problems += [Problem(NS + "router.public", gap) for gap in public_exposure_gaps(router)]
     return problems
 
 

@@ -1,6 +1,7 @@
-"""The whole stack file: `StackInput` (every `inference-platform:*` key), its validation by
-`load_config` (structure first, then each section's cross-checks, every problem together), and the
-validated `StackConfig` with the environment's defaults applied.
+"""The validated stack: `load_config` checks a stack file's values — structure first (pydantic, on
+`StackInput`, infra/config/stack_input.py), then each section's own checks and the checks that span
+sections (infra/config/cross_checks.py), every problem together in one fixed order — and returns
+the `StackConfig` with the environment's defaults applied.
 
 Whether each model's layout fits its model and node is not decided here: plan_stack asks
 infra/layout_fit.py, which needs the planner."""
@@ -8,58 +9,49 @@ infra/layout_fit.py, which needs the planner."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from infra.catalog.regions import REGIONS
+from infra.config import cross_checks as cross
 from infra.config.allow_lists import stack_exposure
-from infra.config.base import NS, StrictModel, one_of, stack_name_problems
-from infra.config.client_keys import ClientKeys, client_keys_from_config, front_door_problems
+from infra.config.base import NS, stack_name_problems
+from infra.config.client_keys import ClientKeys, client_keys_from_config
 from infra.config.cluster import ClusterConfig, check_cluster
 from infra.config.credentials import credential_problems
 from infra.config.errors import problem_from_pydantic
 from infra.config.load import foreign_key_problems, read_stack_file, stack_file
 from infra.config.model_cache import ModelCacheConfig, check_model_cache
-from infra.config.models import (
-    ROLLOUT_SUSPENDS,
-    ModelConfig,
-    check_models,
-    endpoint_picker_name_problems,
-    hf_config_path,
-    resolve_autoscaling,
-    suspended_by_rollout,
+from infra.config.model_checks import (
+    duplicate_api_names,
+    image_and_flag_problems,
+    model_source_problems,
+    offload_problems,
+    switch_value_problems,
 )
+from infra.config.model_env import endpoint_problems, platform_env_problems
+from infra.config.model_keys import ModelKeys, candidate_as_model, candidate_keys, candidate_only, model_keys
+from infra.config.models import ModelConfig, hf_config_path
 from infra.config.network import NetworkConfig, check_network
 from infra.config.observability import ObservabilityConfig, observability_on
 from infra.config.pools import GpuPoolConfig, check_pools
 from infra.config.rollout import rollout_problems
-from infra.config.router import RouterConfig, check_gateway, check_router, client_keys_checked
-from infra.config.runtime import GpuRuntimeConfig, check_runtime
-from infra.config.secrets import PROVIDER_SECRET_KEYS, SECRET_KEYS, SPACES_PROVIDER_KEYS, check_secrets
+from infra.config.router import (
+    RouterConfig,
+    check_gateway,
+    check_router,
+    client_keys_checked,
+    objective_name_problems,
+)
+from infra.config.runtime import GpuRuntimeConfig
+from infra.config.secrets import (
+    PROVIDER_SECRET_KEYS,
+    SECRET_KEYS,
+    SPACES_PROVIDER_KEYS,
+    plain_secret_problems,
+)
+from infra.config.stack_input import StackInput
 from infra.errors import ConfigError, Problem
-
-
-def _region(value: str) -> str:
-    return one_of(value, sorted(REGIONS), "DigitalOcean region")
-
-
-Region = Annotated[str, AfterValidator(_region)]
-
-
-class StackInput(StrictModel):
-    """All `inference-platform:*` keys of a stack file (secrets excluded)."""
-
-    environment: Literal["dev", "staging", "prod"] = Field(description="Environment; drives safe defaults (prod: HA, protect, observability).")
-    region: Region = Field(description="DigitalOcean region slug, e.g. atl1.")
-    network: NetworkConfig = Field(description="VPC and cluster networks.")
-    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="DOKS cluster.")
-    gpu_pools: list[GpuPoolConfig] = Field(min_length=1, description="GPU node pools.")
-    gpu_runtime: GpuRuntimeConfig = Field(default_factory=GpuRuntimeConfig, description="AMD GPU runtime (device plugin).")
-    model_cache: ModelCacheConfig = Field(default_factory=ModelCacheConfig, description="Shared weight cache.")
-    models: list[ModelConfig] = Field(default_factory=list, description="Served models.")
-    router: RouterConfig = Field(default_factory=RouterConfig, description="Request router.")
-    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig, description="Monitoring and alerting.")
 
 
 class StackConfig(BaseModel):
@@ -115,7 +107,7 @@ def environment_defaults(raw: StackInput) -> tuple[ClusterConfig, ObservabilityC
             "protect": prod if raw.cluster.protect is None else raw.cluster.protect,
         }
     )
-    obs = raw.observability.model_copy(update={"enabled": observability_on(raw)})
+    obs = raw.observability.model_copy(update={"enabled": observability_on(raw.environment, raw.observability)})
     return cluster, obs
 
 
@@ -170,16 +162,8 @@ def load_config(
         problems += [Problem(NS + k if ":" not in k else k, "given in plain text; set it with `pulumi config set --secret`") for k in sorted(plain_secrets)]
         raise ConfigError(early + problems, source=source) from None
 
-    problems = early + check_network(raw) + check_pools(raw) + check_runtime(raw) + check_models(raw, base_dir)
-    problems += rollout_problems(raw)
-    problems += check_cluster(raw)
-    problems += list(stack_exposure(raw.environment, raw.cluster.control_plane_allowed_cidrs, raw.router).problems)
-    problems += check_model_cache(raw)
-    problems += check_gateway(raw) + endpoint_picker_name_problems(raw)
-    secret_problems, required = check_secrets(raw, secrets_set, plain_secrets)
-    problems += secret_problems + check_router(raw) + front_door_problems(
-        client_keys, raw.router.kind, f"{NS}api_keys" if api_keys_raw is not None or api_keys_secret else f"{NS}api_key",
-        checked=client_keys_checked(raw.router))
+    keys_path = f"{NS}api_keys" if api_keys_raw is not None or api_keys_secret else f"{NS}api_key"
+    problems = early + _problems(raw, base_dir, plain_secrets, client_keys, keys_path)
     if problems:
         raise ConfigError(problems, source=source)
 
@@ -193,28 +177,93 @@ def load_config(
         gpu_pools=raw.gpu_pools,
         gpu_runtime=raw.gpu_runtime,
         model_cache=raw.model_cache,
-        models=resolve_autoscaling(raw),
+        models=cross.resolve_autoscaling(raw),
         router=raw.router,
         observability=obs,
         secrets_set=frozenset(secrets_set),
         client_keys=client_keys,
-        secrets_required=required,
+        secrets_required=cross.required_secrets(raw),
         base_dir=base_dir,
         spaces_credentials_set=all(k in values for k in SPACES_PROVIDER_KEYS),
-        rollout_suspends_autoscaling=frozenset(m.name for m in raw.models if suspended_by_rollout(raw, m)),
+        rollout_suspends_autoscaling=frozenset(m.name for m in raw.models if cross.suspended_by_rollout(raw, m)),
     )
+
+
+# The checks of a structurally sound input: each section's own (its module) and the cross-checks
+# (cross_checks.py), in the order their problems are reported — the order from before the sections
+# were split, so every message reads as it did: a model's and an objective's problems together.
+
+def _problems(raw: StackInput, base_dir: Path | None, plain_secrets: set[str], client_keys: ClientKeys, keys_path: str) -> list[Problem]:
+    problems = check_network(raw.network) + check_pools(raw.gpu_pools, raw.region) + cross.runtime_problems(raw)
+    problems += _model_problems(raw, base_dir) + _rollout_problems(raw)
+    problems += cross.pinned_version_problems(raw) + check_cluster(raw.cluster)
+    problems += list(stack_exposure(raw.environment, raw.cluster.control_plane_allowed_cidrs, raw.router).problems)
+    problems += check_model_cache(raw.model_cache, raw.region)
+    problems += _gateway_problems(raw) + cross.endpoint_picker_name_problems(raw)
+    problems += plain_secret_problems(plain_secrets) + check_router(raw.router, raw.environment)
+    return problems + cross.front_door_problems(client_keys, raw.router.kind, keys_path, checked=client_keys_checked(raw.router))
+
+
+def _model_problems(raw: StackInput, base_dir: Path | None) -> list[Problem]:
+    """Every model's checks; a model naming no pool is reported at its pool only."""
+    problems = cross.duplicate_model_name_problems(raw) + duplicate_api_names(raw.models)
+    for i, model in enumerate(raw.models):
+        on = cross.placement(raw, model)
+        if on is None:
+            problems += cross.unknown_pool_problems(raw, i)
+            continue
+        own = _model_as_run(model, model_keys(i), on)
+        problems += own + model_source_problems(model, f"{NS}models[{i}]", base_dir)
+        candidate = candidate_as_model(model)
+        if candidate is not None:  # the model the rollout would promote, judged by the same checks
+            problems += candidate_only(_model_as_run(candidate, candidate_keys(i, model.rollout.candidate), on), own)
+    return problems + cross.shared_pool_problems(raw) + cross.autoscaling_problems(raw)
+
+
+def _model_as_run(model: ModelConfig, keys: ModelKeys, on: cross.Placement) -> list[Problem]:
+    """The checks of one model as it runs — for each model and for the model its rollout candidate
+    would become (infra/config/model_keys.py), each problem at the key as written."""
+    return [
+        *switch_value_problems(model, keys), *cross.admin_switch_problems(model, keys, on),
+        *image_and_flag_problems(model, keys), *cross.platform_switch_problems(model, keys, on),
+        *offload_problems(model, keys), *cross.image_vendor_problems(model, keys, on),
+        *cross.lmcache_image_problems(model, keys, on), *cross.streamer_problems(model, keys, on),
+        *platform_env_problems(model, keys), *endpoint_problems(model, keys),
+    ]
+
+
+def _rollout_problems(raw: StackInput) -> list[Problem]:
+    """Every model's rollout (models whose pool is unknown are reported at their pool)."""
+    problems: list[Problem] = []
+    for i, model in enumerate(raw.models):
+        on = cross.placement(raw, model)
+        if model.rollout is None or on is None:
+            continue
+        at = f"{NS}models[{i}]"
+        problems += cross.rollout_front_door_problems(at, on) + rollout_problems(model, at) + cross.rollout_split_problems(model, at, on)
+    return problems
+
+
+def _gateway_problems(raw: StackInput) -> list[Problem]:
+    """`router.gateway`, then objective by objective (only under router.kind gateway)."""
+    problems = check_gateway(raw.router)
+    if raw.router.kind != "gateway":
+        return problems
+    for model, name in zip(cross.objective_model_problems(raw), objective_name_problems(raw.router.gateway), strict=True):
+        problems += model + name
+    return problems
 
 
 def rollout_autoscaling_notes(cfg: StackConfig) -> list[str]:
     """A rollout suspends replica autoscaling the model would otherwise have: said in the plan,
-    with what it costs while the rollout runs (infra/config/models.py `suspended_by_rollout`)."""
+    with what it costs while the rollout runs (infra/config/cross_checks.py `suspended_by_rollout`)."""
     notes = []
     for i, model in enumerate(cfg.models):
         if model.name not in cfg.rollout_suspends_autoscaling:
             continue
         pool = cfg.pool(model.pool)
         notes.append(
-            f"model {model.name}: replica autoscaling is off while models[{i}].rollout runs ({ROLLOUT_SUSPENDS}); "
+            f"model {model.name}: replica autoscaling is off while models[{i}].rollout runs ({cross.ROLLOUT_SUSPENDS}); "
             f"meanwhile pool {pool.name} stays at min_nodes {pool.min_node_count} plus the candidate's nodes and does not grow "
             f"toward max_nodes {pool.max_node_count} with the load"
             + (f", so a peak of {model.workload.peak_rps:g} req/s is served by the floor only" if model.workload.peak_rps else "")

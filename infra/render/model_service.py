@@ -298,25 +298,13 @@ def validate_spec(spec: ModelServiceSpec, path: str | None = None) -> None:
     path = path or spec.stack_key
     problems: list[Problem] = []
     if not _DNS_LABEL.match(spec.name):
-        problems.append(
-            Problem(f"{path}.name", f"{spec.name!r} must be a lowercase DNS label of at most 42 characters")
-        )
+        problems.append(Problem(f"{path}.name", f"{spec.name!r} must be a lowercase DNS label of at most 42 characters"))
     if clashes_with_service_env(spec.name):
-        problems.append(
-            Problem(
-                f"{path}.name",
-                "must not be `vllm` or start with `vllm-`: Kubernetes service env vars "
-                "(VLLM_PORT, ...) clash with vLLM's own settings",
-            )
-        )
+        problems.append(Problem(f"{path}.name", "must not be `vllm` or start with `vllm-`: Kubernetes service env vars "
+                                "(VLLM_PORT, ...) clash with vLLM's own settings"))
     if spec.layout.gpus_per_node_used > spec.gpu.gpus:
-        problems.append(
-            Problem(
-                f"{path}.layout",
-                f"{spec.layout.name} needs {spec.layout.gpus_per_node_used} GPUs per node, "
-                f"{spec.gpu.slug} has {spec.gpu.gpus}",
-            )
-        )
+        problems.append(Problem(f"{path}.layout", f"{spec.layout.name} needs {spec.layout.gpus_per_node_used} GPUs per node, "
+                                f"{spec.gpu.slug} has {spec.gpu.gpus}"))
     if spec.nodes_min < 0 or spec.nodes_max < max(spec.nodes_min, 1):
         problems.append(Problem(f"{path}.pool", f"node range {spec.nodes_min}..{spec.nodes_max} is empty"))
     if spec.estimated_load_seconds <= 0:

@@ -41,7 +41,7 @@ from infra.render.planner_prediction import PlannerPrediction
 
 # vLLM V1 default histogram bucket upper bounds in seconds. In 0.33 they are defined in
 # vllm/v1/metrics/buckets.py (earlier releases had them inline in vllm/v1/metrics/loggers.py) and
-# `--custom-histogram-buckets` can override them; infra/config/models.py rejects that flag in a model's
+# `--custom-histogram-buckets` can override them; infra/config/engine_flags.py rejects that flag in a model's
 # extra_args so these stay true. Keep in step with the pinned vLLM in infra/catalog/versions.py.
 TTFT_BUCKETS_S: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,

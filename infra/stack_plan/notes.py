@@ -157,7 +157,7 @@ def lmcache_image_notes(cfg) -> list[str]:
     """kind lmcache on an image the catalog cannot tell about (a custom build): the plan says what
     the image must carry, since the engine starts anyway and finds no server without it."""
     from infra.catalog.lmcache import SERVER_MIN_VERSION, lmcache_in_image
-    from infra.config.kv_offload import engine_image
+    from infra.config.models import engine_image
 
     notes = []
     for model in cfg.models:

@@ -7,12 +7,8 @@ import pytest
 import yaml
 
 from infra.config import NS
-from infra.config.client_keys import (
-    ClientKeys,
-    client_keys_from_config,
-    front_door_problems,
-    key_value_problems,
-)
+from infra.config.client_keys import ClientKeys, client_keys_from_config, key_value_problems
+from infra.config.cross_checks import front_door_problems
 from infra.config.load import parse_stack_text
 from infra.errors import ConfigError
 from tests.conftest import ROOT, plan_of, stack_values

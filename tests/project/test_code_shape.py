@@ -2,9 +2,8 @@
 function in infra/ or components/ over 100 lines (issue 27).
 
 A cycle means two modules that can only be understood (and imported) together: the shared piece
-belongs in a module both import. Imports under `if TYPE_CHECKING:` are not counted: they never run,
-and they are how a section of the stack file names the whole input its cross-checks read
-(infra/config/*.py → infra/config/stack.py `StackInput`).
+belongs in a module both import. Imports under `if TYPE_CHECKING:` are not counted here: they never
+run (infra/config/ counts them too: tests/project/test_architecture.py).
 """
 
 from __future__ import annotations
