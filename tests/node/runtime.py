@@ -139,3 +139,21 @@ def import_image(workdir: Path, ref: str, digest: str, archive: Path) -> float:
             f"imported {archive} but containerd lists no {ref} at {digest}:\n{ctr(workdir, 'images', 'list')}"
         )
     return time.monotonic() - start
+
+
+def containers(workdir: Path) -> list[dict]:
+    """Every running container the CRI made: its pod, namespace, container name and host PID (what
+    the security-context checks read /proc of, and what `nsenter` enters for a pod's loopback)."""
+    pids = {}
+    for line in ctr(workdir, "tasks", "list").splitlines()[1:]:
+        cols = line.split()
+        if len(cols) >= 3 and cols[2] == "RUNNING":
+            pids[cols[0]] = int(cols[1])
+    out = []
+    for cid, pid in pids.items():
+        labels = json.loads(ctr(workdir, "containers", "info", cid)).get("Labels", {})
+        if labels.get("io.cri-containerd.kind") != "container":
+            continue
+        out.append({"id": cid, "pid": pid, "pod": labels.get("io.kubernetes.pod.name"),
+                    "namespace": labels.get("io.kubernetes.pod.namespace"), "container": labels.get("io.kubernetes.container.name")})  # fmt: skip
+    return out
