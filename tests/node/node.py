@@ -18,7 +18,6 @@ Service environment). Pod logs go to files under the run's directory; a failing 
 from __future__ import annotations
 
 import json
-import socket
 import ssl
 import subprocess
 import time
@@ -177,7 +176,8 @@ def stop_node(node: Node) -> None:
     stop kube-proxy and the kubelet, remove what containerd still holds, then the control plane,
     kube-proxy's iptables rules and the node's links."""
     try:
-        for ns in ("inference", "inference-engines", "node-test"):
+        for ns in ("inference", "inference-engines", "node-test"):  # controllers first, or they recreate pods
+            node.kubectl("delete", "deployments,replicasets", "--all", "-n", ns, "--wait=false", check=False)
             node.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=1", "--wait=false", check=False)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and node.api("GET", "/api/v1/pods").get("items"):
@@ -210,14 +210,6 @@ def unmount_under(directory: Path) -> None:
     points = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
     for point in sorted({p for p in points if p.startswith(prefix)}, key=len, reverse=True):
         subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
-
-
-def host_reachable(ip: str, port: int, timeout: float = 2) -> bool:
-    try:
-        with socket.create_connection((ip, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def process_status(pid: int) -> dict:
