@@ -116,8 +116,8 @@ def _run(argv: list, log, **kw) -> str:
 
 
 def _chroot(rootfs: Path, script: str, log) -> str:
-    """Run a shell script inside `rootfs` with /dev, /proc and the host's resolv.conf and CA bundle
-    bound in (in a private mount namespace, so nothing stays mounted and nothing is baked in)."""
+    """Run a shell script inside `rootfs` with /dev, /proc and the host's resolv.conf bound in (in a
+    private mount namespace, so nothing stays mounted and nothing is baked in)."""
     setup = (f"set -e; r={rootfs}; mount --bind /dev $r/dev; mount -t proc proc $r/proc; "
              f"touch $r/etc/resolv.conf; mount --bind /etc/resolv.conf $r/etc/resolv.conf; ")  # fmt: skip
     env = {"PATH": "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin", "HOME": "/root", "LANG": "C.UTF-8",
