@@ -65,7 +65,7 @@ def _kubernetes() -> Tool:
     )
     return Tool(
         "kubernetes", "k8s.io/kubernetes", v,
-        {b: f"k8s.io/kubernetes/cmd/{b}" for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")},
+        {b: f"k8s.io/kubernetes/cmd/{b}" for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")},
         replaces={f"k8s.io/{m}": versions.KUBERNETES_STAGING for m in staging},
         ldflags=f"-s -w {stamp}",
     )  # fmt: skip

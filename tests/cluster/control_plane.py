@@ -25,6 +25,7 @@ from tests.cluster.pki import Pki, kubeconfig, make_pki
 # DOKS defaults (infra/catalog/doks.py): pod and service networks.
 SERVICE_CIDR = "10.245.0.0/16"
 POD_CIDR = "10.244.0.0/16"
+KUBERNETES_SERVICE_IP = "10.245.0.1"  # the first address of SERVICE_CIDR: the `kubernetes` Service
 ADMISSION_PLUGINS = (
     "NamespaceLifecycle", "LimitRanger", "ServiceAccount", "NodeRestriction", "TaintNodesByCondition",
     "PodSecurity", "Priority", "DefaultTolerationSeconds", "DefaultStorageClass", "StorageObjectInUseProtection",
@@ -129,10 +130,16 @@ def _healthy(url: str, ca: Path, token: str) -> bool:
         return resp.status == 200
 
 
-def start_control_plane(workdir: Path) -> ControlPlane:
-    """etcd → kube-apiserver (ready) → controller-manager, scheduler, kwok. The caller stops it."""
+def start_control_plane(workdir: Path, *, address: str = "127.0.0.1", nodes: tuple[str, ...] = (),
+                        kwok: bool = True) -> ControlPlane:  # fmt: skip
+    """etcd → kube-apiserver (ready) → controller-manager, scheduler, kwok. The caller stops it.
+
+    tests/node passes the node's `address` (the API server listens and advertises there, so pods
+    reach it through the `kubernetes` Service), the kubelets' `nodes` (each gets a token) and
+    kwok=False (a real kubelet keeps its own node; kwok would mark every pod Ready itself)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    pki = make_pki(workdir / "pki")
+    extra_ips = (address, KUBERNETES_SERVICE_IP) if address != "127.0.0.1" else ()
+    pki = make_pki(workdir / "pki", ips=extra_ips, nodes=nodes)
     cp = ControlPlane(workdir, pki)
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     etcd_url = f"http://127.0.0.1:{etcd_port}"
@@ -146,10 +153,10 @@ def start_control_plane(workdir: Path) -> ControlPlane:
         ])  # fmt: skip
         admission = workdir / "admission.yaml"
         admission.write_text(POD_SECURITY_CONFIG)
-        cp.server = f"https://127.0.0.1:{api_port}"
+        cp.server = f"https://{address}:{api_port}"
         cp.start("kube-apiserver", [
             str(build.binary("kubernetes", "kube-apiserver")), "--etcd-servers", etcd_url,
-            "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", str(api_port),
+            "--bind-address", address, "--advertise-address", address, "--secure-port", str(api_port),
             "--tls-cert-file", str(pki.serving_cert), "--tls-private-key-file", str(pki.serving_key),
             "--client-ca-file", str(pki.ca), "--token-auth-file", str(pki.token_file),
             "--authorization-mode", "Node,RBAC", "--allow-privileged=true",
@@ -176,10 +183,11 @@ def start_control_plane(workdir: Path) -> ControlPlane:
             "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
             "--kube-api-qps", "200", "--kube-api-burst", "400", "--v=1",
         ])  # fmt: skip
-        cp.start("kwok", [
-            str(build.binary("kwok")), "--kubeconfig", kc, "--manage-all-nodes=true", "--cidr", POD_CIDR,
-            "--node-lease-duration-seconds", "40", "--server-address", f"127.0.0.1:{free_port()}",
-        ], env={"HOME": str(workdir)})  # fmt: skip
+        if kwok:
+            cp.start("kwok", [
+                str(build.binary("kwok")), "--kubeconfig", kc, "--manage-all-nodes=true", "--cidr", POD_CIDR,
+                "--node-lease-duration-seconds", "40", "--server-address", f"127.0.0.1:{free_port()}",
+            ], env={"HOME": str(workdir)})  # fmt: skip
         time.sleep(1)
         cp.check_alive()
     except BaseException:

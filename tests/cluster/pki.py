@@ -21,6 +21,7 @@ class Pki:
     sa_pub: Path
     token_file: Path
     admin_token: str
+    node_tokens: dict[str, str]  # node name → its kubelet's token (user system:node:<name>)
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -29,16 +30,20 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise RuntimeError(f"openssl {' '.join(args)} failed: {proc.stderr.strip()}")
 
 
-def make_pki(directory: Path) -> Pki:
+def make_pki(directory: Path, ips: tuple[str, ...] = (), nodes: tuple[str, ...] = ()) -> Pki:
     """A CA and one serving certificate for 127.0.0.1 / localhost (the API server and every webhook
-    server listen there), an RSA key pair for service-account tokens and a static admin token."""
+    server listen there) and `ips` (tests/node: the node's address, and the `kubernetes` Service's
+    ClusterIP, which pods dial), an RSA key pair for service-account tokens, a static admin token
+    and one token per kubelet in `nodes` (group system:nodes, so the Node authorizer and
+    NodeRestriction judge it as a kubelet)."""
     d = directory
     d.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
              "-days", "2", "-subj", "/CN=inference-platform-test-ca", cwd=d)  # fmt: skip
     (d / "san.cnf").write_text(
-        "[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=IP:127.0.0.1,DNS:localhost,"
-        "DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"
+        "[req]\ndistinguished_name=dn\n[dn]\n[ext]\nsubjectAltName=IP:127.0.0.1,"
+        + "".join(f"IP:{ip}," for ip in ips)
+        + "DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"
     )
     _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "serving.key", "-out", "serving.csr",
              "-subj", "/CN=localhost", cwd=d)  # fmt: skip
@@ -47,16 +52,20 @@ def make_pki(directory: Path) -> Pki:
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
     token = secrets.token_hex(16)
-    (d / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
-    return Pki(d, d / "ca.crt", d / "serving.crt", d / "serving.key", d / "sa.key", d / "sa.pub", d / "tokens.csv", token)
+    node_tokens = {n: secrets.token_hex(16) for n in nodes}
+    lines = [f'{token},admin,admin,"system:masters"']
+    lines += [f'{t},system:node:{n},system:node:{n},"system:nodes"' for n, t in node_tokens.items()]
+    (d / "tokens.csv").write_text("\n".join(lines) + "\n")
+    return Pki(d, d / "ca.crt", d / "serving.crt", d / "serving.key", d / "sa.key", d / "sa.pub", d / "tokens.csv", token,
+               node_tokens)  # fmt: skip
 
 
-def kubeconfig(pki: Pki, server: str, path: Path) -> Path:
-    """A kubeconfig for the admin (token auth, the test CA)."""
+def kubeconfig(pki: Pki, server: str, path: Path, token: str | None = None) -> Path:
+    """A kubeconfig for the admin (token auth, the test CA), or for whoever `token` names."""
     path.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
         f"clusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority: {pki.ca}\n"
-        f"users:\n- name: admin\n  user:\n    token: {pki.admin_token}\n"
+        f"users:\n- name: admin\n  user:\n    token: {token or pki.admin_token}\n"
         "contexts:\n- name: test\n  context: {cluster: test, user: admin}\n"
     )
     path.chmod(0o600)
