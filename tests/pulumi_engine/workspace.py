@@ -142,6 +142,8 @@ class Workspace:
         env.update({
             "PATH": os.pathsep.join([*map(str, toolchain.bin_dirs), env.get("PATH", "")]),
             "PULUMI_HOME": str(home),
+            # The copy's own code first: the symlinked .venv's editable install points at the checkout.
+            "PYTHONPATH": str(root),
             "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
