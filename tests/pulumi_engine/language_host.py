@@ -117,7 +117,10 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
         """A plugin written in Python (a policy pack): its program run with the arguments and
         environment the engine gives, stdout and stderr streamed back, then its exit code."""
         info = request.info
-        program = request.program or "."
+        # The plugin's directory (python runs its __main__.py); `program` is the deprecated field.
+        program = info.program_directory or request.program or "."
+        if info.entry_point and info.entry_point != ".":
+            program = os.path.join(program, info.entry_point)
         if not os.path.isabs(program):
             program = os.path.join(request.pwd, program)
         env = dict(os.environ)

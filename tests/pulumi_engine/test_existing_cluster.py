@@ -134,6 +134,19 @@ def test_3_preview_equals_the_plan(deployment):
     d.passed.add("preview")
 
 
+def test_3_preview_with_the_policy_pack(deployment):
+    """The README's `pulumi preview --diff --policy-pack policy` (CI passes policy/config.json):
+    the CrossGuard pack runs as a Python plugin through the language host, all policies pass."""
+    d, ws = deployment, deployment.ws
+    d.need("preview")
+    venv = ws.root / "policy" / "venv"
+    if not venv.exists():
+        venv.symlink_to(ws.root / ".venv")  # the pack's runtime: pulumi and pulumi-policy, both in .venv
+    run = ws.pulumi("preview", "--diff", "--policy-pack", "policy", "--policy-pack-config", "policy/config.json")
+    d.timed("preview with policies", run)
+    assert "inference-platform-guardrails" in run.output, run.output[-3000:]
+
+
 def test_4_up_creates_everything_and_waits_for_readiness(deployment):
     d, ws = deployment, deployment.ws
     d.need("preview")
