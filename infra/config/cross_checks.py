@@ -93,6 +93,23 @@ def existing_cache_problems(raw: StackInput) -> list[Problem]:
         "and cluster.existing creates none; use kind none (each pod downloads from Hugging Face to its node's disk)"))]
 
 
+def system_selector_problems(raw: StackInput) -> list[Problem]:
+    """The system nodes must not be a GPU pool's: a system selector that a pool's nodes satisfy (or
+    whose nodes satisfy a pool's) would put the router, Prometheus and the operators on GPU nodes —
+    unschedulable behind the GPU taint, or taking the engines' CPU and memory without it."""
+    existing = raw.cluster.existing
+    if existing is None or not existing.system_node_selector:
+        return []
+    mine = existing.system_node_selector
+    for i, pool in enumerate(raw.gpu_pools):
+        theirs = pool.node_selector or {}
+        if theirs and (mine.items() <= theirs.items() or theirs.items() <= mine.items()):
+            return [Problem(f"{NS}cluster.existing.system_node_selector", (
+                f"{mine!r} also selects the nodes of gpu_pools[{i}] ({pool.name}, node_selector {theirs!r}): system pods would "
+                "land on GPU nodes; give the labels only the nodes for system workloads carry"))]
+    return []
+
+
 def kubeconfig_problems(raw: StackInput, kubeconfig_set: bool) -> list[Problem]:
     """The `kubeconfig` secret is the existing cluster's (its absence is a missing secret,
     `required_secrets`); set without cluster.existing, nothing would read it."""
@@ -576,6 +593,7 @@ CROSS_CHECKS: dict[str, tuple[CrossCheck, ...]] = {
         "gpu_pools[].size", "gpu_runtime.mode", "environment", "observability.enabled", "models[].pool",
         "models[].autoscaling.enabled", "router.kind", "router.gateway.install_gateway_api_crds", "network.cluster_subnet")),),
     "gpu_runtime.mode": (CrossCheck(runtime_problems, ("gpu_pools[].size",)),),
+    "cluster.existing.system_node_selector": (CrossCheck(system_selector_problems, ("gpu_pools[].node_selector",)),),
     "kubeconfig": (CrossCheck(kubeconfig_problems, ("cluster.existing",)),),
     "model_cache.kind": (CrossCheck(existing_cache_problems, ("cluster.existing",)),),
     "network": (CrossCheck(network_problems, ("cluster.existing",)),),

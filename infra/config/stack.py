@@ -212,7 +212,7 @@ def load_config(
 def _problems(raw: StackInput, base_dir: Path | None, plain_secrets: set[str], client_keys: ClientKeys, keys_path: str) -> list[Problem]:
     existing = raw.cluster.existing is not None
     problems = cross.network_problems(raw) + (check_network(raw.network) if raw.network is not None and not existing else [])
-    problems += check_pools(raw.gpu_pools, raw.region, existing=existing) + cross.runtime_problems(raw)
+    problems += check_pools(raw.gpu_pools, raw.region, existing=existing) + cross.system_selector_problems(raw) + cross.runtime_problems(raw)
     problems += _model_problems(raw, base_dir) + _rollout_problems(raw)
     problems += cross.pinned_version_problems(raw) + check_cluster(raw.cluster)
     problems += list(stack_exposure(raw.environment, raw.cluster.api_allow_list, raw.router).problems)
