@@ -72,15 +72,17 @@ def values_from_pulumi_runtime() -> tuple[dict[str, Any], set[str]]:
     return values, secret_keys
 
 
-def named_keys(config: pulumi.Config, keys: ClientKeys, api_keys: Any, api_key: str | None) -> dict[str, Any] | None:
-    """Every named key as its own Pulumi secret Output, after checking the keys themselves (length,
-    alphabet; a ConfigError names the config path, never the key)."""
+def named_keys(config: pulumi.Config, keys: ClientKeys, api_keys: Any, api_key: str | None, engine_key: str | None = None) -> dict[str, Any] | None:
+    """Every named key as its own Pulumi secret Output, after checking the keys themselves and the
+    engine key (length, alphabet; a ConfigError names the config path, never the key)."""
     given = dict(api_keys) if isinstance(api_keys, dict) else {}
     paths = {name: f"{NS}api_keys.{name}" for name in given}
     checked = dict(given)
     if api_key is not None:
         checked[DEFAULT_KEY_NAME], paths[DEFAULT_KEY_NAME] = api_key, f"{NS}api_key"
     problems = key_value_problems(checked, paths)
+    if engine_key is not None:  # checked like a client key, and named by its own path
+        problems += key_value_problems({"engine_key": engine_key}, {"engine_key": f"{NS}engine_key"})
     if problems:
         raise ConfigError(problems)
     if not given:
@@ -94,7 +96,7 @@ def main() -> None:
     values, secret_keys = values_from_pulumi_runtime()
     try:
         cfg = load_config(values, stack=stack, secret_keys=secret_keys, base_dir=PROJECT_ROOT, source=f"stack {stack}")
-        blockers = stack_exposure(cfg.environment, cfg.cluster.control_plane_allowed_cidrs, cfg.router).blockers
+        blockers = stack_exposure(cfg.environment, cfg.cluster.api_allow_list, cfg.router).blockers
         if blockers:
             raise ConfigError("; ".join(f"{b.path}: {b.message}" for b in blockers))
         if cfg.missing_secrets:
@@ -110,7 +112,8 @@ def main() -> None:
         config = pulumi.Config("inference-platform")
         given = runtime_config_values()
         secrets = Secrets(**{key: config.get_secret(key) for key in SECRET_KEYS if key != "api_keys"},
-                          api_keys=named_keys(config, cfg.client_keys, given.get(f"{NS}api_keys"), given.get(f"{NS}api_key")))
+                          api_keys=named_keys(config, cfg.client_keys, given.get(f"{NS}api_keys"), given.get(f"{NS}api_key"),
+                                             given.get(f"{NS}engine_key")))
         outputs = declare(plan, secrets)
     except ConfigError as err:
         raise pulumi.RunError(err.render()) from None

@@ -44,6 +44,8 @@ class Secrets:
     api_keys: Mapping[str, Any] | None = None  # key name → its secret Output (names from the config)
     grafana_admin_password: Any = None
     alert_webhook_url: Any = None
+    engine_key: Any = None  # the key engines behind a front door check (else generated)
+    kubeconfig: Any = None  # cluster.existing: the Kubernetes provider's credentials
 
     def get(self, key: str) -> Any:
         """The secret a plan names by key (`huggingface_token`, `api_keys.<name>`)."""

@@ -139,6 +139,10 @@ def offline_plan(plan: StackPlan, root: Path | None = None, *, deploy: bool = Fa
             "pools": plan.pools_json(),
             "secrets_to_set": cfg.missing_secrets,
             "notes": notes,
+            **({"existing_cluster": {
+                "context": cfg.cluster.existing.context,
+                "system_node_selector": dict(cfg.cluster.existing.system_node_selector or {}),
+            }} if cfg.cluster.existing is not None else {}),  # fmt: skip
         },
     )
     checked = [o for o in kubernetes_objects(offline) if not is_test_hook(o)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from infra.catalog import versions
+from infra.catalog import doks, versions
 from infra.catalog.gpus import GpuSize
 
 APP_TAG = "app:inference-platform"
@@ -82,6 +82,18 @@ def gpu_addon_flags(pool_vendors: set[str], runtime_mode: str, observability_ena
 
 
 @dataclass(frozen=True)
+class ExistingClusterSpec:
+    """A cluster the stack does not create (cluster.existing): reached with the `kubeconfig` secret.
+
+    context: the kubeconfig context to use (None: its current-context).
+    system_node_selector: where system workloads run; empty: not pinned.
+    """
+
+    context: str | None = None
+    system_node_selector: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     """The DOKS cluster and its system (default) pool.
 
@@ -110,6 +122,7 @@ class ClusterSpec:
     gpu_flags: GpuAddonFlags = field(default_factory=GpuAddonFlags)
     protect: bool = False
     tags: tuple[str, ...] = ()
+    existing: ExistingClusterSpec | None = None  # deploy onto this cluster instead of creating one
 
     @property
     def system_pool_name(self) -> str:
@@ -118,7 +131,10 @@ class ClusterSpec:
 
     @property
     def system_node_selector(self) -> dict[str, str]:
-        return {"doks.digitalocean.com/node-pool": self.system_pool_name}
+        """Where system workloads run: the system pool, or an existing cluster's nodes for them."""
+        if self.existing is not None:
+            return dict(self.existing.system_node_selector)
+        return doks.pool_node_selector(self.system_pool_name)
 
 
 @dataclass(frozen=True)
@@ -135,6 +151,13 @@ class GpuPoolSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
     protect: bool = False
+    node_selector: Mapping[str, str] | None = None  # the pool's nodes; None: the DOKS pool's (its node-pool label)
+    managed: bool = True  # the stack creates the pool (false: an existing cluster's nodes)
+
+    @property
+    def selector(self) -> dict[str, str]:
+        """The labels that select this pool's nodes."""
+        return dict(self.node_selector) if self.node_selector is not None else doks.pool_node_selector(self.pool_name)
 
     @property
     def autoscaled(self) -> bool:
@@ -148,6 +171,9 @@ class GpuRuntimeSpec:
     name: str  # logical name
     mode: str  # doks-managed | device-plugin | gpu-operator
     amd_pools: tuple[str, ...] = ()  # names of the AMD GPU pools; empty → nothing to run
+    # An existing cluster's AMD pools, name → node selector: the runtime's pods select those nodes
+    # (None: DOKS labels every AMD node doks.digitalocean.com/gpu-brand=amd).
+    amd_pool_selectors: Mapping[str, Mapping[str, str]] | None = None
     disable_numa_balancing: bool = True  # AMD's vLLM recommendation
     metrics_exporter: bool = False  # gpu-operator mode: exporter via the DeviceConfig
     device_plugin_image: str = versions.ROCM_DEVICE_PLUGIN_IMAGE

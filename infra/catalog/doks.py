@@ -12,6 +12,10 @@ import re
 VERSION_PREFIX = re.compile(r"^1\.[0-9]{2}(\.[0-9]+)?$")
 VERSION_SLUG = re.compile(r"^1\.[0-9]+\.[0-9]+-do\.[0-9]+$")
 
+# DOKS labels every node with the name of its node pool (DO docs: automatic node labels); a pool the
+# stack creates is selected by it.
+NODE_POOL_LABEL = "doks.digitalocean.com/node-pool"
+
 # DOKS default pod and service networks; a VPC must not overlap them unless custom subnets are set.
 DEFAULT_CLUSTER_SUBNET = "10.244.0.0/16"
 DEFAULT_SERVICE_SUBNET = "10.245.0.0/16"
@@ -25,3 +29,8 @@ def is_exact_version(version: str) -> bool:
 def kubernetes_minor(version: str) -> str:
     """`1.33`, `1.33.1` or `1.33.1-do.5` → `1.33`."""
     return ".".join(version.split("-", 1)[0].split(".")[:2])
+
+
+def pool_node_selector(pool_name: str) -> dict[str, str]:
+    """The nodes of DOKS node pool `pool_name`."""
+    return {NODE_POOL_LABEL: pool_name}

@@ -1,4 +1,5 @@
-"""`infra doctor <stack>`: pre-flight checks against the DigitalOcean API before `pulumi up`.
+"""`infra doctor <stack>`: pre-flight checks against the DigitalOcean API before `pulumi up`; for an
+existing-cluster stack, against the cluster's own API (infra/cluster_doctor.py).
 
 Prints one table (pass / warn / fail, with a fix for each problem; a spinner on a terminal while
 the API is asked) and exits 1 when anything
@@ -15,7 +16,7 @@ from typing import Any
 
 from rich.text import Text
 
-from infra import preflight
+from infra import cluster_doctor, preflight
 from infra.cli_args import float_in, non_negative_int
 from infra.commands import tables
 from infra.commands.progress import status
@@ -75,6 +76,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"give up on an API answer after this long without data (default {preflight.READ_TIMEOUT_S:g}, "
         f"or ${preflight.READ_TIMEOUT_ENV_VAR})",
     )
+    parser.add_argument(
+        "--kubeconfig", type=Path, default=None, metavar="FILE",
+        help="an existing-cluster stack (cluster.existing): the kubeconfig to check the cluster with (default: $KUBECONFIG); "
+        "no DigitalOcean token is needed",
+    )
     parser.set_defaults(func=run)
 
 
@@ -92,6 +98,10 @@ def stack_declares_token(stack: str, root: Path) -> bool:
 def run(args: argparse.Namespace) -> int:
     root = project_root(args.root)
     cfg = load_stack_file(args.stack, root)  # ConfigError → exit 2 via infra.cli
+    if getattr(getattr(cfg, "cluster", None), "existing", None) is not None:
+        return run_existing(args, cfg)
+    if getattr(args, "kubeconfig", None) is not None:
+        raise UserError([Problem("--kubeconfig", f"applies to an existing-cluster stack (cluster.existing) only; {args.stack} creates its DOKS cluster")])
     target = target_from_config(cfg)
     env = os.environ
     found = preflight.find_token(env, args.stack, root, stack_declares_token(args.stack, root))
@@ -118,6 +128,25 @@ def run(args: argparse.Namespace) -> int:
     source = f", {found.detail}" if found.token else ""
     header = f"infra doctor {args.stack}: region {target.region}, API {api_url}{source}"
     print(preflight.redact(header, [found.token]))
+    print(render_checks(checks))
+    return preflight.exit_code(checks)
+
+
+def run_existing(args: argparse.Namespace, cfg: Any) -> int:
+    """An existing cluster: its API, through a kubeconfig file, instead of DigitalOcean's."""
+    expect = cluster_doctor.expectation_from_config(cfg)
+    path, where = cluster_doctor.kubeconfig_path(args.kubeconfig, os.environ)
+    access = cluster_doctor.read_kubeconfig(path, where, expect.context)
+    api = cluster_doctor.KubeApi(access, connect_timeout_s=args.connect_timeout or cluster_doctor.CONNECT_TIMEOUT_S,
+                                 read_timeout_s=args.read_timeout or cluster_doctor.READ_TIMEOUT_S)  # fmt: skip
+    try:
+        with status(f"checking stack {args.stack} against its cluster's API") as update:
+            update(f"asking {access.server}")
+            answers = cluster_doctor.ask_cluster(api)
+    finally:
+        api.close()
+    checks = cluster_doctor.cluster_checks(expect, answers)
+    print(f"infra doctor {args.stack}: existing cluster, API {access.server}, context {access.context} ({where})")
     print(render_checks(checks))
     return preflight.exit_code(checks)
 

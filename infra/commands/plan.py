@@ -129,12 +129,14 @@ def render_summary(plan: Plan, *, terminal: bool | None = None) -> str:
     from infra.commands import tables  # rich: only a printed summary needs it, not `--quiet` or `--json -`
 
     s = plan.summary
-    lines = [
-        f"Stack {plan.stack} — environment {s['environment']}, region {s['region']}, "
-        f"Kubernetes {_version_label(s['kubernetes_version_prefix'])}, HA control plane: {'yes' if s['ha'] else 'no'}, "
-        f"protected: {'yes' if s['protect'] else 'no'}",
-        "",
-    ]
+    existing = s.get("existing_cluster")
+    if existing is not None:
+        context = f"context {existing['context']}" if existing["context"] else "its current-context"
+        cluster = f"existing cluster (the `kubeconfig` secret, {context}; no VPC, cluster or node pool created)"
+    else:
+        cluster = (f"Kubernetes {_version_label(s['kubernetes_version_prefix'])}, HA control plane: {'yes' if s['ha'] else 'no'}, "
+                   f"protected: {'yes' if s['protect'] else 'no'}")
+    lines = [f"Stack {plan.stack} — environment {s['environment']}, region {s['region']}, {cluster}", ""]
     pools = []
     for p in s["pools"]:
         count = f"{p['min_nodes']}–{p['max_nodes']} (autoscaled)" if p["autoscale"] else f"{p['min_nodes']}"

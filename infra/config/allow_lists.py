@@ -153,10 +153,14 @@ def front_door_list(cidrs) -> AllowList:
 def stack_exposure(environment: str, control_plane_cidrs, router) -> Exposure:
     """Both lists of a stack: the API's always, the front door's when it is public (a list on a
     private front door is refused as a key that takes no effect: infra/invariants/ignores.py).
-    An empty front-door list is judged by `public_exposure_gaps` (infra/config/router.py)."""
-    api = exposure(control_plane_list(control_plane_cidrs), environment, empty_note=(
-        f"{environment}: the Kubernetes API is open to the internet (token-protected); set "
-        "cluster.control_plane_allowed_cidrs to the ranges Pulumi and your operators connect from"))
+    An empty front-door list is judged by `public_exposure_gaps` (infra/config/router.py).
+    `control_plane_cidrs` None: the API is not the stack's (cluster.existing), so only the front door's."""
+    if control_plane_cidrs is None:
+        api = Exposure((), (), ())
+    else:
+        api = exposure(control_plane_list(control_plane_cidrs), environment, empty_note=(
+            f"{environment}: the Kubernetes API is open to the internet (token-protected); set "
+            "cluster.control_plane_allowed_cidrs to the ranges Pulumi and your operators connect from"))
     if not router.public or not router.allowed_source_cidrs:
         return api
     door = exposure(front_door_list(router.allowed_source_cidrs), environment, empty_note="")

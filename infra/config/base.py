@@ -7,7 +7,8 @@ import difflib
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from infra.errors import Problem
 
@@ -77,3 +78,49 @@ def stack_name_problems(stack: str) -> list[Problem]:
     problem = stack_name_problem(stack)
     return [Problem("stack", problem)] if problem else []
 
+
+
+# Kubernetes label syntax (kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set):
+# a key is an optional DNS-subdomain prefix (≤ 253) and `/`, then a name (≤ 63) of alphanumerics,
+# '-', '_', '.', beginning and ending alphanumeric; a value is empty or the same as a name.
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def _label_key_problem(key: str, reserved: tuple[str, ...]) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if "/" in prefix:
+        return "has more than one '/'; a label key is [prefix/]name"
+    if not _LABEL_NAME.match(name):
+        return (
+            "is not a valid label name: at most 63 characters of letters, digits, '-', '_' and '.', "
+            "beginning and ending with a letter or digit (optionally after a DNS prefix and '/')"
+        )
+    if key.startswith("/") or (prefix and (len(prefix) > 253 or not all(_DNS_SUBDOMAIN_LABEL.match(p) for p in prefix.split(".")))):
+        return "has a prefix that is not a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)"
+    for taken in reserved:
+        if prefix == taken or prefix.endswith("." + taken):
+            return f"uses the reserved prefix {prefix}/ (reserved: {', '.join(p + '/' for p in reserved)}); choose your own prefix, e.g. example.com/team"
+    return None
+
+
+def label_map(labels: dict[str, str], *, reserved: tuple[str, ...]) -> dict[str, str]:
+    """A map of Kubernetes labels (node labels, a node selector): each bad key or value as its own
+    error at its key, reported with every other problem; keys under a `reserved` prefix refused."""
+    errors = []
+    for key, value in labels.items():
+        problem = _label_key_problem(key, reserved)
+        if problem is None and value and not _LABEL_NAME.match(value):
+            shown = value if len(value) <= 70 else value[:67] + "..."
+            problem = (
+                f"value {shown!r} is not a valid label value: at most 63 characters of letters, digits, '-', '_' "
+                "and '.', beginning and ending with a letter or digit (or empty)"
+            )
+        if problem is not None:
+            message = f"label {key!r} {problem}" if not problem.startswith("value") else f"label {key!r}: {problem}"
+            errors.append(
+                InitErrorDetails(type=PydanticCustomError("value_error", "{message}", {"message": message}), loc=(key,), input=key)
+            )
+    if errors:
+        raise ValidationError.from_exception_data("labels", errors)
+    return labels

@@ -13,7 +13,7 @@ from pydantic import AfterValidator, Field
 from infra.catalog import doks
 from infra.catalog.cpu_sizes import CPU_USD_PER_MONTH
 from infra.config.allow_lists import AllowedCidr
-from infra.config.base import NS, StrictModel
+from infra.config.base import NS, StrictModel, label_map
 from infra.errors import Problem
 
 _HHMM = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
@@ -74,6 +74,46 @@ class MaintenanceConfig(StrictModel):
     start_time: TimeOfDay = Field("04:00", description="Start of the window, HH:MM UTC.")
 
 
+def _system_selector(selector: dict[str, str]) -> dict[str, str]:
+    if not selector:
+        raise ValueError("an empty selector pins nothing; leave system_node_selector out (system pods are then not pinned) or give the labels of the nodes for system workloads")
+    return label_map(selector, reserved=())
+
+
+def _context(value: str) -> str:
+    if not value.strip():
+        raise ValueError("an empty context name; leave context out to use the kubeconfig's current-context")
+    return value
+
+
+SystemSelector = Annotated[dict[str, str], AfterValidator(_system_selector)]
+KubeContext = Annotated[str, AfterValidator(_context)]
+
+
+class ExistingClusterConfig(StrictModel):
+    """A cluster the stack does not create (DOKS or any conformant Kubernetes): the stack deploys onto
+    it with the `kubeconfig` secret and manages no VPC, cluster, node pool or node label
+    (docs/existing-cluster.md)."""
+
+    context: KubeContext | None = Field(
+        None, description="Context of the `kubeconfig` secret to use; unset: the kubeconfig's current-context."
+    )
+    system_node_selector: SystemSelector | None = Field(
+        None,
+        description=(
+            "Labels of the nodes where system workloads run (router, Prometheus, operators, KEDA, the gateway); "
+            "unset: system pods are not pinned (the plan notes it) and may land on GPU nodes."
+        ),
+    )
+
+
+# The keys only a DOKS cluster the stack creates reads: refused next to cluster.existing.
+DOKS_ONLY_CLUSTER_KEYS = (
+    "version", "ha", "protect", "auto_upgrade", "surge_upgrade", "system_pool", "maintenance",
+    "control_plane_allowed_cidrs", "kubeconfig_expire_seconds",
+)
+
+
 class ClusterConfig(StrictModel):
     """The DOKS cluster. Unset booleans take the environment's defaults (prod: HA and protected)."""
 
@@ -108,11 +148,34 @@ class ClusterConfig(StrictModel):
     )
 
 
+    existing: ExistingClusterConfig | None = Field(
+        None,
+        description=(
+            "Deploy onto a cluster that already exists instead of creating a VPC, DOKS cluster and node pools: "
+            "needs the `kubeconfig` secret and gpu_pools[].node_selector; every other cluster key and `network` "
+            "are refused (docs/existing-cluster.md)."
+        ),
+    )
+
+    @property
+    def api_allow_list(self) -> list[str] | None:
+        """The Kubernetes API's allow-list the stack sets; None on an existing cluster (not the stack's)."""
+        return None if self.existing is not None else self.control_plane_allowed_cidrs
+
+
 def check_cluster(cluster: ClusterConfig) -> list[Problem]:
     """An exact version with auto-upgrade: DOKS moves the patch past the slug, and the next `pulumi
     up` would plan the slug again, a downgrade, which replaces the cluster."""
     version = cluster.version
     problems = []
+    if cluster.existing is not None:
+        return [
+            Problem(f"{NS}cluster.{key}", (
+                f"{_shown(getattr(cluster, key))} is given, but cluster.existing deploys onto a cluster the stack does not "
+                "create, and this key configures only a DOKS cluster the stack creates (the existing cluster's owner "
+                f"manages it); remove cluster.{key}"))
+            for key in DOKS_ONLY_CLUSTER_KEYS if key in cluster.model_fields_set
+        ]
     if doks.VERSION_SLUG.match(version) and cluster.auto_upgrade:
         problems.append(
             Problem(
@@ -124,3 +187,9 @@ def check_cluster(cluster: ClusterConfig) -> list[Problem]:
         )
     return problems
 
+
+
+def _shown(value: object) -> str:
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(exclude_unset=True)
+    return repr(value)

@@ -70,6 +70,65 @@ def runtime_problems(raw: StackInput) -> list[Problem]:
 
 
 # ---------------------------------------------------------------------------------------------
+# cluster.existing: what the stack does not create
+
+def network_problems(raw: StackInput) -> list[Problem]:
+    """`network` is required for the VPC the stack creates, and refused on an existing cluster."""
+    if raw.cluster.existing is None:
+        return [] if raw.network is not None else [Problem(NS + "network", "required key is missing")]
+    if raw.network is None:
+        return []
+    return [Problem(NS + "network", (
+        f"{raw.network.model_dump(exclude_unset=True)!r} is given, but cluster.existing deploys onto a cluster the stack "
+        "does not create: it creates no VPC (the cluster's network is its owner's); remove network"))]
+
+
+def existing_cache_problems(raw: StackInput) -> list[Problem]:
+    """An NFS share or a Spaces bucket is a DigitalOcean resource, and an existing-cluster stack
+    creates none (nor can it tell that the cluster is in a DigitalOcean VPC)."""
+    if raw.cluster.existing is None or raw.model_cache.kind == "none":
+        return []
+    return [Problem(NS + "model_cache.kind", (
+        f"{raw.model_cache.kind!r} creates a DigitalOcean resource ({'an NFS share in the VPC' if raw.model_cache.kind == 'nfs' else 'a Spaces bucket'}), "
+        "and cluster.existing creates none; use kind none (each pod downloads from Hugging Face to its node's disk)"))]
+
+
+def system_selector_problems(raw: StackInput) -> list[Problem]:
+    """The system nodes must not be a GPU pool's: a system selector that a pool's nodes satisfy (or
+    whose nodes satisfy a pool's) would put the router, Prometheus and the operators on GPU nodes —
+    unschedulable behind the GPU taint, or taking the engines' CPU and memory without it."""
+    existing = raw.cluster.existing
+    if existing is None or not existing.system_node_selector:
+        return []
+    mine = existing.system_node_selector
+    for i, pool in enumerate(raw.gpu_pools):
+        theirs = pool.node_selector or {}
+        if theirs and (mine.items() <= theirs.items() or theirs.items() <= mine.items()):
+            return [Problem(f"{NS}cluster.existing.system_node_selector", (
+                f"{mine!r} also selects the nodes of gpu_pools[{i}] ({pool.name}, node_selector {theirs!r}): system pods would "
+                "land on GPU nodes; give the labels only the nodes for system workloads carry"))]
+    return []
+
+
+def kubeconfig_problems(raw: StackInput, kubeconfig_set: bool) -> list[Problem]:
+    """The `kubeconfig` secret is the existing cluster's (its absence is a missing secret,
+    `required_secrets`); set without cluster.existing, nothing would read it."""
+    if raw.cluster.existing is not None or not kubeconfig_set:
+        return []
+    return [Problem(NS + "kubeconfig", (
+        "is set, but cluster.existing is not: the stack creates its DOKS cluster and reads that cluster's credentials, "
+        "so nothing would read it; remove it (`pulumi config rm kubeconfig`) or set cluster.existing"))]
+
+
+def mode_defaults(raw: StackInput) -> StackInput:
+    """Defaults that depend on cluster.existing: the weight cache is kind none there unless written
+    (nfs, the default elsewhere, is a DigitalOcean resource)."""
+    if raw.cluster.existing is None or "kind" in raw.model_cache.model_fields_set:
+        return raw
+    return raw.model_copy(update={"model_cache": raw.model_cache.model_copy(update={"kind": "none"})})
+
+
+# ---------------------------------------------------------------------------------------------
 # models: names and pools
 
 def duplicate_model_name_problems(raw: StackInput) -> list[Problem]:
@@ -394,13 +453,14 @@ def rollout_split_problems(model: ModelConfig, at: str, on: Placement) -> list[P
 # ---------------------------------------------------------------------------------------------
 # cluster.version against what the stack deploys
 
-def install_gateway_api_crds(gateway: GatewayConfig, network: NetworkConfig) -> bool:
+def install_gateway_api_crds(gateway: GatewayConfig, network: NetworkConfig | None) -> bool:
     """Whether the platform installs the Gateway API CRDs: DOKS manages them itself on VPC-native
     clusters (docs.digitalocean.com/products/kubernetes/how-to/use-gateway-api: enabled by default
-    on VPC-native clusters from 1.33), so by default only elsewhere."""
+    on VPC-native clusters from 1.33), so by default only elsewhere. On an existing cluster
+    (`network` None) the stack cannot tell: it installs them unless told not to."""
     if gateway.install_gateway_api_crds is not None:
         return gateway.install_gateway_api_crds
-    return network.cluster_subnet is None
+    return network is None or network.cluster_subnet is None
 
 
 def pins_in_use(raw: StackInput) -> list[str]:
@@ -430,7 +490,10 @@ def pins_in_use(raw: StackInput) -> list[str]:
 
 
 def pinned_version_problems(raw: StackInput) -> list[Problem]:
-    """A Kubernetes minor outside what a pin the stack deploys supports (infra/compat.py)."""
+    """A Kubernetes minor outside what a pin the stack deploys supports (infra/compat.py). An existing
+    cluster runs whatever version it runs: `infra doctor` asks it."""
+    if raw.cluster.existing is not None:
+        return []
     version = raw.cluster.version
     return [
         Problem(
@@ -500,6 +563,8 @@ def required_secrets(raw: StackInput) -> tuple[str, ...]:
     # api_key is never required (issue 30): every serving path checks a key, and when the stack
     # gives none the program generates one (pulumi-random, kept as a secret in the stack's state;
     # `pulumi stack output api_key --show-secrets` reads it).
+    if raw.cluster.existing is not None:
+        required.append("kubeconfig")  # the existing cluster's credentials
     if observability_on(raw.environment, raw.observability):
         required.append("grafana_admin_password")
         if raw.observability.alert_receiver.kind != "none":
@@ -528,6 +593,10 @@ CROSS_CHECKS: dict[str, tuple[CrossCheck, ...]] = {
         "gpu_pools[].size", "gpu_runtime.mode", "environment", "observability.enabled", "models[].pool",
         "models[].autoscaling.enabled", "router.kind", "router.gateway.install_gateway_api_crds", "network.cluster_subnet")),),
     "gpu_runtime.mode": (CrossCheck(runtime_problems, ("gpu_pools[].size",)),),
+    "cluster.existing.system_node_selector": (CrossCheck(system_selector_problems, ("gpu_pools[].node_selector",)),),
+    "kubeconfig": (CrossCheck(kubeconfig_problems, ("cluster.existing",)),),
+    "model_cache.kind": (CrossCheck(existing_cache_problems, ("cluster.existing",)),),
+    "network": (CrossCheck(network_problems, ("cluster.existing",)),),
     "models[].autoscaling.enabled": (CrossCheck(autoscaling_problems, (
         "gpu_pools[].nodes", "gpu_pools[].min_nodes", "gpu_pools[].max_nodes", "models[].pool", "environment", "observability.enabled")),),
     "models[].env": (CrossCheck(admin_switch_problems, ("environment", "router.kind")),),

@@ -1,15 +1,14 @@
-"""`gpu_pools:` — the GPU node pools: size, fixed or autoscaling node counts, fabric, labels."""
+"""`gpu_pools:` — the GPU node pools: size, fixed or autoscaling node counts, fabric, labels; on an
+existing cluster (cluster.existing) the nodes a pool already has, by their labels (`node_selector`)."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, ValidationError
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import AfterValidator, Field
 
 from infra.catalog.gpus import GPU_SIZES, GpuSize
-from infra.config.base import NS, Name, StrictModel, duplicates, one_of
+from infra.config.base import NS, Name, StrictModel, duplicates, label_map, one_of
 from infra.errors import Problem
 
 
@@ -17,53 +16,22 @@ def _gpu_slug(value: str) -> str:
     return one_of(value, sorted(GPU_SIZES), "GPU Droplet size")
 
 
-# Kubernetes label syntax (kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set):
-# a key is an optional DNS-subdomain prefix (≤ 253) and `/`, then a name (≤ 63) of alphanumerics,
-# '-', '_', '.', beginning and ending alphanumeric; a value is empty or the same as a name.
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 # Prefixes whose labels belong to someone else: Kubernetes itself (kubelet refuses most of them on
 # nodes), DOKS (it manages doks.digitalocean.com/* on every node) and this program, whose pool and
 # GPU labels the model pods select on.
 RESERVED_LABEL_PREFIXES = ("kubernetes.io", "k8s.io", "doks.digitalocean.com", "inference-platform")
 
 
-def _label_key_problem(key: str) -> str | None:
-    prefix, _, name = key.rpartition("/")
-    if "/" in prefix:
-        return "has more than one '/'; a label key is [prefix/]name"
-    if not _LABEL_NAME.match(name):
-        return (
-            "is not a valid label name: at most 63 characters of letters, digits, '-', '_' and '.', "
-            "beginning and ending with a letter or digit (optionally after a DNS prefix and '/')"
-        )
-    if key.startswith("/") or (prefix and (len(prefix) > 253 or not all(_DNS_SUBDOMAIN_LABEL.match(p) for p in prefix.split(".")))):
-        return "has a prefix that is not a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)"
-    for reserved in RESERVED_LABEL_PREFIXES:
-        if prefix == reserved or prefix.endswith("." + reserved):
-            return f"uses the reserved prefix {prefix}/ (reserved: {', '.join(p + '/' for p in RESERVED_LABEL_PREFIXES)}); choose your own prefix, e.g. example.com/team"
-    return None
-
-
 def _node_labels(labels: dict[str, str]) -> dict[str, str]:
     """Each bad key or value as its own error at its key, reported with every other problem."""
-    errors = []
-    for key, value in labels.items():
-        problem = _label_key_problem(key)
-        if problem is None and value and not _LABEL_NAME.match(value):
-            shown = value if len(value) <= 70 else value[:67] + "..."
-            problem = (
-                f"value {shown!r} is not a valid label value: at most 63 characters of letters, digits, '-', '_' "
-                "and '.', beginning and ending with a letter or digit (or empty)"
-            )
-        if problem is not None:
-            message = f"label {key!r} {problem}" if not problem.startswith("value") else f"label {key!r}: {problem}"
-            errors.append(
-                InitErrorDetails(type=PydanticCustomError("value_error", "{message}", {"message": message}), loc=(key,), input=key)
-            )
-    if errors:
-        raise ValidationError.from_exception_data("labels", errors)
-    return labels
+    return label_map(labels, reserved=RESERVED_LABEL_PREFIXES)
+
+
+def _node_selector(selector: dict[str, str]) -> dict[str, str]:
+    """Labels the nodes already carry: any prefix (doks.digitalocean.com/node-pool, node.kubernetes.io/...)."""
+    if not selector:
+        raise ValueError("an empty selector matches every node; give the labels only this pool's nodes carry, e.g. {doks.digitalocean.com/node-pool: gpu-mi300x}")
+    return label_map(selector, reserved=())
 
 # Node limits of a DOKS node pool: 512 nodes (the `nodes`/`max_nodes` range below), 64 for a pool of
 # a fabric size (DigitalOcean's GPU fabric groups). A rollout's extra nodes count against them too.
@@ -80,6 +48,7 @@ def node_limit(size: GpuSize) -> tuple[int, str]:
 
 GpuSlug = Annotated[str, AfterValidator(_gpu_slug)]
 NodeLabels = Annotated[dict[str, str], AfterValidator(_node_labels)]
+NodeSelector = Annotated[dict[str, str], AfterValidator(_node_selector)]
 
 
 class GpuPoolConfig(StrictModel):
@@ -111,6 +80,14 @@ class GpuPoolConfig(StrictModel):
         default_factory=dict,
         description="Extra Kubernetes node labels (Kubernetes label syntax; prefixes kubernetes.io/, k8s.io/, doks.digitalocean.com/ and inference-platform/ are reserved).",
     )
+    node_selector: NodeSelector | None = Field(
+        None,
+        description=(
+            "cluster.existing only (required there): the labels this pool's nodes already carry, e.g. "
+            "{doks.digitalocean.com/node-pool: gpu-mi300x} or {node.kubernetes.io/instance-type: gpu-mi300x8-1536gb}; "
+            "every pod of the pool selects them, and no node may match two pools' selectors."
+        ),
+    )
     available_in_region: bool = Field(
         False,
         description="true: plan the size in the stack's region although the GPU catalog (infra/catalog/gpu_sizes.json, dated) lists it only in other regions — for a catalog older than DigitalOcean's offer. `infra doctor` confirms it online; `infra catalog sync` refreshes the catalog.",
@@ -137,11 +114,19 @@ class GpuPoolConfig(StrictModel):
         return self.usd_per_hour if self.usd_per_hour is not None else self.gpu.usd_per_hour
 
 
-def check_pools(pools: list[GpuPoolConfig], region: str) -> list[Problem]:
-    """Names, node counts and limits, fabric, the size's regions (`region`: the stack's) and partition mode."""
+def check_pools(pools: list[GpuPoolConfig], region: str, *, existing: bool = False) -> list[Problem]:
+    """Names, node counts and limits, fabric, the size's regions (`region`: the stack's) and partition
+    mode; on an existing cluster (`existing`: cluster.existing is set) the nodes each pool selects."""
     problems = duplicates(pools, "name", "gpu_pools")
+    if existing:
+        return problems + existing_pool_problems(pools)
     for i, pool in enumerate(pools):
         at = f"{NS}gpu_pools[{i}]"
+        if pool.node_selector is not None:
+            problems.append(Problem(f"{at}.node_selector", (
+                f"{pool.node_selector!r} is given, but the stack creates this pool (no cluster.existing): its nodes carry "
+                "the labels the stack gives them; remove node_selector, or set cluster.existing to deploy onto a cluster "
+                "whose nodes you label yourself")))
         fixed = pool.nodes is not None
         ranged = pool.min_nodes is not None or pool.max_nodes is not None
         if fixed and ranged:
@@ -183,3 +168,50 @@ def _region_listing(region: str, pool: GpuPoolConfig, at: str) -> list[Problem]:
         f"{pool.size} is not offered in {region!r} according to the GPU catalog of {when} (listed in: "
         f"{', '.join(listed)}); choose one of those regions or another size, or — if DigitalOcean offers it there "
         f"now — set {at}.available_in_region: true (`infra doctor` checks online; `infra catalog sync` refreshes the catalog)"))]
+
+
+# What only a pool the stack creates reads: refused on an existing cluster, whose nodes the stack
+# neither counts, partitions nor labels.
+EXISTING_REFUSED_POOL_KEYS = {
+    "min_nodes": "the stack does not scale an existing cluster's nodes; give nodes, the number of Ready nodes the selector matches",
+    "max_nodes": "the stack does not scale an existing cluster's nodes; give nodes, the number of Ready nodes the selector matches",
+    "partition_mode": "the partition mode is set when a DOKS pool is created; the existing nodes run whatever mode their owner set",
+    "labels": "the stack cannot label nodes it does not manage; label them yourself and select them with node_selector",
+    "fabric": "the stack does not attach the RDMA fabric of an existing cluster's nodes",
+    "available_in_region": "the stack creates no node pool, so the size's regions are not checked",
+}
+
+
+def existing_pool_problems(pools: list[GpuPoolConfig]) -> list[Problem]:
+    """Pools of an existing cluster: each its selector and its node count, none of the keys only a
+    created pool reads, and no node matching two pools (identical selectors, or one a subset of
+    another's: a node of the narrower pool carries the wider pool's labels too)."""
+    problems = []
+    for i, pool in enumerate(pools):
+        at = f"{NS}gpu_pools[{i}]"
+        if pool.node_selector is None:
+            problems.append(Problem(f"{at}.node_selector", (
+                "required with cluster.existing: the labels this pool's nodes already carry, e.g. "
+                "{doks.digitalocean.com/node-pool: <the DOKS pool>} or {node.kubernetes.io/instance-type: <the size>}")))
+        if pool.nodes is None:
+            problems.append(Problem(f"{at}.nodes", (
+                "required with cluster.existing: how many Ready nodes the pool's node_selector matches "
+                "(capacity and cost figures; `infra doctor` checks it against the cluster)")))
+        for key, why in EXISTING_REFUSED_POOL_KEYS.items():
+            if key in pool.model_fields_set:
+                problems.append(Problem(f"{at}.{key}", f"{getattr(pool, key)!r} is given, but cluster.existing is set: {why}; remove {key}"))
+    for i, pool in enumerate(pools):
+        for j in range(i):
+            mine, theirs = pool.node_selector, pools[j].node_selector
+            if not mine or not theirs:
+                continue
+            if mine == theirs:
+                why = f"is the node_selector of gpu_pools[{j}] ({pools[j].name}): the same nodes would serve both pools"
+            elif mine.items() <= theirs.items() or theirs.items() <= mine.items():
+                narrow, wide = (j, i) if mine.items() <= theirs.items() else (i, j)
+                why = (f"overlaps gpu_pools[{j}] ({pools[j].name}): every node gpu_pools[{narrow}] selects also carries the labels "
+                       f"gpu_pools[{wide}] selects, so one node would match both pools")
+            else:
+                continue
+            problems.append(Problem(f"{NS}gpu_pools[{i}].node_selector", f"{mine!r} {why}; give each pool a selector no other pool's nodes match"))
+    return problems

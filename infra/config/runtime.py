@@ -15,7 +15,7 @@ class GpuRuntimeConfig(StrictModel):
 
     mode: Literal["doks-managed", "device-plugin", "gpu-operator"] = Field(
         "doks-managed",
-        description="doks-managed: the DOKS cluster flag installs ROCm/k8s-device-plugin; device-plugin: our own pinned DaemonSets; gpu-operator: AMD GPU Operator (Helm) with cert-manager.",
+        description="doks-managed: the DOKS cluster flag installs ROCm/k8s-device-plugin (on an existing cluster: the stack installs none, the cluster already runs a device plugin); device-plugin: our own pinned DaemonSets; gpu-operator: AMD GPU Operator (Helm) with cert-manager.",
     )
     disable_numa_balancing: bool = Field(True, description="Run a DaemonSet on AMD GPU nodes that sets kernel.numa_balancing=0 (AMD's vLLM guidance).")
 

@@ -14,6 +14,8 @@ SECRET_KEYS: dict[str, str] = {
     "huggingface_token": "Hugging Face access token for gated models and higher download limits",
     "api_key": "API key clients send (`Authorization: Bearer ...`): shorthand for the key named `default` in api_keys; one is generated (pulumi-random) when neither is set",
     "api_keys": "Named API keys, all valid at once (rotation without downtime): a map name → key, each set on its own path (`pulumi config set --secret --path 'api_keys.ci-2026q4' <key>`); names: lowercase letters, digits, '-', 1–40 characters; keys: at least 16 characters of the bearer-token alphabet; several keys need a front door (router.kind other than service)",
+    "engine_key": "Internal key the engines behind a front door check (the front door sends it upstream instead of the client's key); at least 16 characters of the bearer-token alphabet; one is generated (pulumi-random) when not set — with api_key or api_keys set too, the stack plans no random resource",
+    "kubeconfig": "cluster.existing only (required there): the kubeconfig of the existing cluster, `pulumi config set --secret kubeconfig < FILE`; the Kubernetes provider's credentials, never shown in a plan, log or stack output",
     "grafana_admin_password": "Grafana admin password (required when observability is enabled)",
     "alert_webhook_url": "Alertmanager webhook URL (Slack or generic); required by receiver kinds slack and webhook",
 }

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from infra.catalog import doks
 from infra.config import cross_checks as cross
 from infra.config.allow_lists import stack_exposure
 from infra.config.base import NS, stack_name_problems
@@ -62,7 +63,7 @@ class StackConfig(BaseModel):
     stack: str
     environment: Literal["dev", "staging", "prod"]
     region: str
-    network: NetworkConfig
+    network: NetworkConfig | None  # None: cluster.existing (the stack creates no VPC)
     cluster: ClusterConfig  # ha/protect resolved (never None)
     gpu_pools: list[GpuPoolConfig]
     gpu_runtime: GpuRuntimeConfig
@@ -87,8 +88,21 @@ class StackConfig(BaseModel):
     def protect(self) -> bool:
         return bool(self.cluster.protect)
 
+    @property
+    def existing_cluster(self) -> bool:
+        """Deploys onto a cluster the stack does not create (cluster.existing)."""
+        return self.cluster.existing is not None
+
     def pool(self, name: str) -> GpuPoolConfig:
         return next(p for p in self.gpu_pools if p.name == name)
+
+    def pool_selector(self, pool: GpuPoolConfig | str) -> dict[str, str]:
+        """The labels that select a pool's nodes, in both modes: the DOKS node-pool label of a pool
+        the stack creates, or the labels an existing cluster's nodes carry (gpu_pools[].node_selector)."""
+        pool = self.pool(pool) if isinstance(pool, str) else pool
+        if self.existing_cluster and pool.node_selector is not None:
+            return dict(pool.node_selector)
+        return doks.pool_node_selector(pool.name)
 
     @property
     def missing_secrets(self) -> list[str]:
@@ -100,7 +114,7 @@ class StackConfig(BaseModel):
 
 
 def environment_defaults(raw: StackInput) -> tuple[ClusterConfig, ObservabilityConfig]:
-    prod = raw.environment == "prod"
+    prod = raw.environment == "prod" and raw.cluster.existing is None  # nothing of an existing cluster's is the stack's to protect
     cluster = raw.cluster.model_copy(
         update={
             "ha": prod if raw.cluster.ha is None else raw.cluster.ha,
@@ -162,8 +176,10 @@ def load_config(
         problems += [Problem(NS + k if ":" not in k else k, "given in plain text; set it with `pulumi config set --secret`") for k in sorted(plain_secrets)]
         raise ConfigError(early + problems, source=source) from None
 
+    raw = cross.mode_defaults(raw)
     keys_path = f"{NS}api_keys" if api_keys_raw is not None or api_keys_secret else f"{NS}api_key"
     problems = early + _problems(raw, base_dir, plain_secrets, client_keys, keys_path)
+    problems += cross.kubeconfig_problems(raw, "kubeconfig" in secrets_set)
     if problems:
         raise ConfigError(problems, source=source)
 
@@ -194,11 +210,13 @@ def load_config(
 # were split, so every message reads as it did: a model's and an objective's problems together.
 
 def _problems(raw: StackInput, base_dir: Path | None, plain_secrets: set[str], client_keys: ClientKeys, keys_path: str) -> list[Problem]:
-    problems = check_network(raw.network) + check_pools(raw.gpu_pools, raw.region) + cross.runtime_problems(raw)
+    existing = raw.cluster.existing is not None
+    problems = cross.network_problems(raw) + (check_network(raw.network) if raw.network is not None and not existing else [])
+    problems += check_pools(raw.gpu_pools, raw.region, existing=existing) + cross.system_selector_problems(raw) + cross.runtime_problems(raw)
     problems += _model_problems(raw, base_dir) + _rollout_problems(raw)
     problems += cross.pinned_version_problems(raw) + check_cluster(raw.cluster)
-    problems += list(stack_exposure(raw.environment, raw.cluster.control_plane_allowed_cidrs, raw.router).problems)
-    problems += check_model_cache(raw.model_cache, raw.region)
+    problems += list(stack_exposure(raw.environment, raw.cluster.api_allow_list, raw.router).problems)
+    problems += check_model_cache(raw.model_cache, raw.region) + cross.existing_cache_problems(raw)
     problems += _gateway_problems(raw) + cross.endpoint_picker_name_problems(raw)
     problems += plain_secret_problems(plain_secrets) + check_router(raw.router, raw.environment)
     return problems + cross.front_door_problems(client_keys, raw.router.kind, keys_path, checked=client_keys_checked(raw.router))

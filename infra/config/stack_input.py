@@ -35,7 +35,9 @@ class StackInput(StrictModel):
 
     environment: Literal["dev", "staging", "prod"] = Field(description="Environment; drives safe defaults (prod: HA, protect, observability).")
     region: Region = Field(description="DigitalOcean region slug, e.g. atl1.")
-    network: NetworkConfig = Field(description="VPC and cluster networks.")
+    network: NetworkConfig | None = Field(
+        None, description="VPC and cluster networks (required, unless cluster.existing: then refused — the stack creates no VPC)."
+    )
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="DOKS cluster.")
     gpu_pools: list[GpuPoolConfig] = Field(min_length=1, description="GPU node pools.")
     gpu_runtime: GpuRuntimeConfig = Field(default_factory=GpuRuntimeConfig, description="AMD GPU runtime (device plugin).")

@@ -112,7 +112,9 @@ def node_groups(plan: StackPlan, paths: KeyPaths) -> list[NodeGroup]:
     cfg = plan.config
     groups = []
     # A Droplet slug's "8gb" is 8192 MB of memory as DO counts it: 8 GiB.
-    match = _CPU_SLUG.search(cfg.cluster.system_pool.size)
+    # An existing cluster's system nodes are its owner's (their size unknown): not modelled, and
+    # the pods pinned to them are not checked here (`infra doctor` checks that they exist).
+    match = _CPU_SLUG.search(cfg.cluster.system_pool.size) if plan.cluster.existing is None else None
     if match:
         groups.append(NodeGroup(
             "system pool", paths.system_pool("size"), cfg.cluster.system_pool.size, cfg.cluster.system_pool.nodes,
@@ -122,8 +124,10 @@ def node_groups(plan: StackPlan, paths: KeyPaths) -> list[NodeGroup]:
     for spec in plan.pools:
         gpu = spec.gpu
         nodes = spec.max_nodes if spec.node_count is None else spec.node_count
-        labels = {**well_known_labels(gpu.slug, cfg.region), POOL_LABEL: spec.pool_name, "doks.digitalocean.com/gpu-brand": gpu.vendor,
-                  "doks.digitalocean.com/gpu-model": gpu.accelerator.model, **dict(spec.labels)}
+        # DOKS labels the nodes of the pools the stack creates; an existing cluster's carry its selector.
+        doks_labels = {POOL_LABEL: spec.pool_name, "doks.digitalocean.com/gpu-brand": gpu.vendor,
+                       "doks.digitalocean.com/gpu-model": gpu.accelerator.model} if spec.managed else {}
+        labels = {**well_known_labels(gpu.slug, cfg.region), **doks_labels, **spec.selector, **dict(spec.labels)}
         extra = {gpu.gpu_resource_name: float(gpu.gpus)}
         groups.append(NodeGroup(spec.pool_name, paths.pool(spec.pool_name, "size") or paths.section("gpu_pools"), gpu.slug,
                                 int(nodes or 0), labels, (gpu.taint_key,),
@@ -144,7 +148,27 @@ def _fits(template: PodTemplate, group: NodeGroup) -> bool:
     selector = template.spec.get("nodeSelector") or {}
     if any(k not in PER_NODE_LABELS and group.labels.get(k) != str(v) for k, v in selector.items()):
         return False
+    if not _affinity_admits(template.spec, group.labels):
+        return False
     return all(_tolerates(template, t) for t in group.taints)
+
+
+def _affinity_admits(pod: dict, labels: dict[str, str]) -> bool:
+    """A required node affinity admits nodes with `labels`: any term whose expressions all hold
+    (In, NotIn, Exists, DoesNotExist; per-node labels such as the hostname are not judged)."""
+    required = (((pod.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+
+    def holds(expr: dict) -> bool:
+        key, op, values = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or []]
+        if key in PER_NODE_LABELS:
+            return True
+        return {"In": lambda: labels.get(key) in values, "NotIn": lambda: labels.get(key) not in values,
+                "Exists": lambda: key in labels, "DoesNotExist": lambda: key not in labels}.get(op, lambda: True)()  # fmt: skip
+
+    return any(all(holds(e) for e in term.get("matchExpressions") or []) for term in terms)
 
 
 def _max_counts(objects: list[dict]) -> dict[tuple, int]:
@@ -210,6 +234,8 @@ def check_capacity(plan: StackPlan, objects: list[dict], paths: KeyPaths) -> lis
                 g.daemonsets.append(describe(template.owner))
             continue
         if not where:
+            if plan.cluster.existing is not None and not template.spec.get("tolerations"):
+                continue  # bound for an existing cluster's own (system) nodes, not modelled
             problems.append(Problem(_owner_key(paths, template) or paths.release(template.owner) or paths.section("gpu_pools"),
                                     f"pods of {describe(template.owner)} fit no node pool: node selector "
                                     f"{template.spec.get('nodeSelector') or {}}, tolerating {[t.get('key') for t in template.spec.get('tolerations') or []]}"))

@@ -55,9 +55,9 @@ def installed_groups(plan: StackPlan, objects: list[dict], resources: list[dict]
             for suffix, provided in MANIFEST_CRDS.items():
                 if str(res.get("name", "")).endswith(suffix):
                     groups.update(provided)
-    if plan.config.network.cluster_subnet is not None:  # VPC-native
+    if plan.config.network is not None and plan.config.network.cluster_subnet is not None:  # VPC-native
         groups.update(DOKS_VPC_NATIVE_CRDS)
-    groups.update(DOKS_CNI_CRDS)
+    groups.update(DOKS_CNI_CRDS)  # an existing cluster too: the mode needs Cilium (docs/existing-cluster.md; `infra doctor` checks)
     return groups
 
 

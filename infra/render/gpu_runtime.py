@@ -15,6 +15,7 @@ Every pod that must run on GPU nodes tolerates the `amd.com/gpu:NoSchedule` tain
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,14 +73,42 @@ def _pin(objects: list[dict[str, Any]], image: str, namespace: str) -> list[dict
     return out
 
 
-def render_device_plugin(image: str, namespace: str = RUNTIME_NAMESPACE) -> list[dict[str, Any]]:
-    """ROCm/k8s-device-plugin DaemonSet (self-managed mode)."""
-    return _pin(load_manifest(DEVICE_PLUGIN_MANIFEST), image, namespace)
+def amd_pools_affinity(pool_selectors: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """A pod's node affinity for the nodes of any of the given pools (name → node selector): one
+    nodeSelectorTerm per pool (terms are ORed, a term's expressions ANDed). For an existing cluster,
+    whose AMD nodes need not carry DOKS's gpu-brand label."""
+    terms = [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": [value]} for key, value in sorted(selector.items())]}
+        for _, selector in sorted(pool_selectors.items())
+    ]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
-def render_node_labeller(image: str, namespace: str = RUNTIME_NAMESPACE) -> list[dict[str, Any]]:
+def place_on_amd_pools(objects: list[dict[str, Any]], pool_selectors: Mapping[str, Mapping[str, str]] | None) -> list[dict[str, Any]]:
+    """The DaemonSets among `objects` on the given AMD pools' nodes instead of every node DOKS labels
+    gpu-brand=amd (None: unchanged). Other node-selector entries (kubernetes.io/arch) stay."""
+    if pool_selectors is None:
+        return objects
+    out = copy.deepcopy(objects)
+    for obj in out:
+        if obj["kind"] != "DaemonSet":
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        selector = {k: v for k, v in (pod.pop("nodeSelector", None) or {}).items() if k not in AMD_NODE_SELECTOR}
+        if selector:
+            pod["nodeSelector"] = selector
+        pod["affinity"] = amd_pools_affinity(pool_selectors)
+    return out
+
+
+def render_device_plugin(image: str, namespace: str = RUNTIME_NAMESPACE, pool_selectors: Mapping[str, Mapping[str, str]] | None = None) -> list[dict[str, Any]]:
+    """ROCm/k8s-device-plugin DaemonSet (self-managed mode); on `pool_selectors`' nodes when given."""
+    return place_on_amd_pools(_pin(load_manifest(DEVICE_PLUGIN_MANIFEST), image, namespace), pool_selectors)
+
+
+def render_node_labeller(image: str, namespace: str = RUNTIME_NAMESPACE, pool_selectors: Mapping[str, Mapping[str, str]] | None = None) -> list[dict[str, Any]]:
     """ROCm node labeller: ServiceAccount, ClusterRole, ClusterRoleBinding, DaemonSet."""
-    return _pin(load_manifest(NODE_LABELLER_MANIFEST), image, namespace)
+    return place_on_amd_pools(_pin(load_manifest(NODE_LABELLER_MANIFEST), image, namespace), pool_selectors)
 
 
 # Re-applied every few minutes: a node reboot or an OS reconcile resets the sysctl, and the
@@ -101,15 +130,17 @@ def render_node_tuning_daemonset(
     image: str,
     namespace: str = RUNTIME_NAMESPACE,
     node_selector: dict[str, str] | None = None,
+    pool_selectors: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """Privileged DaemonSet that disables automatic NUMA balancing on AMD GPU nodes.
+    """Privileged DaemonSet that disables automatic NUMA balancing on AMD GPU nodes (`pool_selectors`:
+    an existing cluster's AMD pools, else every node DOKS labels gpu-brand=amd).
 
     AMD's vLLM guidance: NUMA balancing migrates pages between sockets behind the GPU's back and
     causes latency spikes; `kernel.numa_balancing` is not namespaced, so a privileged container
     writing /proc/sys changes the host.
     """
     labels = {"app.kubernetes.io/name": NODE_TUNING_NAME, **PART_OF}
-    return accept({
+    daemonset = accept({
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": NODE_TUNING_NAME, "namespace": namespace, "labels": dict(labels)},
@@ -156,6 +187,7 @@ def render_node_tuning_daemonset(
             },
         },
     }, scan_exceptions.NODE_AGENT)
+    return place_on_amd_pools([daemonset], pool_selectors)[0]
 
 
 def render_cert_manager_values() -> dict[str, Any]:
@@ -196,6 +228,7 @@ def render_device_config(
     metrics_exporter_enabled: bool,
     namespace: str = GPU_OPERATOR_NAMESPACE,
     name: str = DEVICE_CONFIG_NAME,
+    node_selector: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The operator's `DeviceConfig` (amd.com/v1alpha1) using the inbox (DOKS) driver."""
     toleration = [gpu_taint_toleration()]
@@ -225,6 +258,6 @@ def render_device_config(
                 "port": METRICS_EXPORTER_PORT,
                 "tolerations": toleration,
             },
-            "selector": dict(AMD_NODE_SELECTOR),
+            "selector": dict(node_selector if node_selector is not None else AMD_NODE_SELECTOR),
         },
     }

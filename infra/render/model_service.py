@@ -26,7 +26,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from infra.catalog import host_memory, versions
+from infra.catalog import doks, host_memory, versions
 from infra.catalog.engine_env import PLATFORM_ENV
 from infra.catalog.gpus import GpuSize
 from infra.catalog.vllm_flags import VLLM_PORT, clashes_with_service_env, unknown_env_vars
@@ -70,7 +70,7 @@ HF_TOKEN_KEY = "token"
 API_KEY_KEY = "api-key"
 
 VIDEO_GID = 44  # /dev/dri render nodes are group `video` on the ROCm hosts DOKS provisions.
-DOKS_POOL_LABEL = "doks.digitalocean.com/node-pool"
+DOKS_POOL_LABEL = doks.NODE_POOL_LABEL
 
 # Node resources kept back for kubelet, system-reserved and DaemonSets (CNI, CSI, device plugin,
 # metrics exporters) before the rest is shared among GPU replicas in proportion to their GPUs.
@@ -133,7 +133,8 @@ class ModelServiceSpec:
     layout: the planned (or explicit) layout; GPUs per pod = tp × dp.
     nodes_min / nodes_max: the pool's node count (equal for fixed pools).
     gpu: the pool's GPU size (vendor, GPUs, vCPUs, RAM per node).
-    pool_name: the DOKS node pool the pods must land on.
+    pool_name: the GPU pool the pods must land on (on DOKS, the node pool of that name).
+    node_selector: the labels of the pool's nodes (an existing cluster's); None: the DOKS pool's.
     image: overrides the vendor's pinned vLLM image.
     extra_args / env: appended to the command line / container env (validated).
     cache: the shared weight cache; None = each pod downloads to local scratch.
@@ -167,6 +168,7 @@ class ModelServiceSpec:
     gpu: GpuSize
     pool_name: str
     namespace: str = ENGINES_NAMESPACE
+    node_selector: Mapping[str, str] | None = None  # the pool's nodes; None: the DOKS pool `pool_name`
     image: str | None = None
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
@@ -218,6 +220,11 @@ class ModelServiceSpec:
         if self.fixed_replicas is not None:
             return self.fixed_replicas
         return self.layout.replicas_for_nodes(self.nodes_max)
+
+    @property
+    def pool_selector(self) -> dict[str, str]:
+        """The labels of the nodes the pods land on."""
+        return dict(self.node_selector) if self.node_selector is not None else doks.pool_node_selector(self.pool_name)
 
     @property
     def resolved_image(self) -> str:
@@ -782,7 +789,7 @@ def _engine_pod_spec(
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": termination_grace_seconds(),
-        "nodeSelector": {DOKS_POOL_LABEL: spec.pool_name},
+        "nodeSelector": spec.pool_selector,
         "tolerations": [{"key": spec.gpu.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
         "topologySpreadConstraints": [
             {

@@ -139,7 +139,7 @@ class NetworkPolicySpec:
     client_port: int
     public: bool
     weights: str | None
-    vpc_cidr: str
+    vpc_cidr: str | None  # None: an existing cluster's (unknown) network
     prefetch: bool
     pd_models: tuple[str, ...] = ()
     pd_discovery_port: int | None = None
@@ -225,7 +225,15 @@ def _pypi_egress() -> dict[str, Any]:
     return {"to": [internet_peer()], "ports": _ports(HTTPS_PORT)}
 
 
-def endpoint_egress(url: str, vpc_cidr: str) -> dict[str, Any] | None:
+def vpc_peers(vpc_cidr: str | None) -> list[dict[str, Any]]:
+    """The VPC as peers; on an existing cluster (None), whose network the stack does not know, the
+    private ranges stand in for it."""
+    if vpc_cidr is None:
+        return [{"ipBlock": {"cidr": cidr}} for cidr in PRIVATE_CIDRS]
+    return [{"ipBlock": {"cidr": vpc_cidr}}]
+
+
+def endpoint_egress(url: str, vpc_cidr: str | None) -> dict[str, Any] | None:
     """The egress rule for one endpoint a setting names (`models[].env.HF_ENDPOINT`, an OTLP
     collector): an IP literal → that address; `<svc>.<ns>.svc[...]` → the pods of that namespace;
     any other host name → the VPC (an in-VPC mirror) and the internet, on the URL's port. None for
@@ -240,7 +248,7 @@ def endpoint_egress(url: str, vpc_cidr: str) -> dict[str, Any] | None:
     labels = host.split(".")
     if len(labels) >= 3 and labels[2] == "svc":
         return {"to": [_pods_in(labels[1])], "ports": _ports(port)}
-    return {"to": [{"ipBlock": {"cidr": vpc_cidr}}, internet_peer()], "ports": _ports(port)}
+    return {"to": [*vpc_peers(vpc_cidr), internet_peer()], "ports": _ports(port)}
 
 
 # --------------------------------------------------------------------------- inference namespace
@@ -260,7 +268,7 @@ def _front_door_selectors(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
 def _clients(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     """Any pod; when public, the internet and the load balancer: DO's HTTP load balancer proxies
     each request from its own address in the VPC (the client's is in X-Forwarded-For)."""
-    return [_any_pod(), internet_peer(), {"ipBlock": {"cidr": spec.vpc_cidr}}] if spec.public else [_any_pod()]
+    return [_any_pod(), internet_peer(), *vpc_peers(spec.vpc_cidr)] if spec.public else [_any_pod()]
 
 
 def _prometheus(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
@@ -271,7 +279,7 @@ def _weights_egress(spec: NetworkPolicySpec) -> list[dict[str, Any]]:
     if spec.weights == "hub":  # no shared cache: each engine downloads its checkpoint
         return [{"to": [internet_peer()], "ports": _ports(HTTPS_PORT)}]
     if spec.weights == "nfs":  # the DO NFS share answers on a VPC address
-        return [{"to": [{"ipBlock": {"cidr": spec.vpc_cidr}}], "ports": _ports(NFS_PORT)}]
+        return [{"to": vpc_peers(spec.vpc_cidr), "ports": _ports(NFS_PORT)}]
     if spec.weights == "spaces":  # the regional Spaces endpoint, over HTTPS
         return [{"to": [internet_peer()], "ports": _ports(HTTPS_PORT)}]
     return []
@@ -578,7 +586,7 @@ def cilium_flows(spec: NetworkPolicySpec) -> CiliumFlows:
 
 
 def network_policy_spec(
-    *, namespace: str, vpc_cidr: str, services, engines_namespace: str = "", router, gateway, observability, keda: bool, lws: bool = False,
+    *, namespace: str, vpc_cidr: str | None, services, engines_namespace: str = "", router, gateway, observability, keda: bool, lws: bool = False,
     gpu_operator: bool = False,
 ) -> NetworkPolicySpec:
     """The policy facts of a plan: its model services, router or gateway, observability, KEDA.

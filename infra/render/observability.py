@@ -141,6 +141,12 @@ class MonitoringSettings:
     # Whether a vllm-router runs (router.kind session/prefix/round-robin). Under kind service or
     # gateway there is none, and a `router` PodMonitor would watch pods that never exist.
     router_deployed: bool = True
+    # The volumes' StorageClass: DigitalOcean block storage; None: the cluster's default class (an
+    # existing cluster, which need not be DigitalOcean's).
+    storage_class: str | None = "do-block-storage"
+    # Node labels kube-state-metrics exports on kube_node_labels: the billed-cost rules count each
+    # GPU pool's nodes by them (its DOKS pool label, or an existing cluster's pool selectors).
+    node_label_allowlist: tuple[str, ...] = ("doks.digitalocean.com/node-pool",)
 
 
 @dataclass(frozen=True)
@@ -233,7 +239,7 @@ def render_kube_prometheus_stack_values(settings: MonitoringSettings) -> dict:
             # list with "," into --metric-labels-allowlist.
             "metricLabelsAllowlist": [
                 "pods=[app.kubernetes.io/name,inference-platform/model]",
-                "nodes=[doks.digitalocean.com/node-pool]",
+                f"nodes=[{','.join(settings.node_label_allowlist)}]",
             ],
         },
     }
@@ -286,7 +292,7 @@ def _prometheus_values(settings: MonitoringSettings, node_selector: dict) -> dic
             "storageSpec": {
                 "volumeClaimTemplate": {
                     "spec": {
-                        "storageClassName": "do-block-storage",
+                        **({"storageClassName": settings.storage_class} if settings.storage_class else {}),
                         "accessModes": ["ReadWriteOnce"],  # DO block storage is RWO only
                         "resources": {"requests": {"storage": f"{settings.storage_gib}Gi"}},
                     }
@@ -343,7 +349,7 @@ def _grafana_values(settings: MonitoringSettings, node_selector: dict) -> dict:
         "persistence": (
             {
                 "enabled": True,
-                "storageClassName": "do-block-storage",
+                **({"storageClassName": settings.storage_class} if settings.storage_class else {}),
                 "size": f"{settings.grafana_storage_gib}Gi",
             }
             if settings.grafana_storage_gib

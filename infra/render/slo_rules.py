@@ -32,7 +32,7 @@ Caveats of the SLIs:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from infra.domain import LONGEST_SLO_WINDOW_DAYS
@@ -146,6 +146,7 @@ class ObservedModel:
     usd_per_gpu_hour: float | None = None
     pool: str | None = None
     usd_per_node_hour: float | None = None
+    pool_selector: Mapping[str, str] | None = None  # the pool's node labels; None: its DOKS node-pool label
     pool_gpu_share: float = 1.0
     deployment: str = field(kw_only=True)
     # "statefulset" for a replica that spans nodes: the LeaderWorkerSet's leader StatefulSet (named
@@ -596,6 +597,12 @@ def model_recording_group(model: ObservedModel) -> dict:
 DOKS_NODE_POOL_LABEL = "label_doks_digitalocean_com_node_pool"
 
 
+def node_label_series(label: str) -> str:
+    """kube-state-metrics' name for a node label on kube_node_labels: `label_` and the label with
+    every character Prometheus does not allow in a label name as `_`."""
+    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
+
+
 def pool_cost_group(models: Iterable[ObservedModel]) -> dict | None:
     """What each GPU pool that serves a priced model costs: its nodes × the node price.
 
@@ -605,17 +612,21 @@ def pool_cost_group(models: Iterable[ObservedModel]) -> dict | None:
     (otherwise the series is absent rather than a misleading 0). None when no model is billed.
     """
     prices: dict[str, float] = {}
+    selectors: dict[str, dict[str, str]] = {}
     for m in models:
         if not m.billed:
             continue
         # Every model of a pool has the pool's price (platform.observed_models_of).
         prices.setdefault(m.pool, m.usd_per_node_hour)
+        selectors.setdefault(m.pool, {node_label_series(k): v for k, v in m.pool_selector.items()}
+                             if m.pool_selector is not None else {DOKS_NODE_POOL_LABEL: m.pool})
     if not prices:
         return None
     rules = []
     for pool, price in prices.items():
-        nodes = f"count(count by (node) (kube_node_labels{{{DOKS_NODE_POOL_LABEL}={quoted(pool)}}}))"
-        labelled = f'group(kube_node_labels{{{DOKS_NODE_POOL_LABEL}!=""}})'
+        matchers = ",".join(f"{k}={quoted(v)}" for k, v in selectors[pool].items())
+        nodes = f"count(count by (node) (kube_node_labels{{{matchers}}}))"
+        labelled = f'group(kube_node_labels{{{next(iter(selectors[pool]))}!=""}})'
         rules.append(
             {
                 "record": "pool:node_cost_usd_per_hour:sum",

@@ -53,7 +53,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from infra.catalog import versions
+from infra.catalog import doks, versions
 from infra.catalog.spaces import endpoint_url
 from infra.catalog.vllm_flags import VLLM_PORT
 from infra.render import scan_exceptions
@@ -330,10 +330,15 @@ def render_compile_cache_warmup(w: CompileCacheWarmup) -> tuple[list[dict], list
 class PrepullSpec:
     """The images one GPU pool's models run, to pull onto every node of the pool."""
 
-    pool_name: str  # the DOKS node pool (doks.digitalocean.com/node-pool)
+    pool_name: str  # the pool's name (the DaemonSet's name and label)
     images: tuple[str, ...]
     taint_key: str  # the pool's GPU taint (tolerated)
     namespace: str
+    node_selector: Mapping[str, str] | None = None  # the pool's nodes; None: the DOKS pool's
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return dict(self.node_selector) if self.node_selector is not None else doks.pool_node_selector(self.pool_name)
 
 
 def prepull_name(pool_name: str) -> str:
@@ -375,7 +380,7 @@ def render_prepull_daemonset(spec: PrepullSpec) -> dict:
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "terminationGracePeriodSeconds": 1,
-                    "nodeSelector": {"doks.digitalocean.com/node-pool": spec.pool_name},
+                    "nodeSelector": spec.selector,
                     "tolerations": [{"key": spec.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
                     "securityContext": restricted_pod(),
                     "initContainers": init,

@@ -1,11 +1,20 @@
 """The stack's infrastructure specs: the DOKS cluster, the GPU pools (with the nodes rollout
-candidates add), the GPU runtime, the fabric (LWS, Multus, NIC attachments) and the DO project.
+candidates add), the GPU runtime, the fabric (LWS, Multus, NIC attachments) and the DO project;
+on a created or an existing cluster.
 """
 
 from __future__ import annotations
 
 from infra.config import NS, PROJECT, StackConfig
-from infra.specs import ClusterSpec, FabricSpec, GpuPoolSpec, GpuRuntimeSpec, gpu_addon_flags, standard_tags
+from infra.specs import (
+    ClusterSpec,
+    ExistingClusterSpec,
+    FabricSpec,
+    GpuPoolSpec,
+    GpuRuntimeSpec,
+    gpu_addon_flags,
+    standard_tags,
+)
 from infra.stack_plan.facts import ModelFacts
 from infra.stack_plan.namespaces import ENGINES_NAMESPACE
 
@@ -33,7 +42,14 @@ def project_name(stack: str) -> str:
 
 
 def cluster_spec(cfg: StackConfig) -> ClusterSpec:
-    """The DOKS cluster with its system pool, maintenance window, API allow-list and GPU add-on flags."""
+    """The DOKS cluster with its system pool, maintenance window, API allow-list and GPU add-on flags
+    (on an existing cluster: only how to reach it and where system workloads run)."""
+    existing = cfg.cluster.existing
+    if existing is not None:
+        return ClusterSpec(
+            name=f"{cfg.stack}-cluster", region=cfg.region, version="", version_key=f"{NS}cluster.version",
+            existing=ExistingClusterSpec(context=existing.context, system_node_selector=dict(existing.system_node_selector or {})),
+        )  # fmt: skip
     return ClusterSpec(
         name=f"{cfg.stack}-doks",
         region=cfg.region,
@@ -73,6 +89,8 @@ def pool_specs(cfg: StackConfig, models: list[ModelFacts]) -> tuple[GpuPoolSpec,
             labels=dict(pool.labels),
             tags=tuple(standard_tags(cfg.environment)),
             protect=cfg.protect,
+            node_selector=cfg.pool_selector(pool),
+            managed=not cfg.existing_cluster,
         )
         for pool in cfg.gpu_pools
     )
@@ -84,6 +102,7 @@ def gpu_runtime_spec(cfg: StackConfig) -> GpuRuntimeSpec:
         name=f"{cfg.stack}-gpu-runtime",
         mode=cfg.gpu_runtime.mode,
         amd_pools=tuple(p.name for p in cfg.gpu_pools if p.gpu.vendor == "amd"),
+        amd_pool_selectors={p.name: cfg.pool_selector(p) for p in cfg.gpu_pools if p.gpu.vendor == "amd"} if cfg.existing_cluster else None,
         disable_numa_balancing=cfg.gpu_runtime.disable_numa_balancing,
         metrics_exporter=bool(cfg.observability.enabled),
     )

@@ -110,7 +110,7 @@ def plan_models(cfg: StackConfig) -> tuple[list[ModelFacts], list[str], list[Pro
             "secrets to set before `pulumi up`: " + ", ".join(f"pulumi config set --secret {k}" for k in cfg.missing_secrets)
         )
     notes.append(api_key_note(cfg.client_keys, front_door=cfg.router.kind != "service", checked=client_keys_checked(cfg.router)))
-    exposed = stack_exposure(cfg.environment, cfg.cluster.control_plane_allowed_cidrs, cfg.router)
+    exposed = stack_exposure(cfg.environment, cfg.cluster.api_allow_list, cfg.router)
     notes += list(exposed.notes) + [f"to fix before `pulumi up`: {b.path}: {b.message}" for b in exposed.blockers]
     return models, notes, problems
 

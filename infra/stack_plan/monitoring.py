@@ -16,10 +16,12 @@ from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 from infra.stack_plan.services import model_service_spec
 
 
-def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[ObservedModel]:
+def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...], cfg: StackConfig | None = None) -> list[ObservedModel]:
     """The models as the monitoring sees them. A model's share of its pool's billed cost is its
     GPUs per node over those of every model in `models` on the same pool (layouts are fixed, so
-    the share is a constant; a pool with one model → 1.0)."""
+    the share is a constant; a pool with one model → 1.0). `cfg` of an existing-cluster stack:
+    each pool's nodes are counted by its node selector."""
+    existing = cfg is not None and cfg.existing_cluster
     pool_gpus: dict[str, int] = {}
     for m in models:
         pool_gpus[m.pool.name] = pool_gpus.get(m.pool.name, 0) + m.layout.gpus_per_node_used
@@ -44,6 +46,7 @@ def observed_models(models: list[ModelFacts] | tuple[ModelFacts, ...]) -> list[O
                 usd_per_gpu_hour=(price / m.pool.gpu.gpus) if price is not None else None,
                 pool=m.pool.name,
                 usd_per_node_hour=price,
+                pool_selector=cfg.pool_selector(m.pool) if existing else None,
                 pool_gpu_share=m.layout.gpus_per_node_used / pool_gpus[m.pool.name],
                 deployment=pd.decode_deployment if pd is not None else deployment_name(model_service_spec(m, None)),
                 workload="statefulset" if m.layout.multi_node else "deployment",
@@ -108,8 +111,16 @@ def observability_spec(cfg: StackConfig, models: list[ModelFacts], system_node_s
             runbook_url=obs.runbook_url,
             front_door_namespace=INFERENCE_NAMESPACE,
             router_deployed=cfg.router.kind not in ("service", "gateway"),
+            **(_existing_cluster_settings(cfg) if cfg.existing_cluster else {}),
         ),
-        models=tuple(observed_models(models)),
+        models=tuple(observed_models(models, cfg)),
         gpu=gpu_runtime_facts(cfg),
         rollouts=rollouts_observed(models),
     )
+
+
+def _existing_cluster_settings(cfg: StackConfig) -> dict:
+    """An existing cluster: volumes of its default StorageClass (it need not have DigitalOcean's),
+    and its pools' selector labels exported for the billed-cost rules."""
+    labels = sorted({key for pool in cfg.gpu_pools for key in cfg.pool_selector(pool)})
+    return {"storage_class": None, "node_label_allowlist": tuple(labels)}

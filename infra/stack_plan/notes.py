@@ -193,3 +193,28 @@ def admin_switch_notes(cfg) -> list[str]:
                     seen.add(on.key)
                     notes.append(admin_switch_note(model, keys, on))
     return notes
+
+
+def existing_cluster_notes(cfg) -> list[str]:
+    """What an existing-cluster stack (cluster.existing) leaves to the cluster's owner, said where
+    it matters: unpinned system pods, a device plugin the stack does not install."""
+    existing = cfg.cluster.existing
+    if existing is None:
+        return []
+    where = f"context {existing.context!r}" if existing.context else "its current-context"
+    notes = [
+        f"existing cluster: the stack deploys onto the cluster of the `kubeconfig` secret ({where}) and creates no VPC, "
+        "cluster, node pool, firewall or weight cache; `infra doctor "
+        f"{cfg.stack} --kubeconfig FILE` checks its nodes against gpu_pools[].node_selector (docs/existing-cluster.md)"
+    ]
+    if not existing.system_node_selector:
+        notes.append(
+            "existing cluster: system pods are not pinned — cluster.existing.system_node_selector is not set, so the router, "
+            "Prometheus, the operators and KEDA may land on any node without a taint (GPU nodes included, if untainted)"
+        )
+    if cfg.gpu_runtime.mode == "doks-managed" and any(p.gpu.vendor == "amd" for p in cfg.gpu_pools):
+        notes.append(
+            "existing cluster: gpu_runtime.mode doks-managed installs no AMD device plugin — the cluster must already "
+            "advertise amd.com/gpu on the AMD pools' nodes (DOKS does; elsewhere set gpu_runtime.mode device-plugin or gpu-operator)"
+        )
+    return notes

@@ -58,6 +58,7 @@ from infra.stack_plan.monitoring import (
 from infra.stack_plan.namespaces import ENGINES_NAMESPACE, INFERENCE_NAMESPACE
 from infra.stack_plan.notes import (
     admin_switch_notes,
+    existing_cluster_notes,
     lmcache_image_notes,
     open_front_door_notes,
     override_notes,
@@ -80,7 +81,7 @@ class StackPlan:
     config: StackConfig
     models: tuple[ModelFacts, ...]
     notes: tuple[str, ...]
-    network: NetworkSpec
+    network: NetworkSpec | None  # None: cluster.existing (no VPC)
     cluster: ClusterSpec
     pools: tuple[GpuPoolSpec, ...]
     gpu_runtime: GpuRuntimeSpec
@@ -177,6 +178,7 @@ class StackPlan:
                 "price_source": "config" if p.usd_per_hour is not None else ("catalog" if p.gpu.usd_per_hour else "unknown"),
                 "price_as_of": None if p.usd_per_hour is not None else p.gpu.price_as_of,
                 **({"rollout_nodes": self.rollout_nodes(p.name)} if self.rollout_nodes(p.name) else {}),
+                **({"node_selector": dict(p.node_selector or {})} if self.config.existing_cluster else {}),
             }
             for p in self.config.gpu_pools
         ]
@@ -198,12 +200,14 @@ class StackPlan:
                 lines.append((f"rollout:{m.config.name}", extra, extra, f"{m.rollout.extra_nodes} extra {m.pool.name} node(s) for the candidate"))
         sys_month = CPU_USD_PER_MONTH.get(cfg.cluster.system_pool.size)
         cpu_basis = f"CPU list price of {CPU_PRICES_AS_OF}" if CPU_PRICES_AS_OF else "CPU list price, date not recorded"
-        if sys_month is None:
+        if cfg.existing_cluster:  # the existing cluster's control plane and system nodes are its owner's bill
+            unknown.append("the existing cluster's control plane and system nodes (not created by this stack)")
+        elif sys_month is None:
             unknown.append(f"system pool ({cfg.cluster.system_pool.size}: not in the CPU price list)")
         else:
             hourly = sys_month / HOURS_PER_MONTH * cfg.cluster.system_pool.nodes
             lines.append(("system_pool", hourly, hourly, cpu_basis))
-        if cfg.cluster.ha:
+        if cfg.cluster.ha and not cfg.existing_cluster:
             ha = HA_CONTROL_PLANE_USD_PER_MONTH / HOURS_PER_MONTH
             lines.append(("ha_control_plane", ha, ha, cpu_basis.replace("CPU", "DOKS", 1)))
         if cfg.model_cache.kind == "nfs":
@@ -245,7 +249,8 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         candidate_service_spec(service, m.config, m.rollout) for m, service in zip(models, services, strict=True) if m.rollout
     )
     router = router_spec(cfg, models, services, cluster.system_node_selector)
-    notes = [*notes, *open_front_door_notes(cfg.router), *override_notes(cfg), *lmcache_image_notes(cfg), *admin_switch_notes(cfg)]
+    notes = [*notes, *open_front_door_notes(cfg.router), *override_notes(cfg), *lmcache_image_notes(cfg), *admin_switch_notes(cfg),
+             *existing_cluster_notes(cfg)]
     observability = observability_spec(cfg, models, cluster.system_node_selector)
     gateway = gateway_spec(cfg, services, cluster.system_node_selector, observability.settings if observability else None)
     autoscaling = autoscaling_spec(prefix, models, cluster.system_node_selector)
@@ -254,7 +259,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         config=cfg,
         models=tuple(models),
         notes=tuple(notes),
-        network=NetworkSpec(name=f"{prefix}-net", region=cfg.region, vpc_cidr=cfg.network.vpc_cidr, protect=cfg.protect),
+        network=NetworkSpec(name=f"{prefix}-net", region=cfg.region, vpc_cidr=cfg.network.vpc_cidr, protect=cfg.protect) if cfg.network else None,
         cluster=cluster,
         pools=pools,
         gpu_runtime=gpu_runtime_spec(cfg),
@@ -274,7 +279,7 @@ def plan_stack(cfg: StackConfig, *, allow_problems: bool = False) -> StackPlan:
         gateway=gateway,
         fabric=fabric,
         network_policies=network_policy_spec(
-            namespace=INFERENCE_NAMESPACE, engines_namespace=ENGINES_NAMESPACE, vpc_cidr=cfg.network.vpc_cidr, services=services, router=router, gateway=gateway,
+            namespace=INFERENCE_NAMESPACE, engines_namespace=ENGINES_NAMESPACE, vpc_cidr=cfg.network.vpc_cidr if cfg.network else None, services=services, router=router, gateway=gateway,
             observability=observability, keda=autoscaling is not None, lws=fabric is not None,
             gpu_operator=cfg.gpu_runtime.mode == "gpu-operator" and any(p.gpu.vendor == "amd" for p in cfg.gpu_pools),
         ),  # fmt: skip

@@ -27,12 +27,13 @@ def model_service_spec(
     compile_cache: str | None = None,
     key_path: str = "",
     behind_front_door: bool = False,
+    node_selector: dict[str, str] | None = None,
 ) -> ModelServiceSpec:
     """Config + planned layout → the model-service renderer's input.
 
     `secrets`: the secret keys the stack stores; each becomes a Kubernetes Secret the pods read.
     `weights`: the Spaces bucket (model_cache.kind spaces); `compile_cache`: "shared" (NFS) or
-    "node". The startup probe's budget is the readiness plan's: every replica of the first
+    "node"; `node_selector`: the pool's nodes (StackConfig.pool_selector). The startup probe's budget is the readiness plan's: every replica of the first
     rollout loading at once, caches cold.
     """
     layout = model.layout
@@ -47,6 +48,7 @@ def model_service_spec(
         nodes_max=model.pool.max_node_count,
         gpu=model.pool.gpu,
         pool_name=model.pool.name,
+        node_selector=node_selector,
         namespace=ENGINES_NAMESPACE,
         image=model.config.image,
         extra_args=tuple(model.config.extra_args),
@@ -70,13 +72,16 @@ def model_service_spec(
 def image_prepull_spec(prefix: str, services: tuple[ModelServiceSpec, ...]) -> ImagePrepullSpec | None:
     """One pre-pull DaemonSet per GPU pool that serves a model, with the images its models run."""
     by_pool: dict[str, tuple[str, set[str]]] = {}
+    selectors: dict[str, dict[str, str]] = {}
     for s in services:
         taint, images = by_pool.setdefault(s.pool_name, (s.gpu.taint_key, set()))
         images.add(s.resolved_image)
+        selectors[s.pool_name] = s.pool_selector
     if not by_pool:
         return None
     daemonsets = tuple(
-        render_prepull_daemonset(PrepullSpec(pool_name=pool, images=tuple(sorted(images)), taint_key=taint, namespace=INFERENCE_NAMESPACE))
+        render_prepull_daemonset(PrepullSpec(pool_name=pool, images=tuple(sorted(images)), taint_key=taint, namespace=INFERENCE_NAMESPACE,
+                                             node_selector=selectors[pool]))
         for pool, (taint, images) in sorted(by_pool.items())
     )
     return ImagePrepullSpec(name=f"{prefix}-image-prepull", daemonsets=daemonsets)
@@ -92,7 +97,7 @@ def model_service_specs(
         model_service_spec(
             m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node",
             key_path=f"{NS}models[{[c.name for c in cfg.models].index(m.config.name)}]",
-            behind_front_door=cfg.router.kind != "service",
+            behind_front_door=cfg.router.kind != "service", node_selector=cfg.pool_selector(m.pool),
         )
         for m in models
     )

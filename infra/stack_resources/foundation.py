@@ -39,7 +39,7 @@ from infra.errors import ConfigError, Problem
 from infra.render import gpu_runtime as render_runtime
 from infra.resource_graph.graph import GraphBuilder, Options
 from infra.resource_graph.offline_values import KUBERNETES_CLUSTER_TOKEN, KUBERNETES_VERSIONS_TOKEN
-from infra.resource_graph.values import Invoke, Ref
+from infra.resource_graph.values import Invoke, Ref, SecretInput
 from infra.specs import ClusterSpec, GpuPoolSpec, GpuRuntimeSpec, NetworkSpec, ProjectSpec
 from infra.stack_resources.gpu_pools import gpu_pool_inputs, pool_ignore_changes
 from infra.stack_resources.kube import Group, chart_inputs, open_group
@@ -152,6 +152,21 @@ def plan_cluster(b: GraphBuilder, spec: ClusterSpec, vpc: str) -> tuple[str, str
     return cluster, provider
 
 
+def plan_existing_cluster(b: GraphBuilder, spec: ClusterSpec) -> str:
+    """The Kubernetes provider of a cluster the stack does not create (its key), inside group
+    `ExistingCluster`: the `kubeconfig` secret, and the context when one is named. No
+    `clusterIdentifier` (the kubeconfig is the cluster's identity: a new one for another cluster
+    replaces every object, as it should); `deleteUnreachable` unset (off), as for DOKS."""
+    assert spec.existing is not None
+    group = b.group("inference-platform:cluster:ExistingCluster", spec.name)
+    inputs: dict[str, Any] = {"kubeconfig": SecretInput("kubeconfig")}
+    if spec.existing.context is not None:
+        inputs["context"] = spec.existing.context
+    provider = b.resource(K8S_PROVIDER_TYPE, f"{spec.name}-k8s", inputs, parent=group)
+    b.set_group_outputs(group, {"context": spec.existing.context or ""})
+    return provider
+
+
 def plan_gpu_pool(b: GraphBuilder, spec: GpuPoolSpec, cluster: str) -> str:
     """One GPU node pool inside its group `GpuNodePool` (the group's key)."""
     group = b.group("inference-platform:gpu_pool:GpuNodePool", spec.name, options=Options(protect=spec.protect))
@@ -170,7 +185,7 @@ def plan_gpu_pool(b: GraphBuilder, spec: GpuPoolSpec, cluster: str) -> str:
     return group
 
 
-def plan_gpu_runtime(b: GraphBuilder, spec: GpuRuntimeSpec, provider: str, pools: list[str], cluster: str) -> tuple[str, str | None, str | None]:
+def plan_gpu_runtime(b: GraphBuilder, spec: GpuRuntimeSpec, provider: str, pools: list[str], cluster: str | None) -> tuple[str, str | None, str | None]:
     """The GPU runtime on the AMD pools (infra/render/gpu_runtime.py): the node-tuning DaemonSet,
     and our own device plugin or the AMD GPU operator. Its group's key and the cert-manager and
     operator releases (gpu-operator mode)."""
@@ -180,12 +195,13 @@ def plan_gpu_runtime(b: GraphBuilder, spec: GpuRuntimeSpec, provider: str, pools
     cert_manager = operator = None
     objects = 0
     if spec.amd_pools:
+        on = spec.amd_pool_selectors  # an existing cluster's AMD pools; None: DOKS's gpu-brand label
         if spec.disable_numa_balancing:
-            group.object(f"{spec.name}-node-tuning", render_runtime.render_node_tuning_daemonset(spec.node_tuning_image))
+            group.object(f"{spec.name}-node-tuning", render_runtime.render_node_tuning_daemonset(spec.node_tuning_image, pool_selectors=on))
             objects += 1
         if spec.mode == "device-plugin":
-            for obj in (*render_runtime.render_device_plugin(spec.device_plugin_image),
-                        *render_runtime.render_node_labeller(spec.node_labeller_image)):  # fmt: skip
+            for obj in (*render_runtime.render_device_plugin(spec.device_plugin_image, pool_selectors=on),
+                        *render_runtime.render_node_labeller(spec.node_labeller_image, pool_selectors=on)):  # fmt: skip
                 group.object(f"{spec.name}-{obj['kind'].lower()}-{obj['metadata']['name']}", obj)
                 objects += 1
         elif spec.mode == "gpu-operator":
@@ -209,15 +225,21 @@ def _plan_gpu_operator(group: Group, spec: GpuRuntimeSpec) -> tuple[str, str]:
         "namespace": render_runtime.GPU_OPERATOR_NAMESPACE, "createNamespace": True,
         "values": render_runtime.render_gpu_operator_values(),
     }, depends_on=[cert_manager])  # fmt: skip
-    device_config = render_runtime.render_device_config(
-        device_plugin_image=spec.device_plugin_image, node_labeller_image=spec.node_labeller_image,
-        metrics_exporter_image=spec.metrics_exporter_image, metrics_exporter_enabled=spec.metrics_exporter,
-    )  # fmt: skip
-    group.object(f"{spec.name}-device-config", device_config, depends_on=[operator])  # its CRD comes with the operator
+    images = {"device_plugin_image": spec.device_plugin_image, "node_labeller_image": spec.node_labeller_image,
+              "metrics_exporter_image": spec.metrics_exporter_image, "metrics_exporter_enabled": spec.metrics_exporter}  # fmt: skip
+    if spec.amd_pool_selectors is None:
+        device_config = render_runtime.render_device_config(**images)
+        group.object(f"{spec.name}-device-config", device_config, depends_on=[operator])  # its CRD comes with the operator
+        return cert_manager, operator
+    # An existing cluster: a DeviceConfig's selector is one label map, so one DeviceConfig per AMD pool.
+    for pool, selector in sorted(spec.amd_pool_selectors.items()):
+        device_config = render_runtime.render_device_config(
+            **images, name=f"{render_runtime.DEVICE_CONFIG_NAME}-{pool}", node_selector=selector)  # fmt: skip
+        group.object(f"{spec.name}-device-config-{pool}", device_config, depends_on=[operator])
     return cert_manager, operator
 
 
-def plan_namespaces(b: GraphBuilder, stack: str, namespaces: list[dict], provider: str, cluster: str) -> list[str]:
+def plan_namespaces(b: GraphBuilder, stack: str, namespaces: list[dict], provider: str, cluster: str | None) -> list[str]:
     """The serving namespaces (top level, no group)."""
     return [
         b.resource("kubernetes:core/v1:Namespace", f"{stack}-ns-{ns['metadata']['name']}",

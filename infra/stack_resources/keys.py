@@ -3,7 +3,7 @@
 Clients send one of the named keys (`api_keys`, `api_key` as the key named `default`); without any,
 one `default` key is generated once and kept, a secret, in the stack's state (pulumi-random) — so
 no environment serves without a key (issue 30). Behind a front door the engines check one internal
-engine key, generated the same way, which never rotates with the client keys.
+engine key, the `engine_key` secret or generated the same way, which never rotates with the client keys.
 """
 
 from __future__ import annotations
@@ -40,10 +40,13 @@ def client_keys(b: GraphBuilder, stack: str, names: tuple[str, ...], stored: set
     return {name: keys[name] for name in sorted(keys)}
 
 
-def engine_key(b: GraphBuilder, stack: str, has_front_door: bool) -> Ref | None:
+def engine_key(b: GraphBuilder, stack: str, has_front_door: bool, *, given: bool = False) -> Ref | SecretInput | None:
     """The one key engines behind a front door check: the front door sends it upstream instead of
-    the client's key, so client keys rotate without touching (or restarting) an engine."""
-    return _generated(b, f"{stack}-engine-key") if has_front_door else None
+    the client's key, so client keys rotate without touching (or restarting) an engine. `given`:
+    the stack sets it (the `engine_key` secret), so none is generated."""
+    if not has_front_door:
+        return None
+    return SecretInput("engine_key") if given else _generated(b, f"{stack}-engine-key")
 
 
 def stack_secret(key: str, stored: set[str]) -> SecretInput | None:

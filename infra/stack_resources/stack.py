@@ -19,6 +19,7 @@ from infra.stack_resources.autoscaling import plan_autoscaling
 from infra.stack_resources.fabric import plan_fabric
 from infra.stack_resources.foundation import (
     plan_cluster,
+    plan_existing_cluster,
     plan_gpu_pool,
     plan_gpu_runtime,
     plan_namespaces,
@@ -42,9 +43,16 @@ def stack_resources(plan: StackPlan) -> ResourceGraph:
     b = GraphBuilder(graph)
     cfg = plan.config
     stored = set(cfg.secrets_set) | set(cfg.secrets_required)
-    vpc = plan_network(b, plan.network)
-    cluster, provider = plan_cluster(b, plan.cluster, vpc)
-    pools = {spec.pool_name: plan_gpu_pool(b, spec, cluster) for spec in plan.pools}
+    # An existing cluster (cluster.existing): no VPC, cluster, node pool or project, and no
+    # `deletedWith` — nothing deletes the objects with a cluster the stack does not destroy, so
+    # `pulumi destroy` deletes each one.
+    vpc = cluster = None
+    if plan.cluster.existing is None:
+        vpc = plan_network(b, plan.network)
+        cluster, provider = plan_cluster(b, plan.cluster, vpc)
+    else:
+        provider = plan_existing_cluster(b, plan.cluster)
+    pools = {spec.pool_name: plan_gpu_pool(b, spec, cluster) for spec in plan.pools if spec.managed and cluster is not None}
     runtime, cert_manager, gpu_operator = plan_gpu_runtime(b, plan.gpu_runtime, provider, list(pools.values()), cluster)
     namespace, engines_ns = plan_namespaces(b, plan.stack, [plan.namespace, plan.engines_namespace], provider, cluster)
 
@@ -61,7 +69,7 @@ def stack_resources(plan: StackPlan) -> ResourceGraph:
         fabric, lws = plan_fabric(b, plan.fabric, provider, [engines_ns, *pools.values()], cluster)
 
     keys = client_keys(b, plan.stack, cfg.client_keys.names, stored, cfg.client_keys.generated)
-    upstream = engine_key(b, plan.stack, plan.has_front_door)
+    upstream = engine_key(b, plan.stack, plan.has_front_door, given="engine_key" in cfg.secrets_set)
     # Behind a front door the engines check the engine key; without one (router.kind service) the
     # client key (the config allows only one then).
     engines_check = upstream if upstream is not None else next(iter(keys.values()))
@@ -69,7 +77,7 @@ def stack_resources(plan: StackPlan) -> ResourceGraph:
         plan_model_service(
             b, service, candidate=plan.candidate(service.name), provider=provider, cluster=cluster,
             hf_token=stack_secret("huggingface_token", stored), api_key=engines_check,
-            depends_on=[engines_ns, pools[model.pool.name], *weights],
+            depends_on=[engines_ns, *([pools[model.pool.name]] if model.pool.name in pools else []), *weights],
             engine_depends_on=[fabric] if fabric is not None and service.layout.fabric_nics else [],
             name=f"{plan.stack}-model-{service.name}",
         )  # fmt: skip
@@ -110,21 +118,27 @@ def stack_resources(plan: StackPlan) -> ResourceGraph:
             depends_on=[namespace, engines_ns, *([monitoring] if monitoring else [])],
             namespace_depends_on={ns: [creator] for ns, creator in made_by if ns is not None and creator is not None},
         )  # fmt: skip
-    plan_project(b, plan.project, cluster)
+    if cluster is not None:
+        plan_project(b, plan.project, cluster)
     graph.outputs = stack_outputs(plan, vpc, cluster, graph[provider].inputs["kubeconfig"], keys, front)
     return graph
 
 
-def stack_outputs(plan: StackPlan, vpc: str, cluster: str, kubeconfig: Any, keys: dict[str, Any], front: dict[str, Any]) -> dict[str, Any]:
+def stack_outputs(plan: StackPlan, vpc: str | None, cluster: str | None, kubeconfig: Any, keys: dict[str, Any],
+                  front: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     """The stack outputs: where the cluster and the front door are, the layouts, the key names and
-    the (secret) key named `default`; the kubeconfig is the provider's (a secret)."""
-    return {
-        "environment": plan.config.environment,
-        "region": plan.config.region,
+    the (secret) key named `default`; the kubeconfig is the provider's (a secret). An existing
+    cluster's outputs name no VPC or cluster, and never its kubeconfig (the user's own secret)."""
+    created = {} if cluster is None else {
         "vpc_id": Ref(vpc, "id"),
         "cluster_id": Ref(cluster, "id"),
         "kubernetes_version": Ref(cluster, "version"),
         "kubeconfig": kubeconfig,
+    }
+    return {
+        "environment": plan.config.environment,
+        "region": plan.config.region,
+        **created,
         "layouts": {m.config.name: m.layout.name for m in plan.models},
         # The key named `default` (`pulumi stack output api_key --show-secrets`); a secret output.
         **({"api_key": Secret(keys[DEFAULT_KEY_NAME])} if DEFAULT_KEY_NAME in keys else {}),

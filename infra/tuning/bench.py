@@ -569,7 +569,7 @@ def _render_job(target: BenchTarget, spec: ms.ModelServiceSpec, sweep: LayoutSwe
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
-                    "nodeSelector": {ms.DOKS_POOL_LABEL: spec.pool_name},
+                    "nodeSelector": spec.pool_selector,
                     "tolerations": [{"key": spec.gpu.taint_key, "operator": "Exists", "effect": "NoSchedule"}],
                     "affinity": {
                         "podAffinity": {

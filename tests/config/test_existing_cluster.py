@@ -1,0 +1,251 @@
+"""cluster.existing (issue 38): what an existing-cluster stack may say, and each key it refuses —
+every error names the key path, the value given and what is allowed instead."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from infra.config import NS, load_config, parse_stack_text
+from infra.errors import ConfigError
+from tests.conftest import ROOT
+
+FIXTURE = ROOT / "tests" / "fixtures" / "existing_cluster" / "Pulumi.gpu-shared.yaml"
+
+
+def fixture_values() -> tuple[dict, set[str]]:
+    return parse_stack_text(FIXTURE.read_text(), FIXTURE)
+
+
+def _load(values: dict, secret_keys: set[str]):
+    return load_config(values, stack="gpu-shared", secret_keys=secret_keys, base_dir=ROOT)
+
+
+def _problems(mutate, *, secrets=None) -> list[str]:
+    values, secret_keys = fixture_values()
+    values = copy.deepcopy(values)
+    mutate(values)
+    if secrets is not None:
+        secrets(secret_keys)
+    try:
+        _load(values, secret_keys)
+    except ConfigError as err:
+        return [f"{p.path}: {p.message}" for p in err.problems]
+    return []
+
+
+def _cluster(**keys):
+    def mutate(values):
+        values[NS + "cluster"].update(keys)
+    return mutate
+
+
+def _pool(i: int, **keys):
+    def mutate(values):
+        values[NS + "gpu_pools"][i].update(keys)
+    return mutate
+
+
+def _pool_without(i: int, key: str):
+    def mutate(values):
+        del values[NS + "gpu_pools"][i][key]
+    return mutate
+
+
+def test_the_fixture_loads_with_its_defaults():
+    cfg = _load(*fixture_values())
+    assert cfg.existing_cluster and cfg.network is None
+    assert cfg.cluster.existing.context == "platform-admin"
+    assert cfg.model_cache.kind == "none", "the weight cache defaults to none: nfs and spaces are DigitalOcean resources"
+    assert (cfg.cluster.ha, cfg.protect) == (False, False)
+    assert "kubeconfig" in cfg.secrets_required and not cfg.missing_secrets
+    assert cfg.pool_selector("mi300x") == {"example.com/gpu-pool": "mi300x"}
+    assert cfg.cluster.api_allow_list is None
+
+
+@pytest.mark.parametrize("key, value", [
+    ("version", "1.33"), ("ha", True), ("protect", True), ("auto_upgrade", False), ("surge_upgrade", False),
+    ("system_pool", {"size": "s-4vcpu-8gb", "nodes": 2}), ("maintenance", {"day": "monday"}),
+    ("control_plane_allowed_cidrs", ["81.2.69.0/24"]), ("kubeconfig_expire_seconds", 3600),
+])
+def test_each_doks_only_cluster_key_is_refused_with_its_value(key, value):
+    problems = _problems(_cluster(**{key: value}))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{NS}cluster.{key}: ")
+    assert "cluster.existing" in problems[0] and f"remove cluster.{key}" in problems[0]
+    shown = repr(value) if not isinstance(value, dict) else next(iter(value))
+    assert str(shown) in problems[0]
+
+
+def test_two_doks_only_keys_are_two_errors():
+    problems = _problems(_cluster(version="1.33", ha=True))
+    assert [p.split(":")[1] for p in problems] == ["cluster.version", "cluster.ha"]
+
+
+def test_network_is_refused_and_required_only_without_existing():
+    problems = _problems(lambda v: v.update({NS + "network": {"vpc_cidr": "10.20.0.0/20"}}))
+    assert problems == [f"{NS}network: {{'vpc_cidr': '10.20.0.0/20'}} is given, but cluster.existing deploys onto a cluster the "
+                        "stack does not create: it creates no VPC (the cluster's network is its owner's); remove network"]
+    values = load_dev()
+    del values[NS + "network"]
+    with pytest.raises(ConfigError, match=r"inference-platform:network: required key is missing"):
+        load_config(values, stack="dev", base_dir=ROOT)
+
+
+def load_dev() -> dict:
+    values, _ = parse_stack_text((ROOT / "stacks" / "Pulumi.dev.yaml").read_text(), "dev")
+    return values
+
+
+@pytest.mark.parametrize("kind, what", [("nfs", "an NFS share"), ("spaces", "a Spaces bucket")])
+def test_a_weight_cache_that_is_a_digitalocean_resource_is_refused(kind, what):
+    extra = {"bucket": "acme-weights"} if kind == "spaces" else {}
+    problems = _problems(lambda v: v.update({NS + "model_cache": {"kind": kind, **extra}}))
+    assert any(p.startswith(f"{NS}model_cache.kind: '{kind}' creates a DigitalOcean resource ({what}") and "use kind none" in p
+               for p in problems), problems
+
+
+def test_kind_none_written_is_accepted():
+    assert _problems(lambda v: v.update({NS + "model_cache": {"kind": "none"}})) == []
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("min_nodes", 1, "does not scale"), ("max_nodes", 3, "does not scale"),
+    ("partition_mode", "AMD_PARTITION_MODE_SPX_NPS1", "set when a DOKS pool is created"),
+    ("labels", {"example.com/team": "ml"}, "cannot label nodes it does not manage"),
+    ("fabric", False, "RDMA fabric"), ("available_in_region", True, "creates no node pool"),
+])
+def test_pool_keys_only_a_created_pool_reads_are_refused(key, value, words):
+    problems = _problems(_pool(0, **{key: value}))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{NS}gpu_pools[0].{key}: {value!r} is given, but cluster.existing is set: ")
+    assert words in problems[0] and f"remove {key}" in problems[0]
+
+
+@pytest.mark.parametrize("key, words", [("node_selector", "the labels this pool's nodes already carry"), ("nodes", "how many Ready nodes")])
+def test_node_selector_and_nodes_are_required(key, words):
+    problems = _problems(_pool_without(0, key))
+    assert any(p.startswith(f"{NS}gpu_pools[0].{key}: required with cluster.existing") and words in p for p in problems), problems
+
+
+def test_node_selector_without_existing_is_refused():
+    values = load_dev()
+    values[NS + "gpu_pools"][0]["node_selector"] = {"example.com/gpu-pool": "a"}
+    with pytest.raises(ConfigError) as err:
+        load_config(values, stack="dev", base_dir=ROOT)
+    (problem,) = err.value.problems
+    assert problem.path == f"{NS}gpu_pools[0].node_selector"
+    assert "{'example.com/gpu-pool': 'a'} is given, but the stack creates this pool" in problem.message
+    assert "remove node_selector, or set cluster.existing" in problem.message
+
+
+@pytest.mark.parametrize("selector, words", [
+    ({}, "an empty selector matches every node"),
+    ({"example.com/gpu pool": "a"}, "is not a valid label name"),
+    ({"example.com/gpu-pool": "a b"}, "is not a valid label value"),
+    ({"Example.COM/gpu": "a"}, "is not a DNS subdomain"),
+])
+def test_a_bad_node_selector_is_refused_at_its_label(selector, words):
+    problems = _problems(_pool(0, node_selector=selector))
+    assert any(p.startswith(f"{NS}gpu_pools[0].node_selector") and words in p for p in problems), problems
+
+
+def test_reserved_prefixes_are_fine_in_a_selector():
+    """A selector reads labels others set: DOKS's pool label, the well-known instance type."""
+    assert _problems(_pool(0, node_selector={"doks.digitalocean.com/node-pool": "gpu-a", "node.kubernetes.io/instance-type": "x"})) == []
+
+
+def test_identical_selectors_are_refused():
+    problems = _problems(_pool(1, node_selector={"example.com/gpu-pool": "mi300x"}))
+    assert problems == [f"{NS}gpu_pools[1].node_selector: {{'example.com/gpu-pool': 'mi300x'}} is the node_selector of gpu_pools[0] "
+                        "(mi300x): the same nodes would serve both pools; give each pool a selector no other pool's nodes match"]
+
+
+def test_a_selector_that_is_a_subset_of_another_is_refused():
+    problems = _problems(_pool(1, node_selector={"example.com/gpu-pool": "mi300x", "example.com/size": "small"}))
+    assert len(problems) == 1 and problems[0].startswith(f"{NS}gpu_pools[1].node_selector: ")
+    assert "every node gpu_pools[1] selects also carries the labels gpu_pools[0] selects" in problems[0]
+
+
+def test_selectors_on_different_keys_are_accepted():
+    """Disjoint keys may still both match one node; the config cannot tell, `infra doctor` can."""
+    assert _problems(_pool(1, node_selector={"example.com/small": "true"})) == []
+
+
+@pytest.mark.parametrize("existing, words", [
+    ({"context": ""}, "an empty context name"),
+    ({"system_node_selector": {}}, "an empty selector pins nothing"),
+    ({"kubeconfig": "x"}, "unknown key"),
+])
+def test_bad_existing_keys(existing, words):
+    problems = _problems(_cluster(existing=existing))
+    assert any(p.startswith(f"{NS}cluster.existing") and words.lower() in p.lower() for p in problems), problems
+
+
+def test_kubeconfig_is_a_missing_secret_without_it_and_refused_without_existing():
+    values, secret_keys = fixture_values()
+    del values[NS + "kubeconfig"]
+    cfg = _load(values, secret_keys - {NS + "kubeconfig"})
+    assert cfg.missing_secrets == ["kubeconfig"]
+
+    values = load_dev()
+    values[NS + "kubeconfig"] = None
+    with pytest.raises(ConfigError) as err:
+        load_config(values, stack="dev", secret_keys={NS + "kubeconfig"}, base_dir=ROOT)
+    (problem,) = err.value.problems
+    assert problem.path == f"{NS}kubeconfig" and "cluster.existing is not" in problem.message
+    assert "pulumi config rm kubeconfig" in problem.message
+
+
+def test_a_plain_kubeconfig_is_the_plain_secret_error_and_never_quoted():
+    values, secret_keys = fixture_values()
+    values[NS + "kubeconfig"] = "apiVersion: v1\nkind: Config\nusers: [{name: a, user: {token: s3cr3t-t0ken-value}}]\n"
+    with pytest.raises(ConfigError) as err:
+        _load(values, secret_keys - {NS + "kubeconfig"})
+    rendered = err.value.render()
+    assert f"{NS}kubeconfig: given in plain text; secrets must be set with `pulumi config set --secret kubeconfig ...`" in rendered
+    assert "s3cr3t" not in rendered
+
+
+def test_engine_key_is_a_secret_of_any_mode():
+    values = load_dev()
+    values[NS + "engine_key"] = None
+    cfg = load_config(values, stack="dev", secret_keys={NS + "engine_key"}, base_dir=ROOT)
+    assert "engine_key" in cfg.secrets_set
+    values[NS + "engine_key"] = "plain-engine-key-0123456789"
+    with pytest.raises(ConfigError) as err:
+        load_config(values, stack="dev", base_dir=ROOT)
+    assert "pulumi config set --secret engine_key" in err.value.render() and "plain-engine-key" not in err.value.render()
+
+
+def test_engine_key_values_are_checked_like_client_keys_without_quoting_them():
+    from infra.config.client_keys import key_value_problems
+
+    short, bad = "short-key", "a key with spaces inside!!"
+    problems = key_value_problems({"engine_key": short}, {"engine_key": f"{NS}engine_key"})
+    problems += key_value_problems({"engine_key": bad}, {"engine_key": f"{NS}engine_key"})
+    assert [p.path for p in problems] == [f"{NS}engine_key"] * 2
+    assert all(short not in p.message and bad not in p.message for p in problems)
+
+
+def test_the_prod_api_allow_list_rule_does_not_apply_to_a_cluster_the_stack_does_not_own():
+    values, secret_keys = fixture_values()
+    values[NS + "environment"] = "prod"
+    cfg = _load(values, secret_keys)
+    assert cfg.environment == "prod" and cfg.protect is False
+
+
+def test_a_size_listed_only_elsewhere_is_not_refused_on_an_existing_cluster(tmp_path: Path):
+    """The nodes exist already: the catalog's regions are the DOKS creation question only."""
+    values, secret_keys = fixture_values()
+    values[NS + "region"] = "tor1"
+    assert _load(values, secret_keys).region == "tor1"
+
+
+def test_a_system_selector_that_selects_a_gpu_pool_is_refused():
+    problems = _problems(_cluster(existing={"system_node_selector": {"example.com/gpu-pool": "mi300x"}}))
+    assert problems == [f"{NS}cluster.existing.system_node_selector: {{'example.com/gpu-pool': 'mi300x'}} also selects the nodes of "
+                        "gpu_pools[0] (mi300x, node_selector {'example.com/gpu-pool': 'mi300x'}): system pods would land on GPU nodes; "
+                        "give the labels only the nodes for system workloads carry"]
