@@ -185,6 +185,20 @@ def test_unpinned_system_pods_are_noted():
     assert any("system pods are not pinned" in n for n in plan.summary["notes"])
 
 
+def test_a_public_front_door_notes_the_load_balancer_controller_it_needs():
+    """pulumi-kubernetes waits for a LoadBalancer Service's address, which only a load-balancer
+    controller writes (DOKS has DigitalOcean's; another cluster may have none): seen for real in
+    tests/pulumi_engine, where `pulumi up` fails with "Service was not allocated an IP address"."""
+    def public(values, _):
+        values[NS + "router"] = {"kind": "session", "public": True, "allowed_source_cidrs": ["81.2.69.0/24"]}
+
+    _, private = _plan()
+    assert not any("load-balancer controller" in n for n in private.summary["notes"])
+    _, plan = _plan(public)
+    assert [o["spec"]["type"] for o in kubernetes_objects(plan) if o["kind"] == "Service" and o["spec"].get("type") == "LoadBalancer"]
+    assert any("LoadBalancer Service, which needs the cluster's load-balancer controller" in n for n in plan.summary["notes"])
+
+
 def test_the_capacity_invariant_reads_the_pools_by_their_selectors():
     """Two models on a one-node pool with explicit layouts that together fill more GPUs than it has
     are refused by the config; a pool too small for its model's weights on disk by the capacity check."""

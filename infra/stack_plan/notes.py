@@ -212,6 +212,16 @@ def existing_cluster_notes(cfg) -> list[str]:
             "existing cluster: system pods are not pinned — cluster.existing.system_node_selector is not set, so the router, "
             "Prometheus, the operators and KEDA may land on any node without a taint (GPU nodes included, if untainted)"
         )
+    if cfg.router.public:
+        # Found by the engine tests (tests/pulumi_engine): without a controller that gives the Service an
+        # address, pulumi-kubernetes waits for one (10 min by default) and fails: "Service was not
+        # allocated an IP address; does your cloud provider support this?"
+        notes.append(
+            "existing cluster: router.public creates a LoadBalancer Service, which needs the cluster's load-balancer "
+            "controller to give it an address (DOKS: DigitalOcean's cloud controller, which reads the "
+            "service.beta.kubernetes.io/do-loadbalancer-* annotations); without one, `pulumi up` waits 10 minutes "
+            "for the address and fails"
+        )
     if cfg.gpu_runtime.mode == "doks-managed" and any(p.gpu.vendor == "amd" for p in cfg.gpu_pools):
         notes.append(
             "existing cluster: gpu_runtime.mode doks-managed installs no AMD device plugin — the cluster must already "

@@ -78,33 +78,42 @@ def plan_pools(resources: list[dict]) -> list[Pool]:
     region = cluster["region"]
     pools = []
     default = cluster["nodePool"]
-    match = _CPU_SLUG.search(default["size"])
-    if not match:
-        raise ValueError(f"system pool size {default['size']!r}: no vCPU / memory in the slug")
-    cap, alloc = _quantities(float(match[1]), float(match[2]), CPU_DISK_GIB.get(default["size"], 100), {})
-    pools.append(Pool(default["name"], default["size"], _count(default), dict(default.get("labels") or {}),
-                      list(default.get("taints") or []), cap, alloc, system=True))  # fmt: skip
+    pools.append(system_pool(default["name"], default["size"], _count(default), dict(default.get("labels") or {}),
+                             list(default.get("taints") or [])))  # fmt: skip
     for res in resources:
         if res["type"] != "digitalocean:index/kubernetesNodePool:KubernetesNodePool":
             continue
         inputs = res["inputs"]
-        size = gpu_size(inputs["size"])
-        if size is None:
-            raise ValueError(f"pool {inputs['name']}: size {inputs['size']!r} is not in the GPU catalog")
-        extra = {size.gpu_resource_name: size.gpus}
-        if size.fabric:
-            extra.update({f"rdma/fabric{i}": RDMA_SHARES for i in range(8)})
-        cap, alloc = _quantities(float(size.vcpus), float(size.ram_gib), float(size.boot_disk_gib or 0), extra)
-        labels = {"doks.digitalocean.com/gpu-brand": size.vendor, "doks.digitalocean.com/gpu-model": size.accelerator.model,
-                  **(inputs.get("labels") or {})}  # fmt: skip
-        taints = list(inputs.get("taints") or [])
-        if not any(t["key"] == size.taint_key and t["effect"] == "NoSchedule" for t in taints):
-            taints.append({"key": size.taint_key, "value": "", "effect": "NoSchedule"})  # DOKS adds it on GPU nodes
-        pools.append(Pool(inputs["name"], inputs["size"], _count(inputs), labels, taints, cap, alloc,
-                          gpus=size.gpus, fabric=size.fabric))  # fmt: skip
+        pools.append(gpu_pool(inputs["name"], inputs["size"], _count(inputs), dict(inputs.get("labels") or {}),
+                              list(inputs.get("taints") or [])))  # fmt: skip
     for pool in pools:
         pool.labels.update(region_labels(region, pool.size))
     return pools
+
+
+def system_pool(name: str, size_slug: str, count: int, labels: dict[str, str], taints: list[dict]) -> Pool:
+    """A pool of CPU nodes (vCPUs and memory read from the size slug)."""
+    match = _CPU_SLUG.search(size_slug)
+    if not match:
+        raise ValueError(f"system pool size {size_slug!r}: no vCPU / memory in the slug")
+    cap, alloc = _quantities(float(match[1]), float(match[2]), CPU_DISK_GIB.get(size_slug, 100), {})
+    return Pool(name, size_slug, count, labels, taints, cap, alloc, system=True)
+
+
+def gpu_pool(name: str, size_slug: str, count: int, labels: dict[str, str], taints: list[dict]) -> Pool:
+    """A pool of GPU nodes of a catalog size, with the labels and the taint DOKS adds to GPU nodes."""
+    size = gpu_size(size_slug)
+    if size is None:
+        raise ValueError(f"pool {name}: size {size_slug!r} is not in the GPU catalog")
+    extra = {size.gpu_resource_name: size.gpus}
+    if size.fabric:
+        extra.update({f"rdma/fabric{i}": RDMA_SHARES for i in range(8)})
+    cap, alloc = _quantities(float(size.vcpus), float(size.ram_gib), float(size.boot_disk_gib or 0), extra)
+    labels = {"doks.digitalocean.com/gpu-brand": size.vendor, "doks.digitalocean.com/gpu-model": size.accelerator.model, **labels}
+    taints = list(taints)
+    if not any(t["key"] == size.taint_key and t["effect"] == "NoSchedule" for t in taints):
+        taints.append({"key": size.taint_key, "value": "", "effect": "NoSchedule"})  # DOKS adds it on GPU nodes
+    return Pool(name, size_slug, count, labels, taints, cap, alloc, gpus=size.gpus, fabric=size.fabric)
 
 
 def region_labels(region: str, size: str) -> dict[str, str]:

@@ -70,3 +70,15 @@ def kubeconfig(pki: Pki, server: str, path: Path, token: str | None = None) -> P
     )
     path.chmod(0o600)
     return path
+
+
+def client_certificate(pki: Pki, user: str, group: str) -> tuple[Path, Path]:
+    """A client certificate and key for `user` in `group`, signed by the test CA (which the API
+    server trusts for client certificates): (certificate, key) paths in the PKI's directory."""
+    d = pki.dir
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{user}.key", "-out", f"{user}.csr",
+             "-subj", f"/O={group}/CN={user}", cwd=d)  # fmt: skip
+    _openssl("x509", "-req", "-in", f"{user}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", f"{user}.crt", "-days", "2", cwd=d)  # fmt: skip
+    return d / f"{user}.crt", d / f"{user}.key"
+
