@@ -26,6 +26,8 @@ declared (infra/config/secrets.py, client_keys.py); their `secure:` values are n
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +35,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from infra.catalog.vllm_flags import canonical_flag
 from infra.config.base import NS
+from infra.config.secrets import SECRET_KEYS
 from infra.errors import Problem
 
 # Credentials by their published prefixes: Hugging Face (hf_), DigitalOcean (dop_v1_, doo_v1_, ...),
@@ -44,6 +47,17 @@ TOKEN_VALUE = re.compile(
     r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
 )
+# Kubeconfig content (its user entries carry the cluster's credentials): a client key or certificate
+# (`client-key-data`, `client-certificate-data`, `client-key`, `client-certificate`), or a `users:`
+# list with a bearer `token:` / `password:` in it. Also looked for inside base64 (a kubeconfig is
+# often passed around encoded).
+KUBECONFIG_CLIENT_KEY = re.compile(r"(?:^|[\s{,])[\"']?client-(?:key|certificate)(?:-data)?[\"']?\s*:", re.MULTILINE)
+KUBECONFIG_USERS = re.compile(r"(?:^|[\s{,])[\"']?users[\"']?\s*:", re.MULTILINE)
+KUBECONFIG_USER_SECRET = re.compile(r"(?:^|[\s{,])[\"']?(?:token|password|auth-provider)[\"']?\s*:\s*\S", re.MULTILINE)
+BASE64_BLOB = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+# A value that is a file path (`/etc/kube/config`, `~/.kube/config`, `./kubeconfig`): it names where a
+# credential is, and is not one (KUBECONFIG=/etc/kube/config).
+FILE_PATH = re.compile(r"^(?:~|\.{1,2})?/[A-Za-z0-9._/-]*$")
 # Incoming-webhook URLs: the URL itself is the credential.
 WEBHOOK_URL = re.compile(
     r"https?://(?:hooks\.slack\.com/(?:services|workflows|triggers)/|(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/"
@@ -81,9 +95,31 @@ def _secret_mechanism(path: str, name: str = "") -> str:
         return f"set it as a secret (`pulumi config set --secret {key} ...`), which keeps it encrypted in the stack file"
     return (
         "plain-text secrets land in the plan, the rendered objects and `pulumi preview`; the stack's secrets are "
-        "huggingface_token, api_key / api_keys and alert_webhook_url (`pulumi config set --secret KEY ...`): use one "
-        "of them, or keep the value out of the stack file"
+        f"{', '.join(SECRET_KEYS)} (`pulumi config set --secret KEY ...`): use one of them, or keep the value out "
+        "of the stack file"
     )
+
+
+def _is_kubeconfig_text(text: str) -> bool:
+    return bool(KUBECONFIG_CLIENT_KEY.search(text)) or (
+        bool(KUBECONFIG_USERS.search(text)) and bool(KUBECONFIG_USER_SECRET.search(text))
+    )
+
+
+def _kubeconfig_problem(text: str) -> str | None:
+    """Why `text` is (or, base64-decoded, holds) a kubeconfig with credentials in it, or None."""
+    if _is_kubeconfig_text(text):
+        return "holds a kubeconfig with the cluster's credentials (client key, certificate or token)"
+    for match in BASE64_BLOB.finditer(text):
+        blob = match.group(0)
+        try:
+            decoded = base64.b64decode(blob + "=" * (-len(blob) % 4), altchars=b"-_" if ("-" in blob or "_" in blob) else None)
+            decoded_text = decoded.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if _is_kubeconfig_text(decoded_text) or TOKEN_VALUE.search(decoded_text):
+            return "holds base64 that decodes to a kubeconfig or an access token (the cluster's credentials)"
+    return None
 
 
 def _url_problem(text: str) -> str | None:
@@ -131,7 +167,7 @@ def _walk_child(value: Any, path: str, key: str | None) -> Iterator[tuple[str, A
 
 def _named_credential(path: str, key: str | None, value: str) -> bool:
     """A value under a name that says credential, where names are the user's (env vars)."""
-    if key is None or NUMBER_OR_SWITCH.match(value):
+    if key is None or NUMBER_OR_SWITCH.match(value) or FILE_PATH.match(value.strip()):
         return False
     return re.search(r"\.env\.[^.]+$", path) is not None and SECRET_NAME.search(key) is not None
 
@@ -169,6 +205,12 @@ def credential_problems(values: dict[str, Any], skip: set[str] | frozenset[str] 
                 problems += _flag_problems(path, item)
                 continue
             name = key or ""
+            kubeconfig = _kubeconfig_problem(item)
+            if kubeconfig:
+                problems.append(Problem(path, f"{kubeconfig} in plain text; set the cluster's kubeconfig as the kubeconfig secret "
+                                              "(`pulumi config set --secret kubeconfig < FILE`), which only the program's "
+                                              "Kubernetes provider reads; no engine or other key may carry it"))
+                continue
             token = TOKEN_VALUE.search(item)
             if token and any(u.start() <= token.start() < u.end() for u in URL.finditer(item)):
                 # In a URL (its user-info, path or query): the token goes, the URL may stay.

@@ -3,6 +3,7 @@ every error names the key path, the value given and what is allowed instead."""
 
 from __future__ import annotations
 
+import base64
 import copy
 from pathlib import Path
 
@@ -249,3 +250,51 @@ def test_a_system_selector_that_selects_a_gpu_pool_is_refused():
     assert problems == [f"{NS}cluster.existing.system_node_selector: {{'example.com/gpu-pool': 'mi300x'}} also selects the nodes of "
                         "gpu_pools[0] (mi300x, node_selector {'example.com/gpu-pool': 'mi300x'}): system pods would land on GPU nodes; "
                         "give the labels only the nodes for system workloads carry"]
+
+
+# --- audit of the existing-cluster mode (wave 38): kubeconfig content in plain keys ---
+
+KUBECONFIG_WITH_CLIENT_KEY = (
+    "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n"
+    "    client-certificate-data: LS0tLS1CRUdJTg==\n    client-key-data: LS0tLS1CRUdJTg==\n"
+)
+KUBECONFIG_WITH_TOKEN = "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user: {token: MARKERSECRET}\n"
+
+
+def _env(**env):
+    def mutate(values):
+        values[NS + "models"][0]["env"] = env
+    return mutate
+
+
+@pytest.mark.parametrize("value, words", [
+    (KUBECONFIG_WITH_CLIENT_KEY, "holds a kubeconfig"),
+    (KUBECONFIG_WITH_TOKEN, "holds a kubeconfig"),
+    (base64.b64encode(KUBECONFIG_WITH_TOKEN.encode()).decode(), "decodes to a kubeconfig"),
+    (base64.b64encode(KUBECONFIG_WITH_CLIENT_KEY.encode()).decode(), "decodes to a kubeconfig"),
+])
+def test_kubeconfig_content_in_any_plain_string_is_refused_without_quoting_it(value, words):
+    problems = _problems(_env(CLUSTER_CONF=value))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{NS}models[0].env.CLUSTER_CONF: ") and words in problems[0]
+    assert "pulumi config set --secret kubeconfig" in problems[0]
+    assert "MARKERSECRET" not in problems[0] and "LS0t" not in problems[0] and value[:20] not in problems[0]
+
+
+def test_kubeconfig_content_in_extra_args_is_refused():
+    def mutate(values):
+        values[NS + "models"][0]["extra_args"] = ["--disable-log-requests", KUBECONFIG_WITH_TOKEN]
+    problems = _problems(mutate)
+    assert any(p.startswith(f"{NS}models[0].extra_args[1]: holds a kubeconfig") for p in problems), problems
+
+
+@pytest.mark.parametrize("path", ["/etc/kube/config", "~/.kube/config", "./kubeconfig"])
+def test_a_kubeconfig_file_path_in_env_is_not_a_credential(path):
+    assert _problems(_env(KUBECONFIG=path)) == []
+
+
+def test_the_plain_credential_message_lists_every_secret_key():
+    from infra.config import SECRET_KEYS
+    problems = _problems(_env(MY_PASSWORD="not-a-number-but-a-secret"))
+    assert len(problems) == 1, problems
+    assert all(key in problems[0] for key in SECRET_KEYS), problems[0]
