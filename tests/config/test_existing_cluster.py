@@ -155,7 +155,7 @@ def test_a_bad_node_selector_is_refused_at_its_label(selector, words):
 
 def test_reserved_prefixes_are_fine_in_a_selector():
     """A selector reads labels others set: DOKS's pool label, the well-known instance type."""
-    assert _problems(_pool(0, node_selector={"doks.digitalocean.com/node-pool": "gpu-a", "node.kubernetes.io/instance-type": "x"})) == []
+    assert _problems(_pool(0, node_selector={"doks.digitalocean.com/node-pool": "gpu-a", "node.kubernetes.io/instance-type": "gpu-mi300x8-1536gb"})) == []
 
 
 def test_identical_selectors_are_refused():
@@ -298,3 +298,50 @@ def test_the_plain_credential_message_lists_every_secret_key():
     problems = _problems(_env(MY_PASSWORD="not-a-number-but-a-secret"))
     assert len(problems) == 1, problems
     assert all(key in problems[0] for key in SECRET_KEYS), problems[0]
+
+
+# --- audit: selectors on labels every node carries, sizes and hostnames ---
+
+@pytest.mark.parametrize("selector", [
+    {"kubernetes.io/arch": "amd64"}, {"kubernetes.io/os": "linux"},
+    {"kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux"},
+])
+def test_a_system_selector_of_labels_every_node_carries_is_refused(selector):
+    problems = _problems(_cluster(existing={"system_node_selector": selector}))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{NS}cluster.existing.system_node_selector: {selector!r} names only labels every node carries")
+
+
+@pytest.mark.parametrize("key", ["node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type"])
+def test_a_system_selector_naming_a_gpu_size_is_refused(key):
+    problems = _problems(_cluster(existing={"system_node_selector": {key: "gpu-mi300x8-1536gb"}}))
+    assert problems == [f"{NS}cluster.existing.system_node_selector: {{{key!r}: 'gpu-mi300x8-1536gb'}} names a GPU size: system pods "
+                        "would land on GPU nodes; give the labels (or the CPU size) only the nodes for system workloads carry"]
+
+
+def test_a_system_selector_naming_a_cpu_size_is_accepted():
+    assert _problems(_cluster(existing={"system_node_selector": {"node.kubernetes.io/instance-type": "s-4vcpu-8gb"}})) == []
+
+
+def test_a_pool_selector_of_labels_every_node_carries_is_refused():
+    problems = _problems(_pool(0, node_selector={"kubernetes.io/arch": "amd64"}))
+    assert any(p.startswith(f"{NS}gpu_pools[0].node_selector: {{'kubernetes.io/arch': 'amd64'}} names only labels every node carries")
+               for p in problems), problems
+
+
+def test_a_pool_selector_naming_another_size_is_refused():
+    problems = _problems(_pool(1, node_selector={"node.kubernetes.io/instance-type": "gpu-mi300x8-1536gb"}))
+    assert f"{NS}gpu_pools[1].node_selector: {{'node.kubernetes.io/instance-type': 'gpu-mi300x8-1536gb'}} selects nodes of size " \
+           "gpu-mi300x8-1536gb, but the pool's size is gpu-mi300x1-192gb; give node.kubernetes.io/instance-type: gpu-mi300x1-192gb, " \
+           "or set size to the nodes' size" in problems, problems
+
+
+def test_a_pool_selector_naming_its_own_size_is_accepted():
+    assert _problems(_pool(1, node_selector={"node.kubernetes.io/instance-type": "gpu-mi300x1-192gb"})) == []
+
+
+def test_a_hostname_selector_is_refused_for_more_than_one_node_and_accepted_for_one():
+    problems = _problems(_pool(0, node_selector={"kubernetes.io/hostname": "gpu-node-1"}))
+    assert problems == [f"{NS}gpu_pools[0].node_selector: {{'kubernetes.io/hostname': 'gpu-node-1'}} selects one node, but nodes "
+                        "is 2; give a label all the pool's nodes carry, or nodes: 1"]
+    assert _problems(_pool(1, node_selector={"kubernetes.io/hostname": "gpu-small-1"})) == []
