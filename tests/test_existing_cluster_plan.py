@@ -159,6 +159,7 @@ def test_without_engine_key_the_engine_key_is_generated():
 
 def test_engine_key_replaces_the_generated_one_in_a_doks_stack_too(tmp_path):
     values, secret_keys = parse_stack_text((ROOT / "stacks" / "Pulumi.dev.yaml").read_text(), "dev")
+    values[NS + "router"] = {"kind": "session"}  # a front door: with router.kind service (dev's) nothing reads engine_key
     values[NS + "engine_key"] = None
     values[NS + "api_key"] = None
     cfg = load_config(values, stack="dev", secret_keys=secret_keys | {NS + "engine_key", NS + "api_key"}, base_dir=ROOT)
@@ -252,3 +253,15 @@ def test_the_pd_router_runs_on_the_system_nodes():
     _, plan = _plan(pd)
     (router,) = [o for o in kubernetes_objects(plan) if o["kind"] == "Deployment" and o["metadata"]["name"] == "qwen3-32b-pd-router"]
     assert router["spec"]["template"]["spec"]["nodeSelector"] == SYSTEM
+
+
+def test_a_digitalocean_token_on_an_existing_cluster_is_noted_as_unread():
+    """Audit t46: nothing reads digitalocean:token when the stack creates no DigitalOcean resource."""
+    def token(values, secret_keys):
+        values["digitalocean:token"] = None
+        secret_keys.add("digitalocean:token")
+
+    _, plan = _plan(token)
+    assert any("digitalocean:token is set, but the stack creates no DigitalOcean resource" in n for n in plan.summary["notes"])
+    _, plain = _plan()
+    assert not any("digitalocean:token" in n for n in plain.summary["notes"])

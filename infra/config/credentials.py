@@ -35,7 +35,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 from infra.catalog.vllm_flags import canonical_flag
 from infra.config.base import NS
-from infra.config.secrets import SECRET_KEYS
 from infra.errors import Problem
 
 # Credentials by their published prefixes: Hugging Face (hf_), DigitalOcean (dop_v1_, doo_v1_, ...),
@@ -81,7 +80,7 @@ NUMBER_OR_SWITCH = re.compile(r"^\s*(?:[+-]?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]
 SECRET_FLAG = re.compile(r"^--?(?:[a-z0-9]+-)*(?:api-key|token|password|passwd|secret)$")
 
 
-def _secret_mechanism(path: str, name: str = "") -> str:
+def _secret_mechanism(path: str, name: str = "", secret_names: tuple[str, ...] = ()) -> str:
     """Where the value belongs instead of the stack file in plain text."""
     upper = name.upper()
     if upper in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN") or upper.startswith("HF_"):
@@ -90,12 +89,15 @@ def _secret_mechanism(path: str, name: str = "") -> str:
         return ("set the stack's api_key secret instead (`pulumi config set --secret api_key ...`), which the front door checks "
                 "(with router.kind service every engine reads it as VLLM_API_KEY; behind a router or the gateway the engines "
                 "check an internal key of their own)")
+    if path.split(".")[0].split("[")[0] == "kubernetes:kubeconfig":
+        return ("the program's Kubernetes provider never reads kubernetes:kubeconfig (it uses the DOKS cluster's own, or "
+                "with cluster.existing the kubeconfig secret: `pulumi config set --secret kubeconfig < FILE`): remove it")
     if ":" in path.split(".")[0] and not path.startswith(NS):
         key = path.split(".")[0].split("[")[0]
         return f"set it as a secret (`pulumi config set --secret {key} ...`), which keeps it encrypted in the stack file"
     return (
         "plain-text secrets land in the plan, the rendered objects and `pulumi preview`; the stack's secrets are "
-        f"{', '.join(SECRET_KEYS)} (`pulumi config set --secret KEY ...`): use one of them, or keep the value out "
+        f"{', '.join(secret_names) or 'declared in infra/config/secrets.py'} (`pulumi config set --secret KEY ...`): use one of them, or keep the value out "
         "of the stack file"
     )
 
@@ -172,7 +174,7 @@ def _named_credential(path: str, key: str | None, value: str) -> bool:
     return re.search(r"\.env\.[^.]+$", path) is not None and SECRET_NAME.search(key) is not None
 
 
-def _flag_problems(path: str, args: list[Any]) -> list[Problem]:
+def _flag_problems(path: str, args: list[Any], secret_names: tuple[str, ...] = ()) -> list[Problem]:
     problems = []
     for j, arg in enumerate(args):
         if not isinstance(arg, str) or not arg.startswith("-"):
@@ -180,14 +182,16 @@ def _flag_problems(path: str, args: list[Any]) -> list[Problem]:
         flag = canonical_flag(arg).split("=", 1)[0]
         if SECRET_FLAG.match(flag):
             name = "API_KEY" if flag.endswith("api-key") else ("HF_TOKEN" if flag == "--hf-token" else "")
-            problems.append(Problem(f"{path}[{j}]", f"{arg.split('=')[0]!r} would put the credential in plain text; {_secret_mechanism(path, name)}"))
+            problems.append(Problem(f"{path}[{j}]", f"{arg.split('=')[0]!r} would put the credential in plain text; {_secret_mechanism(path, name, secret_names)}"))
     return problems
 
 
-def credential_problems(values: dict[str, Any], skip: set[str] | frozenset[str] = frozenset()) -> list[Problem]:
+def credential_problems(
+    values: dict[str, Any], skip: set[str] | frozenset[str] = frozenset(), secret_names: tuple[str, ...] = ()
+) -> list[Problem]:
     """Every plain-text credential in a stack file's `values` (full `namespace:key` paths, or our
     keys without the namespace), one problem per key path. `skip`: keys checked as secrets where
-    they are declared."""
+    they are declared; `secret_names`: the stack's secret keys (SECRET_KEYS), which the messages list."""
     problems: list[Problem] = []
     for top, value in values.items():
         full = top if ":" in top else NS + top
@@ -198,11 +202,11 @@ def credential_problems(values: dict[str, Any], skip: set[str] | frozenset[str] 
             if SECRET_NAME.search(name) and not (isinstance(value, str) and NUMBER_OR_SWITCH.match(value)) and not isinstance(value, bool | int | float):
                 # A provider's credential (`kubernetes:kubeconfig`), as text or as a mapping: all of it is secret.
                 what = "the cluster's credentials (client keys or tokens)" if "kubeconfig" in name.lower() else "a credential"
-                problems.append(Problem(full, f"{name} holds {what} and is given in plain text; {_secret_mechanism(full, name)}"))
+                problems.append(Problem(full, f"{name} holds {what} and is given in plain text; {_secret_mechanism(full, name, secret_names)}"))
                 continue
         for path, item, key in _walk_child(value, full, None):
             if isinstance(item, list):
-                problems += _flag_problems(path, item)
+                problems += _flag_problems(path, item, secret_names)
                 continue
             name = key or ""
             kubeconfig = _kubeconfig_problem(item)
@@ -218,11 +222,11 @@ def credential_problems(values: dict[str, Any], skip: set[str] | frozenset[str] 
                                               "objects (an alert link, an env var): give it without the token"))
                 continue
             if token:
-                problems.append(Problem(path, f"looks like an access token; {_secret_mechanism(path, name)}"))
+                problems.append(Problem(path, f"looks like an access token; {_secret_mechanism(path, name, secret_names)}"))
                 continue
             why = _url_problem(item)
             if why:
                 problems.append(Problem(path, why))
             elif _named_credential(path, key, item):
-                problems.append(Problem(path, f"{name} names a credential and is given in plain text; {_secret_mechanism(path, name)}"))
+                problems.append(Problem(path, f"{name} names a credential and is given in plain text; {_secret_mechanism(path, name, secret_names)}"))
     return list(dict.fromkeys(problems))

@@ -131,6 +131,29 @@ def kubeconfig_problems(raw: StackInput, kubeconfig_set: bool) -> list[Problem]:
         "so nothing would read it; remove it (`pulumi config rm kubeconfig`) or set cluster.existing"))]
 
 
+def engine_key_problems(raw: StackInput, engine_key_set: bool) -> list[Problem]:
+    """The `engine_key` secret is what a front door sends the engines; with router.kind service
+    there is none (the engines check the client key themselves), so nothing would read it."""
+    if raw.router.kind != "service" or not engine_key_set:
+        return []
+    return [Problem(NS + "engine_key", (
+        "is set, but router.kind is 'service': the engines check the client key (api_key / api_keys) themselves and "
+        "nothing reads engine_key — it is read only behind a front door (router.kind session, prefix, round-robin or "
+        "gateway); remove it (`pulumi config rm engine_key`) or choose one of those router kinds"))]
+
+
+def provider_kubeconfig_problems(raw: StackInput, provider_kubeconfig_secret: bool) -> list[Problem]:
+    """On an existing cluster the program's Kubernetes provider reads the `kubeconfig` secret; the
+    kubernetes provider's own `kubernetes:kubeconfig` (a secret here: in plain text the credential
+    scan refuses it) is read by no resource, and would leave two answers to "which cluster"."""
+    if raw.cluster.existing is None or not provider_kubeconfig_secret:
+        return []
+    return [Problem("kubernetes:kubeconfig", (
+        "is set, but the program's Kubernetes provider reads the inference-platform:kubeconfig secret, not "
+        "kubernetes:kubeconfig, so nothing reads it; set the cluster's kubeconfig with "
+        "`pulumi config set --secret kubeconfig < FILE` and remove this one (`pulumi config rm kubernetes:kubeconfig`)"))]
+
+
 def mode_defaults(raw: StackInput) -> StackInput:
     """Defaults that depend on cluster.existing: the weight cache is kind none there unless written
     (nfs, the default elsewhere, is a DigitalOcean resource)."""
@@ -606,6 +629,7 @@ CROSS_CHECKS: dict[str, tuple[CrossCheck, ...]] = {
     "gpu_runtime.mode": (CrossCheck(runtime_problems, ("gpu_pools[].size",)),),
     "cluster.existing.system_node_selector": (CrossCheck(system_selector_problems, ("gpu_pools[].node_selector",)),),
     "kubeconfig": (CrossCheck(kubeconfig_problems, ("cluster.existing",)),),
+    "engine_key": (CrossCheck(engine_key_problems, ("router.kind",)),),
     "model_cache.kind": (CrossCheck(existing_cache_problems, ("cluster.existing",)),),
     "network": (CrossCheck(network_problems, ("cluster.existing",)),),
     "models[].autoscaling.enabled": (CrossCheck(autoscaling_problems, (

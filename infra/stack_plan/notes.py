@@ -212,6 +212,11 @@ def existing_cluster_notes(cfg) -> list[str]:
             "existing cluster: system pods are not pinned — cluster.existing.system_node_selector is not set, so the router, "
             "Prometheus, the operators and KEDA may land on any node without a taint (GPU nodes included, if untainted)"
         )
+    if cfg.digitalocean_token_set:
+        notes.append(
+            "existing cluster: digitalocean:token is set, but the stack creates no DigitalOcean resource, so nothing reads "
+            "it; `pulumi config rm digitalocean:token` if you like (keep it only for another tool that reads this stack)"
+        )
     if cfg.gpu_runtime.mode == "doks-managed" and any(p.gpu.vendor == "amd" for p in cfg.gpu_pools):
         notes.append(
             "existing cluster: gpu_runtime.mode doks-managed installs no AMD device plugin — the cluster must already "

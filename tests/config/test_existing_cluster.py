@@ -212,6 +212,7 @@ def test_a_plain_kubeconfig_is_the_plain_secret_error_and_never_quoted():
 
 def test_engine_key_is_a_secret_of_any_mode():
     values = load_dev()
+    values[NS + "router"] = {"kind": "session"}  # behind a front door: dev's router.kind service reads no engine key
     values[NS + "engine_key"] = None
     cfg = load_config(values, stack="dev", secret_keys={NS + "engine_key"}, base_dir=ROOT)
     assert "engine_key" in cfg.secrets_set
@@ -345,3 +346,54 @@ def test_a_hostname_selector_is_refused_for_more_than_one_node_and_accepted_for_
     assert problems == [f"{NS}gpu_pools[0].node_selector: {{'kubernetes.io/hostname': 'gpu-node-1'}} selects one node, but nodes "
                         "is 2; give a label all the pool's nodes carry, or nodes: 1"]
     assert _problems(_pool(1, node_selector={"kubernetes.io/hostname": "gpu-small-1"})) == []
+
+
+# --- audit: keys nothing would read ---
+
+def test_engine_key_with_router_kind_service_is_refused_at_engine_key():
+    def service(values):
+        values[NS + "router"] = {"kind": "service"}
+    problems = _problems(service)
+    assert problems == [f"{NS}engine_key: is set, but router.kind is 'service': the engines check the client key (api_key / "
+                        "api_keys) themselves and nothing reads engine_key — it is read only behind a front door (router.kind "
+                        "session, prefix, round-robin or gateway); remove it (`pulumi config rm engine_key`) or choose one of "
+                        "those router kinds"]
+
+
+def test_router_kind_service_without_engine_key_is_accepted():
+    def service(values):
+        values[NS + "router"] = {"kind": "service"}
+        del values[NS + "engine_key"]
+    assert _problems(service, secrets=lambda keys: keys.discard(NS + "engine_key")) == []
+
+
+def test_a_kubernetes_kubeconfig_secret_is_refused_naming_the_kubeconfig_secret():
+    def provider_kubeconfig(values):
+        values["kubernetes:kubeconfig"] = None  # a secret: parse_stack_text keeps no value
+    problems = _problems(provider_kubeconfig, secrets=lambda keys: keys.add("kubernetes:kubeconfig"))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("kubernetes:kubeconfig: is set, but the program's Kubernetes provider reads the "
+                                  "inference-platform:kubeconfig secret")
+    assert "pulumi config set --secret kubeconfig < FILE" in problems[0]
+
+
+def test_a_digitalocean_token_on_an_existing_cluster_is_loaded_and_marked():
+    values, secret_keys = fixture_values()
+    values["digitalocean:token"] = None
+    cfg = _load(values, secret_keys | {"digitalocean:token"})
+    assert cfg.digitalocean_token_set
+
+
+def test_a_multi_node_layout_says_existing_mode_has_no_fabric():
+    from infra.layout_fit import layout_fit_problems
+
+    values, secret_keys = fixture_values()
+    values[NS + "models"][0]["layout"] = {"tp": 16, "nodes_per_replica": 2}
+    try:
+        cfg = _load(values, secret_keys)
+        problems = [f"{p.path}: {p.message}" for p in layout_fit_problems(cfg)]
+    except ConfigError as err:
+        problems = [f"{p.path}: {p.message}" for p in err.problems]
+    (problem,) = [p for p in problems if "nodes_per_replica" in p]
+    assert "multi-node replicas are not available in existing-cluster mode" in problem
+    assert "fabric: true" not in problem
