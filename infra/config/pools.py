@@ -85,7 +85,9 @@ class GpuPoolConfig(StrictModel):
         description=(
             "cluster.existing only (required there): the labels this pool's nodes already carry, e.g. "
             "{doks.digitalocean.com/node-pool: gpu-mi300x} or {node.kubernetes.io/instance-type: gpu-mi300x8-1536gb}; "
-            "every pod of the pool selects them, and no node may match two pools' selectors."
+            "every pod of the pool selects them, and no node may match two pools' selectors. Refused: only labels every node "
+            "carries (kubernetes.io/arch, kubernetes.io/os, beta.kubernetes.io/*), an instance type other than size, "
+            "kubernetes.io/hostname with nodes above 1."
         ),
     )
     available_in_region: bool = Field(
