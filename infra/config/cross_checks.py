@@ -142,18 +142,6 @@ def engine_key_problems(raw: StackInput, engine_key_set: bool) -> list[Problem]:
         "gateway); remove it (`pulumi config rm engine_key`) or choose one of those router kinds"))]
 
 
-def provider_kubeconfig_problems(raw: StackInput, provider_kubeconfig_secret: bool) -> list[Problem]:
-    """On an existing cluster the program's Kubernetes provider reads the `kubeconfig` secret; the
-    kubernetes provider's own `kubernetes:kubeconfig` (a secret here: in plain text the credential
-    scan refuses it) is read by no resource, and would leave two answers to "which cluster"."""
-    if raw.cluster.existing is None or not provider_kubeconfig_secret:
-        return []
-    return [Problem("kubernetes:kubeconfig", (
-        "is set, but the program's Kubernetes provider reads the inference-platform:kubeconfig secret, not "
-        "kubernetes:kubeconfig, so nothing reads it; set the cluster's kubeconfig with "
-        "`pulumi config set --secret kubeconfig < FILE` and remove this one (`pulumi config rm kubernetes:kubeconfig`)"))]
-
-
 def mode_defaults(raw: StackInput) -> StackInput:
     """Defaults that depend on cluster.existing: the weight cache is kind none there unless written
     (nfs, the default elsewhere, is a DigitalOcean resource)."""

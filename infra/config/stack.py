@@ -126,6 +126,18 @@ def environment_defaults(raw: StackInput) -> tuple[ClusterConfig, ObservabilityC
     return cluster, obs
 
 
+def provider_kubeconfig_problems(raw: StackInput, provider_kubeconfig_secret: bool) -> list[Problem]:
+    """On an existing cluster the program's Kubernetes provider reads the `kubeconfig` secret; the
+    kubernetes provider's own `kubernetes:kubeconfig` (a secret here: in plain text the credential
+    scan refuses it) is read by no resource, and would leave two answers to "which cluster"."""
+    if raw.cluster.existing is None or not provider_kubeconfig_secret:
+        return []
+    return [Problem("kubernetes:kubeconfig", (
+        "is set, but the program's Kubernetes provider reads the inference-platform:kubeconfig secret, not "
+        "kubernetes:kubeconfig, so nothing reads it; set the cluster's kubeconfig with "
+        "`pulumi config set --secret kubeconfig < FILE` and remove this one (`pulumi config rm kubernetes:kubeconfig`)"))]
+
+
 def load_config(
     values: dict[str, Any],
     *,
@@ -182,7 +194,7 @@ def load_config(
     problems = early + _problems(raw, base_dir, plain_secrets, client_keys, keys_path)
     problems += cross.kubeconfig_problems(raw, "kubeconfig" in secrets_set)
     problems += cross.engine_key_problems(raw, "engine_key" in secrets_set)
-    problems += cross.provider_kubeconfig_problems(raw, "kubernetes:kubeconfig" in secret_keys)
+    problems += provider_kubeconfig_problems(raw, "kubernetes:kubeconfig" in secret_keys)
     if problems:
         raise ConfigError(problems, source=source)
 
