@@ -94,6 +94,14 @@ def _multi_node_layout_problems(model: ModelConfig, pool: GpuPoolConfig, keys: M
     lay = model.layout
     n, gpus = lay.nodes_per_replica, pool.gpu.gpus
     key = keys("layout.nodes_per_replica")
+    if not pool.fabric and pool.node_selector is not None:  # an existing cluster's pool (cluster.existing)
+        return [
+            Problem(
+                key,
+                f"{n} spans nodes, which needs DigitalOcean's RDMA fabric pools; multi-node replicas are not available in "
+                f"existing-cluster mode (cluster.existing: the stack does not attach a fabric). Allowed: 1",
+            )
+        ]
     if not pool.fabric:
         fabric_sizes = sorted(slug for slug, size in GPU_SIZES.items() if size.fabric)
         return [

@@ -174,6 +174,9 @@ class GpuRuntimeSpec:
     # An existing cluster's AMD pools, name → node selector: the runtime's pods select those nodes
     # (None: DOKS labels every AMD node doks.digitalocean.com/gpu-brand=amd).
     amd_pool_selectors: Mapping[str, Mapping[str, str]] | None = None
+    # An existing cluster's system nodes (cluster.existing.system_node_selector): where the operator's
+    # controller and cert-manager run. None: not pinned (on DOKS the GPU taints keep them on the system pool).
+    system_node_selector: Mapping[str, str] | None = None
     disable_numa_balancing: bool = True  # AMD's vLLM recommendation
     metrics_exporter: bool = False  # gpu-operator mode: exporter via the DeviceConfig
     device_plugin_image: str = versions.ROCM_DEVICE_PLUGIN_IMAGE

@@ -159,6 +159,7 @@ def test_without_engine_key_the_engine_key_is_generated():
 
 def test_engine_key_replaces_the_generated_one_in_a_doks_stack_too(tmp_path):
     values, secret_keys = parse_stack_text((ROOT / "stacks" / "Pulumi.dev.yaml").read_text(), "dev")
+    values[NS + "router"] = {"kind": "session"}  # a front door: with router.kind service (dev's) nothing reads engine_key
     values[NS + "engine_key"] = None
     values[NS + "api_key"] = None
     cfg = load_config(values, stack="dev", secret_keys=secret_keys | {NS + "engine_key", NS + "api_key"}, base_dir=ROOT)
@@ -232,3 +233,49 @@ def test_the_entry_point_declares_what_the_offline_plan_records(tmp_path):
     assert answer["resources"] == json.loads(plan.to_json())["resources"]
 
 
+
+
+def test_gpu_operator_and_cert_manager_releases_run_on_the_system_nodes():
+    """Audit t32: the operator's controller and cert-manager's Deployments and Job are system pods."""
+    def operator(values, _):
+        values[NS + "gpu_runtime"] = {"mode": "gpu-operator"}
+
+    _, plan = _plan(operator)
+    releases = {r["inputs"]["name"]: r["inputs"]["values"] for r in plan.resources if r["type"] == "kubernetes:helm.sh/v3:Release"}
+    assert releases["amd-gpu-operator"]["controllerManager"]["nodeSelector"] == SYSTEM
+    cert_manager = releases["cert-manager"]
+    assert cert_manager["nodeSelector"] == SYSTEM
+    assert all(cert_manager[part]["nodeSelector"] == SYSTEM for part in ("webhook", "cainjector", "startupapicheck"))
+
+
+def test_gpu_operator_releases_are_not_pinned_without_a_system_selector():
+    def operator_unpinned(values, _):
+        values[NS + "gpu_runtime"] = {"mode": "gpu-operator"}
+        del values[NS + "cluster"]["existing"]["system_node_selector"]
+
+    _, plan = _plan(operator_unpinned)
+    releases = {r["inputs"]["name"]: r["inputs"]["values"] for r in plan.resources if r["type"] == "kubernetes:helm.sh/v3:Release"}
+    assert "controllerManager" not in releases["amd-gpu-operator"]
+    assert releases["cert-manager"] == {"crds": {"enabled": True}}
+
+
+def test_the_pd_router_runs_on_the_system_nodes():
+    """Audit t58: a P/D layout's router is a system pod (its engines select their pool)."""
+    def pd(values, _):
+        values[NS + "models"][0]["layout"] = "p1tp4-d1tp4"
+
+    _, plan = _plan(pd)
+    (router,) = [o for o in kubernetes_objects(plan) if o["kind"] == "Deployment" and o["metadata"]["name"] == "qwen3-32b-pd-router"]
+    assert router["spec"]["template"]["spec"]["nodeSelector"] == SYSTEM
+
+
+def test_a_digitalocean_token_on_an_existing_cluster_is_noted_as_unread():
+    """Audit t46: nothing reads digitalocean:token when the stack creates no DigitalOcean resource."""
+    def token(values, secret_keys):
+        values["digitalocean:token"] = None
+        secret_keys.add("digitalocean:token")
+
+    _, plan = _plan(token)
+    assert any("digitalocean:token is set, but the stack creates no DigitalOcean resource" in n for n in plan.summary["notes"])
+    _, plain = _plan()
+    assert not any("digitalocean:token" in n for n in plain.summary["notes"])

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 OPEN = 1  # a leaf of the value tree: anything below it is allowed
+# Keys whose value is a Kubernetes label map whatever the defaults hold (cert-manager's default
+# `nodeSelector: {kubernetes.io/os: linux}` would otherwise close it to that one label).
+LABEL_MAP_KEYS = frozenset({"nodeSelector"})
 
 
 def value_tree(defaults: Any) -> Any:
@@ -55,6 +58,8 @@ def unknown_paths(values: Any, tree: Any, schema: Any = None, prefix: str = "") 
     for key, value in values.items():
         path = f"{prefix}{key}"
         in_schema, sub_schema = _schema_knows(schema, str(key))
+        if key in LABEL_MAP_KEYS and isinstance(tree, dict) and key in tree:
+            continue
         if isinstance(tree, dict) and key in tree:
             out += unknown_paths(value, tree[key], sub_schema, path + ".")
         elif key == "global" and not prefix:

@@ -101,8 +101,10 @@ class ExistingClusterConfig(StrictModel):
     system_node_selector: SystemSelector | None = Field(
         None,
         description=(
-            "Labels of the nodes where system workloads run (router, Prometheus, operators, KEDA, the gateway); "
-            "unset: system pods are not pinned (the plan notes it) and may land on GPU nodes."
+            "Labels of the nodes where system workloads run (router, P/D routers, Prometheus, operators, cert-manager, KEDA, "
+            "the gateway); unset: system pods are not pinned (the plan notes it) and may land on GPU nodes. Refused: labels "
+            "a GPU pool's nodes carry, only labels every node carries (kubernetes.io/arch, kubernetes.io/os), a GPU size "
+            "as instance type."
         ),
     )
 

@@ -26,6 +26,8 @@ declared (infra/config/secrets.py, client_keys.py); their `secure:` values are n
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -44,6 +46,17 @@ TOKEN_VALUE = re.compile(
     r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
 )
+# Kubeconfig content (its user entries carry the cluster's credentials): a client key or certificate
+# (`client-key-data`, `client-certificate-data`, `client-key`, `client-certificate`), or a `users:`
+# list with a bearer `token:` / `password:` in it. Also looked for inside base64 (a kubeconfig is
+# often passed around encoded).
+KUBECONFIG_CLIENT_KEY = re.compile(r"(?:^|[\s{,])[\"']?client-(?:key|certificate)(?:-data)?[\"']?\s*:", re.MULTILINE)
+KUBECONFIG_USERS = re.compile(r"(?:^|[\s{,])[\"']?users[\"']?\s*:", re.MULTILINE)
+KUBECONFIG_USER_SECRET = re.compile(r"(?:^|[\s{,])[\"']?(?:token|password|auth-provider)[\"']?\s*:\s*\S", re.MULTILINE)
+BASE64_BLOB = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+# A value that is a file path (`/etc/kube/config`, `~/.kube/config`, `./kubeconfig`): it names where a
+# credential is, and is not one (KUBECONFIG=/etc/kube/config).
+FILE_PATH = re.compile(r"^(?:~|\.{1,2})?/[A-Za-z0-9._/-]*$")
 # Incoming-webhook URLs: the URL itself is the credential.
 WEBHOOK_URL = re.compile(
     r"https?://(?:hooks\.slack\.com/(?:services|workflows|triggers)/|(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/"
@@ -67,7 +80,7 @@ NUMBER_OR_SWITCH = re.compile(r"^\s*(?:[+-]?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]
 SECRET_FLAG = re.compile(r"^--?(?:[a-z0-9]+-)*(?:api-key|token|password|passwd|secret)$")
 
 
-def _secret_mechanism(path: str, name: str = "") -> str:
+def _secret_mechanism(path: str, name: str = "", secret_names: tuple[str, ...] = ()) -> str:
     """Where the value belongs instead of the stack file in plain text."""
     upper = name.upper()
     if upper in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN") or upper.startswith("HF_"):
@@ -76,14 +89,39 @@ def _secret_mechanism(path: str, name: str = "") -> str:
         return ("set the stack's api_key secret instead (`pulumi config set --secret api_key ...`), which the front door checks "
                 "(with router.kind service every engine reads it as VLLM_API_KEY; behind a router or the gateway the engines "
                 "check an internal key of their own)")
+    if path.split(".")[0].split("[")[0] == "kubernetes:kubeconfig":
+        return ("the program's Kubernetes provider never reads kubernetes:kubeconfig (it uses the DOKS cluster's own, or "
+                "with cluster.existing the kubeconfig secret: `pulumi config set --secret kubeconfig < FILE`): remove it")
     if ":" in path.split(".")[0] and not path.startswith(NS):
         key = path.split(".")[0].split("[")[0]
         return f"set it as a secret (`pulumi config set --secret {key} ...`), which keeps it encrypted in the stack file"
     return (
         "plain-text secrets land in the plan, the rendered objects and `pulumi preview`; the stack's secrets are "
-        "huggingface_token, api_key / api_keys and alert_webhook_url (`pulumi config set --secret KEY ...`): use one "
-        "of them, or keep the value out of the stack file"
+        f"{', '.join(secret_names) or 'declared in infra/config/secrets.py'} (`pulumi config set --secret KEY ...`): use one of them, or keep the value out "
+        "of the stack file"
     )
+
+
+def _is_kubeconfig_text(text: str) -> bool:
+    return bool(KUBECONFIG_CLIENT_KEY.search(text)) or (
+        bool(KUBECONFIG_USERS.search(text)) and bool(KUBECONFIG_USER_SECRET.search(text))
+    )
+
+
+def _kubeconfig_problem(text: str) -> str | None:
+    """Why `text` is (or, base64-decoded, holds) a kubeconfig with credentials in it, or None."""
+    if _is_kubeconfig_text(text):
+        return "holds a kubeconfig with the cluster's credentials (client key, certificate or token)"
+    for match in BASE64_BLOB.finditer(text):
+        blob = match.group(0)
+        try:
+            decoded = base64.b64decode(blob + "=" * (-len(blob) % 4), altchars=b"-_" if ("-" in blob or "_" in blob) else None)
+            decoded_text = decoded.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if _is_kubeconfig_text(decoded_text) or TOKEN_VALUE.search(decoded_text):
+            return "holds base64 that decodes to a kubeconfig or an access token (the cluster's credentials)"
+    return None
 
 
 def _url_problem(text: str) -> str | None:
@@ -131,12 +169,12 @@ def _walk_child(value: Any, path: str, key: str | None) -> Iterator[tuple[str, A
 
 def _named_credential(path: str, key: str | None, value: str) -> bool:
     """A value under a name that says credential, where names are the user's (env vars)."""
-    if key is None or NUMBER_OR_SWITCH.match(value):
+    if key is None or NUMBER_OR_SWITCH.match(value) or FILE_PATH.match(value.strip()):
         return False
     return re.search(r"\.env\.[^.]+$", path) is not None and SECRET_NAME.search(key) is not None
 
 
-def _flag_problems(path: str, args: list[Any]) -> list[Problem]:
+def _flag_problems(path: str, args: list[Any], secret_names: tuple[str, ...] = ()) -> list[Problem]:
     problems = []
     for j, arg in enumerate(args):
         if not isinstance(arg, str) or not arg.startswith("-"):
@@ -144,14 +182,16 @@ def _flag_problems(path: str, args: list[Any]) -> list[Problem]:
         flag = canonical_flag(arg).split("=", 1)[0]
         if SECRET_FLAG.match(flag):
             name = "API_KEY" if flag.endswith("api-key") else ("HF_TOKEN" if flag == "--hf-token" else "")
-            problems.append(Problem(f"{path}[{j}]", f"{arg.split('=')[0]!r} would put the credential in plain text; {_secret_mechanism(path, name)}"))
+            problems.append(Problem(f"{path}[{j}]", f"{arg.split('=')[0]!r} would put the credential in plain text; {_secret_mechanism(path, name, secret_names)}"))
     return problems
 
 
-def credential_problems(values: dict[str, Any], skip: set[str] | frozenset[str] = frozenset()) -> list[Problem]:
+def credential_problems(
+    values: dict[str, Any], skip: set[str] | frozenset[str] = frozenset(), secret_names: tuple[str, ...] = ()
+) -> list[Problem]:
     """Every plain-text credential in a stack file's `values` (full `namespace:key` paths, or our
     keys without the namespace), one problem per key path. `skip`: keys checked as secrets where
-    they are declared."""
+    they are declared; `secret_names`: the stack's secret keys (SECRET_KEYS), which the messages list."""
     problems: list[Problem] = []
     for top, value in values.items():
         full = top if ":" in top else NS + top
@@ -162,13 +202,19 @@ def credential_problems(values: dict[str, Any], skip: set[str] | frozenset[str] 
             if SECRET_NAME.search(name) and not (isinstance(value, str) and NUMBER_OR_SWITCH.match(value)) and not isinstance(value, bool | int | float):
                 # A provider's credential (`kubernetes:kubeconfig`), as text or as a mapping: all of it is secret.
                 what = "the cluster's credentials (client keys or tokens)" if "kubeconfig" in name.lower() else "a credential"
-                problems.append(Problem(full, f"{name} holds {what} and is given in plain text; {_secret_mechanism(full, name)}"))
+                problems.append(Problem(full, f"{name} holds {what} and is given in plain text; {_secret_mechanism(full, name, secret_names)}"))
                 continue
         for path, item, key in _walk_child(value, full, None):
             if isinstance(item, list):
-                problems += _flag_problems(path, item)
+                problems += _flag_problems(path, item, secret_names)
                 continue
             name = key or ""
+            kubeconfig = _kubeconfig_problem(item)
+            if kubeconfig:
+                problems.append(Problem(path, f"{kubeconfig} in plain text; set the cluster's kubeconfig as the kubeconfig secret "
+                                              "(`pulumi config set --secret kubeconfig < FILE`), which only the program's "
+                                              "Kubernetes provider reads; no engine or other key may carry it"))
+                continue
             token = TOKEN_VALUE.search(item)
             if token and any(u.start() <= token.start() < u.end() for u in URL.finditer(item)):
                 # In a URL (its user-info, path or query): the token goes, the URL may stay.
@@ -176,11 +222,11 @@ def credential_problems(values: dict[str, Any], skip: set[str] | frozenset[str] 
                                               "objects (an alert link, an env var): give it without the token"))
                 continue
             if token:
-                problems.append(Problem(path, f"looks like an access token; {_secret_mechanism(path, name)}"))
+                problems.append(Problem(path, f"looks like an access token; {_secret_mechanism(path, name, secret_names)}"))
                 continue
             why = _url_problem(item)
             if why:
                 problems.append(Problem(path, why))
             elif _named_credential(path, key, item):
-                problems.append(Problem(path, f"{name} names a credential and is given in plain text; {_secret_mechanism(path, name)}"))
+                problems.append(Problem(path, f"{name} names a credential and is given in plain text; {_secret_mechanism(path, name, secret_names)}"))
     return list(dict.fromkeys(problems))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.catalog import doks, versions
 from infra.catalog.engine_images import PINNED, STACKS, VENDOR_NAMES, image_vendor
+from infra.catalog.gpus import GPU_SIZES
 from infra.catalog.lmcache import SERVER_MIN_VERSION, lmcache_in_image
 from infra.catalog.vllm_admin import AdminSwitch
 from infra.catalog.vllm_flags import canonical_flag
@@ -29,7 +30,7 @@ from infra.config.base import NS, duplicates
 from infra.config.layout import PdLayoutConfig
 from infra.config.models import ModelConfig, engine_image, gated_models
 from infra.config.observability import observability_on
-from infra.config.pools import GpuPoolConfig
+from infra.config.pools import EVERY_NODE_LABELS, INSTANCE_TYPE_LABELS, GpuPoolConfig, every_node_selector
 from infra.config.rollout import single_node_variants
 from infra.config.router import EPP_SUFFIX, GatewayConfig
 from infra.errors import Problem
@@ -101,6 +102,16 @@ def system_selector_problems(raw: StackInput) -> list[Problem]:
     if existing is None or not existing.system_node_selector:
         return []
     mine = existing.system_node_selector
+    at = f"{NS}cluster.existing.system_node_selector"
+    if every_node_selector(mine):
+        return [Problem(at, (
+            f"{mine!r} names only labels every node carries ({', '.join(EVERY_NODE_LABELS)}, beta.kubernetes.io/*): "
+            "system pods would land on GPU nodes too; give the labels only the nodes for system workloads carry"))]
+    for key in INSTANCE_TYPE_LABELS:
+        if mine.get(key) in GPU_SIZES:
+            return [Problem(at, (
+                f"{{{key!r}: {mine[key]!r}}} names a GPU size: system pods would land on GPU nodes; give the labels "
+                "(or the CPU size) only the nodes for system workloads carry"))]
     for i, pool in enumerate(raw.gpu_pools):
         theirs = pool.node_selector or {}
         if theirs and (mine.items() <= theirs.items() or theirs.items() <= mine.items()):
@@ -118,6 +129,17 @@ def kubeconfig_problems(raw: StackInput, kubeconfig_set: bool) -> list[Problem]:
     return [Problem(NS + "kubeconfig", (
         "is set, but cluster.existing is not: the stack creates its DOKS cluster and reads that cluster's credentials, "
         "so nothing would read it; remove it (`pulumi config rm kubeconfig`) or set cluster.existing"))]
+
+
+def engine_key_problems(raw: StackInput, engine_key_set: bool) -> list[Problem]:
+    """The `engine_key` secret is what a front door sends the engines; with router.kind service
+    there is none (the engines check the client key themselves), so nothing would read it."""
+    if raw.router.kind != "service" or not engine_key_set:
+        return []
+    return [Problem(NS + "engine_key", (
+        "is set, but router.kind is 'service': the engines check the client key (api_key / api_keys) themselves and "
+        "nothing reads engine_key — it is read only behind a front door (router.kind session, prefix, round-robin or "
+        "gateway); remove it (`pulumi config rm engine_key`) or choose one of those router kinds"))]
 
 
 def mode_defaults(raw: StackInput) -> StackInput:
@@ -595,6 +617,7 @@ CROSS_CHECKS: dict[str, tuple[CrossCheck, ...]] = {
     "gpu_runtime.mode": (CrossCheck(runtime_problems, ("gpu_pools[].size",)),),
     "cluster.existing.system_node_selector": (CrossCheck(system_selector_problems, ("gpu_pools[].node_selector",)),),
     "kubeconfig": (CrossCheck(kubeconfig_problems, ("cluster.existing",)),),
+    "engine_key": (CrossCheck(engine_key_problems, ("router.kind",)),),
     "model_cache.kind": (CrossCheck(existing_cache_problems, ("cluster.existing",)),),
     "network": (CrossCheck(network_problems, ("cluster.existing",)),),
     "models[].autoscaling.enabled": (CrossCheck(autoscaling_problems, (

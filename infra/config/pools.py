@@ -85,7 +85,9 @@ class GpuPoolConfig(StrictModel):
         description=(
             "cluster.existing only (required there): the labels this pool's nodes already carry, e.g. "
             "{doks.digitalocean.com/node-pool: gpu-mi300x} or {node.kubernetes.io/instance-type: gpu-mi300x8-1536gb}; "
-            "every pod of the pool selects them, and no node may match two pools' selectors."
+            "every pod of the pool selects them, and no node may match two pools' selectors. Refused: only labels every node "
+            "carries (kubernetes.io/arch, kubernetes.io/os, beta.kubernetes.io/*), an instance type other than size, "
+            "kubernetes.io/hostname with nodes above 1."
         ),
     )
     available_in_region: bool = Field(
@@ -182,6 +184,44 @@ EXISTING_REFUSED_POOL_KEYS = {
 }
 
 
+# Labels the kubelet puts on every node (https://kubernetes.io/docs/reference/labels-annotations-taints/):
+# a selector made only of them matches the GPU nodes and the system nodes alike.
+EVERY_NODE_LABELS = ("kubernetes.io/arch", "kubernetes.io/os")
+EVERY_NODE_LABEL_PREFIXES = ("beta.kubernetes.io/",)
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def every_node_selector(selector: dict[str, str]) -> bool:
+    """A selector made only of labels every node carries (whatever the values, they are shared by
+    GPU and CPU nodes of one architecture and OS)."""
+    return bool(selector) and all(
+        key in EVERY_NODE_LABELS or (key.startswith(EVERY_NODE_LABEL_PREFIXES) and key not in INSTANCE_TYPE_LABELS)
+        for key in selector
+    )
+
+
+def _selector_label_problems(pool: GpuPoolConfig, at: str) -> list[Problem]:
+    """What a pool's selector says about its nodes that cannot be true of the pool."""
+    selector = pool.node_selector or {}
+    problems = []
+    if every_node_selector(selector):
+        problems.append(Problem(f"{at}.node_selector", (
+            f"{selector!r} names only labels every node carries ({', '.join(EVERY_NODE_LABELS)}, beta.kubernetes.io/*): "
+            "it matches the system nodes and every other pool's too; give the labels only this pool's nodes carry, "
+            "e.g. {doks.digitalocean.com/node-pool: <the DOKS pool>}")))
+    for key in INSTANCE_TYPE_LABELS:
+        if key in selector and selector[key] != pool.size:
+            problems.append(Problem(f"{at}.node_selector", (
+                f"{{{key!r}: {selector[key]!r}}} selects nodes of size {selector[key]}, but the pool's size is {pool.size}; "
+                f"give {key}: {pool.size}, or set size to the nodes' size")))
+    if HOSTNAME_LABEL in selector and (pool.nodes or 0) > 1:
+        problems.append(Problem(f"{at}.node_selector", (
+            f"{{{HOSTNAME_LABEL!r}: {selector[HOSTNAME_LABEL]!r}}} selects one node, but nodes is {pool.nodes}; "
+            "give a label all the pool's nodes carry, or nodes: 1")))
+    return problems
+
+
 def existing_pool_problems(pools: list[GpuPoolConfig]) -> list[Problem]:
     """Pools of an existing cluster: each its selector and its node count, none of the keys only a
     created pool reads, and no node matching two pools (identical selectors, or one a subset of
@@ -197,6 +237,7 @@ def existing_pool_problems(pools: list[GpuPoolConfig]) -> list[Problem]:
             problems.append(Problem(f"{at}.nodes", (
                 "required with cluster.existing: how many Ready nodes the pool's node_selector matches "
                 "(capacity and cost figures; `infra doctor` checks it against the cluster)")))
+        problems += _selector_label_problems(pool, at)
         for key, why in EXISTING_REFUSED_POOL_KEYS.items():
             if key in pool.model_fields_set:
                 problems.append(Problem(f"{at}.{key}", f"{getattr(pool, key)!r} is given, but cluster.existing is set: {why}; remove {key}"))

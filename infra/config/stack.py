@@ -76,6 +76,7 @@ class StackConfig(BaseModel):
     secrets_required: tuple[str, ...]  # secret keys this stack needs for `pulumi up`
     base_dir: Path | None = None  # the project root that relative paths (hf_config) start from
     spaces_credentials_set: bool = False  # digitalocean:spacesAccessId and spacesSecretKey are in the stack file
+    digitalocean_token_set: bool = False  # digitalocean:token is in the stack file (unread on an existing cluster: noted)
     # models whose replica autoscaling would be on but is suspended while their rollout runs
     rollout_suspends_autoscaling: frozenset[str] = frozenset()
 
@@ -125,6 +126,18 @@ def environment_defaults(raw: StackInput) -> tuple[ClusterConfig, ObservabilityC
     return cluster, obs
 
 
+def provider_kubeconfig_problems(raw: StackInput, provider_kubeconfig_secret: bool) -> list[Problem]:
+    """On an existing cluster the program's Kubernetes provider reads the `kubeconfig` secret; the
+    kubernetes provider's own `kubernetes:kubeconfig` (a secret here: in plain text the credential
+    scan refuses it) is read by no resource, and would leave two answers to "which cluster"."""
+    if raw.cluster.existing is None or not provider_kubeconfig_secret:
+        return []
+    return [Problem("kubernetes:kubeconfig", (
+        "is set, but the program's Kubernetes provider reads the inference-platform:kubeconfig secret, not "
+        "kubernetes:kubeconfig, so nothing reads it; set the cluster's kubeconfig with "
+        "`pulumi config set --secret kubeconfig < FILE` and remove this one (`pulumi config rm kubernetes:kubeconfig`)"))]
+
+
 def load_config(
     values: dict[str, Any],
     *,
@@ -164,7 +177,7 @@ def load_config(
         project_values[short] = value
 
     # One scan over every string of the file, every namespace (keys that are secrets by declaration aside).
-    early += credential_problems(values, skip={*PROVIDER_SECRET_KEYS, *(f"{NS}{k}" for k in SECRET_KEYS)})
+    early += credential_problems(values, skip={*PROVIDER_SECRET_KEYS, *(f"{NS}{k}" for k in SECRET_KEYS)}, secret_names=tuple(SECRET_KEYS))
     client_keys, key_problems = client_keys_from_config(
         api_keys_raw, api_keys_path=f"{NS}api_keys", api_key_set="api_key" in secrets_set, api_keys_secret=api_keys_secret
     )
@@ -180,6 +193,8 @@ def load_config(
     keys_path = f"{NS}api_keys" if api_keys_raw is not None or api_keys_secret else f"{NS}api_key"
     problems = early + _problems(raw, base_dir, plain_secrets, client_keys, keys_path)
     problems += cross.kubeconfig_problems(raw, "kubeconfig" in secrets_set)
+    problems += cross.engine_key_problems(raw, "engine_key" in secrets_set)
+    problems += provider_kubeconfig_problems(raw, "kubernetes:kubeconfig" in secret_keys)
     if problems:
         raise ConfigError(problems, source=source)
 
@@ -201,6 +216,7 @@ def load_config(
         secrets_required=cross.required_secrets(raw),
         base_dir=base_dir,
         spaces_credentials_set=all(k in values for k in SPACES_PROVIDER_KEYS),
+        digitalocean_token_set="digitalocean:token" in values,
         rollout_suspends_autoscaling=frozenset(m.name for m in raw.models if cross.suspended_by_rollout(raw, m)),
     )
 

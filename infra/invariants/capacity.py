@@ -146,7 +146,9 @@ def _tolerates(template: PodTemplate, taint: str) -> bool:
 
 def _fits(template: PodTemplate, group: NodeGroup) -> bool:
     selector = template.spec.get("nodeSelector") or {}
-    if any(k not in PER_NODE_LABELS and group.labels.get(k) != str(v) for k, v in selector.items()):
+    # A per-node label is judged only on a group that carries one: an existing cluster's pool selected
+    # by its one node's hostname (elsewhere any node of the pool may be the one named).
+    if any((k not in PER_NODE_LABELS or k in group.labels) and group.labels.get(k) != str(v) for k, v in selector.items()):
         return False
     if not _affinity_admits(template.spec, group.labels):
         return False
@@ -227,6 +229,10 @@ def check_capacity(plan: StackPlan, objects: list[dict], paths: KeyPaths) -> lis
     placed: dict[str, list[Placed]] = {g.name: [] for g in groups}
     for template in all_pod_templates(objects):
         where = [g for g in groups if _fits(template, g)]
+        # A pod pinned by a per-node label that one group carries lands there, not on a group whose
+        # node names are unknown.
+        pinned = {k for k in template.spec.get("nodeSelector") or {} if k in PER_NODE_LABELS}
+        where = [g for g in where if pinned and pinned <= g.labels.keys()] or where
         if template.per_node:
             for g in where:
                 for k, v in _demand(template, weights).items():

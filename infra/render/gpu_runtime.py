@@ -190,12 +190,19 @@ def render_node_tuning_daemonset(
     return place_on_amd_pools([daemonset], pool_selectors)[0]
 
 
-def render_cert_manager_values() -> dict[str, Any]:
-    """cert-manager chart values: install its CRDs with the release (chart ≥ 1.15 key)."""
-    return {"crds": {"enabled": True}}
+def render_cert_manager_values(node_selector: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """cert-manager chart values: install its CRDs with the release (chart ≥ 1.15 key); on an
+    existing cluster with system nodes, every one of its Deployments and its startup Job on them
+    (the jetstack chart's `nodeSelector`, `webhook.`, `cainjector.`, `startupapicheck.nodeSelector`)."""
+    values: dict[str, Any] = {"crds": {"enabled": True}}
+    if node_selector:
+        values["nodeSelector"] = dict(node_selector)
+        for part in ("webhook", "cainjector", "startupapicheck"):
+            values[part] = {"nodeSelector": dict(node_selector)}
+    return values
 
 
-def render_gpu_operator_values() -> dict[str, Any]:
+def render_gpu_operator_values(node_selector: Mapping[str, str] | None = None) -> dict[str, Any]:
     """AMD GPU Operator chart values for DOKS (chart keys as in ROCm/gpu-operator
     helm-charts-k8s/values.yaml at tag v1.5.0).
 
@@ -210,15 +217,19 @@ def render_gpu_operator_values() -> dict[str, Any]:
 
     The controller manager needs no placement override: the chart's `controllerManager.affinity`
     only *prefers* control-plane nodes (weight 1), so on DOKS, which has none in the cluster, it
-    schedules on the system pool (the GPU taint keeps it off GPU nodes).
+    schedules on the system pool (the GPU taint keeps it off GPU nodes). On an existing cluster
+    with system nodes, `controllerManager.nodeSelector` pins it to them.
     """
-    return {
+    values: dict[str, Any] = {
         "node-feature-discovery": {"enabled": False},
         "installdefaultNFDRule": False,
         "kmm": {"enabled": False, "watch": False},
         "remediation": {"enabled": False},
         "crds": {"defaultCR": {"install": False, "upgrade": False}},
     }
+    if node_selector:
+        values["controllerManager"] = {"nodeSelector": dict(node_selector)}
+    return values
 
 
 def render_device_config(

@@ -135,6 +135,7 @@ class ModelServiceSpec:
     gpu: the pool's GPU size (vendor, GPUs, vCPUs, RAM per node).
     pool_name: the GPU pool the pods must land on (on DOKS, the node pool of that name).
     node_selector: the labels of the pool's nodes (an existing cluster's); None: the DOKS pool's.
+    system_node_selector: an existing cluster's system nodes, for the P/D router; None: not pinned.
     image: overrides the vendor's pinned vLLM image.
     extra_args / env: appended to the command line / container env (validated).
     cache: the shared weight cache; None = each pod downloads to local scratch.
@@ -169,6 +170,7 @@ class ModelServiceSpec:
     pool_name: str
     namespace: str = ENGINES_NAMESPACE
     node_selector: Mapping[str, str] | None = None  # the pool's nodes; None: the DOKS pool `pool_name`
+    system_node_selector: Mapping[str, str] | None = None  # the P/D router's nodes (DOKS: None, GPU taints keep it off GPU nodes)
     image: str | None = None
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)

@@ -42,6 +42,7 @@ class PdRouterSpec:
     engine_port: int
     labels: dict[str, str] = field(default_factory=dict)
     replicas: int = 1
+    node_selector: dict[str, str] = field(default_factory=dict)  # an existing cluster's system nodes; empty: not pinned
 
     @property
     def name(self) -> str:
@@ -157,6 +158,8 @@ def render_pd_router(spec: PdRouterSpec) -> list[dict]:
             },
         },
     }
+    if spec.node_selector:
+        deployment["spec"]["template"]["spec"]["nodeSelector"] = dict(spec.node_selector)
     accept(deployment, scan_exceptions.API_WATCHER)
     svc_ports = [{"name": "http", "port": spec.engine_port, "targetPort": "http", "protocol": "TCP"}]
     own_ports = [*svc_ports, {"name": "metrics", "port": PROMETHEUS_PORT, "targetPort": "metrics", "protocol": "TCP"}]

@@ -216,6 +216,7 @@ def router_spec(spec: PdServiceSpec) -> pd_router.PdRouterSpec:
         discovery_port=MORIIO_PROXY_PING_PORT if spec.connector == "MoRIIOConnector" else None,
         engine_port=VLLM_PORT,
         labels=common_labels(base.name, "pd-router"),
+        node_selector=dict(base.system_node_selector or {}),
     )
 
 

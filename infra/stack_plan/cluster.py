@@ -103,6 +103,8 @@ def gpu_runtime_spec(cfg: StackConfig) -> GpuRuntimeSpec:
         mode=cfg.gpu_runtime.mode,
         amd_pools=tuple(p.name for p in cfg.gpu_pools if p.gpu.vendor == "amd"),
         amd_pool_selectors={p.name: cfg.pool_selector(p) for p in cfg.gpu_pools if p.gpu.vendor == "amd"} if cfg.existing_cluster else None,
+        system_node_selector=(dict(cfg.cluster.existing.system_node_selector)
+                              if cfg.cluster.existing is not None and cfg.cluster.existing.system_node_selector else None),
         disable_numa_balancing=cfg.gpu_runtime.disable_numa_balancing,
         metrics_exporter=bool(cfg.observability.enabled),
     )

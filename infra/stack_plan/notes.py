@@ -222,6 +222,11 @@ def existing_cluster_notes(cfg) -> list[str]:
             "service.beta.kubernetes.io/do-loadbalancer-* annotations); without one, `pulumi up` waits 10 minutes "
             "for the address and fails"
         )
+    if cfg.digitalocean_token_set:
+        notes.append(
+            "existing cluster: digitalocean:token is set, but the stack creates no DigitalOcean resource, so nothing reads "
+            "it; `pulumi config rm digitalocean:token` if you like (keep it only for another tool that reads this stack)"
+        )
     if cfg.gpu_runtime.mode == "doks-managed" and any(p.gpu.vendor == "amd" for p in cfg.gpu_pools):
         notes.append(
             "existing cluster: gpu_runtime.mode doks-managed installs no AMD device plugin — the cluster must already "

@@ -52,7 +52,11 @@ def does_not_fit(m: ModelFacts, index: int) -> Problem:
             f"no single node of any GPU size holds it, but one replica over {spanning[1]} nodes of {spanning[0]} does: "
             f"give pool {m.pool.name!r} that size with fabric: true and a layout with nodes_per_replica (docs/serving.md, "
             "multi-node replicas), or choose a smaller or quantized checkpoint"
-            if spanning and not (m.pool.fabric and m.pool.gpu.slug == spanning[0])
+            if spanning and not (m.pool.fabric and m.pool.gpu.slug == spanning[0]) and m.pool.node_selector is None
+            else f"no single node of any GPU size holds it, and a replica over {spanning[1]} nodes of {spanning[0]} needs "
+            "DigitalOcean's fabric pools, which existing-cluster mode (cluster.existing) does not have; choose a smaller or "
+            "quantized checkpoint"
+            if spanning and m.pool.node_selector is not None
             else "no GPU size in the catalog holds it; choose a smaller or quantized checkpoint"
         )
     # The candidate closest to fitting (most memory left), not the ranking's first: tp1-r8 of a 670 GB

@@ -28,6 +28,7 @@ def model_service_spec(
     key_path: str = "",
     behind_front_door: bool = False,
     node_selector: dict[str, str] | None = None,
+    system_node_selector: dict[str, str] | None = None,
 ) -> ModelServiceSpec:
     """Config + planned layout → the model-service renderer's input.
 
@@ -49,6 +50,7 @@ def model_service_spec(
         gpu=model.pool.gpu,
         pool_name=model.pool.name,
         node_selector=node_selector,
+        system_node_selector=system_node_selector,
         namespace=ENGINES_NAMESPACE,
         image=model.config.image,
         extra_args=tuple(model.config.extra_args),
@@ -93,11 +95,14 @@ def model_service_specs(
     """Every model's engines, in the models' order. The offline plan and `pulumi up` store a secret
     that is set, or required (offline: a placeholder); the compile cache is shared on NFS, else per node."""
     secrets = cfg.secrets_set | set(cfg.secrets_required)
+    existing = cfg.cluster.existing
+    system_selector = dict(existing.system_node_selector) if existing is not None and existing.system_node_selector else None
     return tuple(
         model_service_spec(
             m, cache_pvc, secrets=secrets, weights=weights, compile_cache="shared" if cache_pvc else "node",
             key_path=f"{NS}models[{[c.name for c in cfg.models].index(m.config.name)}]",
             behind_front_door=cfg.router.kind != "service", node_selector=cfg.pool_selector(m.pool),
+            system_node_selector=system_selector,
         )
         for m in models
     )

@@ -217,13 +217,13 @@ def _plan_gpu_operator(group: Group, spec: GpuRuntimeSpec) -> tuple[str, str]:
         "name": "cert-manager",
         **chart_inputs(versions.CERT_MANAGER_CHART, spec.cert_manager_chart_version, versions.CERT_MANAGER_CHART_REPO),
         "namespace": render_runtime.CERT_MANAGER_NAMESPACE, "createNamespace": True,
-        "values": render_runtime.render_cert_manager_values(),
+        "values": render_runtime.render_cert_manager_values(spec.system_node_selector),
     })  # fmt: skip
     operator = group.release(f"{spec.name}-amd-gpu-operator", {
         "name": "amd-gpu-operator",
         **chart_inputs(versions.AMD_GPU_OPERATOR_CHART, spec.gpu_operator_chart_version, versions.AMD_GPU_OPERATOR_CHART_REPO),
         "namespace": render_runtime.GPU_OPERATOR_NAMESPACE, "createNamespace": True,
-        "values": render_runtime.render_gpu_operator_values(),
+        "values": render_runtime.render_gpu_operator_values(spec.system_node_selector),
     }, depends_on=[cert_manager])  # fmt: skip
     images = {"device_plugin_image": spec.device_plugin_image, "node_labeller_image": spec.node_labeller_image,
               "metrics_exporter_image": spec.metrics_exporter_image, "metrics_exporter_enabled": spec.metrics_exporter}  # fmt: skip

@@ -78,3 +78,13 @@ def test_the_archive_gives_the_index_when_none_is_committed(chart_env):
     assert index["values"]["metrics"]["port"] == OPEN  # subchart defaults under its name
     assert "podLabels" in index["schema"]["properties"]
     assert unknown_paths({"metrics": {"prot": 1}}, index["values"], index["schema"]) == ["metrics.prot"]
+
+
+def test_a_node_selector_is_a_label_map_even_where_the_defaults_name_one_label():
+    """cert-manager's default `nodeSelector: {kubernetes.io/os: linux}` does not close it to that label
+    (audit t32: an existing cluster's system selector on cert-manager)."""
+    index = committed_index(versions.CERT_MANAGER_CHART, versions.CERT_MANAGER_CHART_VERSION)
+    selector = {"nodeSelector": {"example.com/role": "system"}}
+    values = {**selector, "webhook": selector, "cainjector": selector, "startupapicheck": selector}
+    assert unknown_paths(values, index["values"], index.get("schema")) == []
+    assert unknown_paths({"webhook": {"nodeSelectr": {}}}, index["values"], index.get("schema")) == ["webhook.nodeSelectr"]

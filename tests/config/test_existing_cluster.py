@@ -3,6 +3,7 @@ every error names the key path, the value given and what is allowed instead."""
 
 from __future__ import annotations
 
+import base64
 import copy
 from pathlib import Path
 
@@ -154,7 +155,7 @@ def test_a_bad_node_selector_is_refused_at_its_label(selector, words):
 
 def test_reserved_prefixes_are_fine_in_a_selector():
     """A selector reads labels others set: DOKS's pool label, the well-known instance type."""
-    assert _problems(_pool(0, node_selector={"doks.digitalocean.com/node-pool": "gpu-a", "node.kubernetes.io/instance-type": "x"})) == []
+    assert _problems(_pool(0, node_selector={"doks.digitalocean.com/node-pool": "gpu-a", "node.kubernetes.io/instance-type": "gpu-mi300x8-1536gb"})) == []
 
 
 def test_identical_selectors_are_refused():
@@ -211,6 +212,7 @@ def test_a_plain_kubeconfig_is_the_plain_secret_error_and_never_quoted():
 
 def test_engine_key_is_a_secret_of_any_mode():
     values = load_dev()
+    values[NS + "router"] = {"kind": "session"}  # behind a front door: dev's router.kind service reads no engine key
     values[NS + "engine_key"] = None
     cfg = load_config(values, stack="dev", secret_keys={NS + "engine_key"}, base_dir=ROOT)
     assert "engine_key" in cfg.secrets_set
@@ -249,3 +251,149 @@ def test_a_system_selector_that_selects_a_gpu_pool_is_refused():
     assert problems == [f"{NS}cluster.existing.system_node_selector: {{'example.com/gpu-pool': 'mi300x'}} also selects the nodes of "
                         "gpu_pools[0] (mi300x, node_selector {'example.com/gpu-pool': 'mi300x'}): system pods would land on GPU nodes; "
                         "give the labels only the nodes for system workloads carry"]
+
+
+# --- audit of the existing-cluster mode (wave 38): kubeconfig content in plain keys ---
+
+KUBECONFIG_WITH_CLIENT_KEY = (
+    "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n"
+    "    client-certificate-data: LS0tLS1CRUdJTg==\n    client-key-data: LS0tLS1CRUdJTg==\n"
+)
+KUBECONFIG_WITH_TOKEN = "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user: {token: MARKERSECRET}\n"
+
+
+def _env(**env):
+    def mutate(values):
+        values[NS + "models"][0]["env"] = env
+    return mutate
+
+
+@pytest.mark.parametrize("value, words", [
+    (KUBECONFIG_WITH_CLIENT_KEY, "holds a kubeconfig"),
+    (KUBECONFIG_WITH_TOKEN, "holds a kubeconfig"),
+    (base64.b64encode(KUBECONFIG_WITH_TOKEN.encode()).decode(), "decodes to a kubeconfig"),
+    (base64.b64encode(KUBECONFIG_WITH_CLIENT_KEY.encode()).decode(), "decodes to a kubeconfig"),
+])
+def test_kubeconfig_content_in_any_plain_string_is_refused_without_quoting_it(value, words):
+    problems = _problems(_env(CLUSTER_CONF=value))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{NS}models[0].env.CLUSTER_CONF: ") and words in problems[0]
+    assert "pulumi config set --secret kubeconfig" in problems[0]
+    assert "MARKERSECRET" not in problems[0] and "LS0t" not in problems[0] and value[:20] not in problems[0]
+
+
+def test_kubeconfig_content_in_extra_args_is_refused():
+    def mutate(values):
+        values[NS + "models"][0]["extra_args"] = ["--disable-log-requests", KUBECONFIG_WITH_TOKEN]
+    problems = _problems(mutate)
+    assert any(p.startswith(f"{NS}models[0].extra_args[1]: holds a kubeconfig") for p in problems), problems
+
+
+@pytest.mark.parametrize("path", ["/etc/kube/config", "~/.kube/config", "./kubeconfig"])
+def test_a_kubeconfig_file_path_in_env_is_not_a_credential(path):
+    assert _problems(_env(KUBECONFIG=path)) == []
+
+
+def test_the_plain_credential_message_lists_every_secret_key():
+    from infra.config import SECRET_KEYS
+    problems = _problems(_env(MY_PASSWORD="not-a-number-but-a-secret"))
+    assert len(problems) == 1, problems
+    assert all(key in problems[0] for key in SECRET_KEYS), problems[0]
+
+
+# --- audit: selectors on labels every node carries, sizes and hostnames ---
+
+@pytest.mark.parametrize("selector", [
+    {"kubernetes.io/arch": "amd64"}, {"kubernetes.io/os": "linux"},
+    {"kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux"},
+])
+def test_a_system_selector_of_labels_every_node_carries_is_refused(selector):
+    problems = _problems(_cluster(existing={"system_node_selector": selector}))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{NS}cluster.existing.system_node_selector: {selector!r} names only labels every node carries")
+
+
+@pytest.mark.parametrize("key", ["node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type"])
+def test_a_system_selector_naming_a_gpu_size_is_refused(key):
+    problems = _problems(_cluster(existing={"system_node_selector": {key: "gpu-mi300x8-1536gb"}}))
+    assert problems == [f"{NS}cluster.existing.system_node_selector: {{{key!r}: 'gpu-mi300x8-1536gb'}} names a GPU size: system pods "
+                        "would land on GPU nodes; give the labels (or the CPU size) only the nodes for system workloads carry"]
+
+
+def test_a_system_selector_naming_a_cpu_size_is_accepted():
+    assert _problems(_cluster(existing={"system_node_selector": {"node.kubernetes.io/instance-type": "s-4vcpu-8gb"}})) == []
+
+
+def test_a_pool_selector_of_labels_every_node_carries_is_refused():
+    problems = _problems(_pool(0, node_selector={"kubernetes.io/arch": "amd64"}))
+    assert any(p.startswith(f"{NS}gpu_pools[0].node_selector: {{'kubernetes.io/arch': 'amd64'}} names only labels every node carries")
+               for p in problems), problems
+
+
+def test_a_pool_selector_naming_another_size_is_refused():
+    problems = _problems(_pool(1, node_selector={"node.kubernetes.io/instance-type": "gpu-mi300x8-1536gb"}))
+    assert f"{NS}gpu_pools[1].node_selector: {{'node.kubernetes.io/instance-type': 'gpu-mi300x8-1536gb'}} selects nodes of size " \
+           "gpu-mi300x8-1536gb, but the pool's size is gpu-mi300x1-192gb; give node.kubernetes.io/instance-type: gpu-mi300x1-192gb, " \
+           "or set size to the nodes' size" in problems, problems
+
+
+def test_a_pool_selector_naming_its_own_size_is_accepted():
+    assert _problems(_pool(1, node_selector={"node.kubernetes.io/instance-type": "gpu-mi300x1-192gb"})) == []
+
+
+def test_a_hostname_selector_is_refused_for_more_than_one_node_and_accepted_for_one():
+    problems = _problems(_pool(0, node_selector={"kubernetes.io/hostname": "gpu-node-1"}))
+    assert problems == [f"{NS}gpu_pools[0].node_selector: {{'kubernetes.io/hostname': 'gpu-node-1'}} selects one node, but nodes "
+                        "is 2; give a label all the pool's nodes carry, or nodes: 1"]
+    assert _problems(_pool(1, node_selector={"kubernetes.io/hostname": "gpu-small-1"})) == []
+
+
+# --- audit: keys nothing would read ---
+
+def test_engine_key_with_router_kind_service_is_refused_at_engine_key():
+    def service(values):
+        values[NS + "router"] = {"kind": "service"}
+    problems = _problems(service)
+    assert problems == [f"{NS}engine_key: is set, but router.kind is 'service': the engines check the client key (api_key / "
+                        "api_keys) themselves and nothing reads engine_key — it is read only behind a front door (router.kind "
+                        "session, prefix, round-robin or gateway); remove it (`pulumi config rm engine_key`) or choose one of "
+                        "those router kinds"]
+
+
+def test_router_kind_service_without_engine_key_is_accepted():
+    def service(values):
+        values[NS + "router"] = {"kind": "service"}
+        del values[NS + "engine_key"]
+    assert _problems(service, secrets=lambda keys: keys.discard(NS + "engine_key")) == []
+
+
+def test_a_kubernetes_kubeconfig_secret_is_refused_naming_the_kubeconfig_secret():
+    def provider_kubeconfig(values):
+        values["kubernetes:kubeconfig"] = None  # a secret: parse_stack_text keeps no value
+    problems = _problems(provider_kubeconfig, secrets=lambda keys: keys.add("kubernetes:kubeconfig"))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("kubernetes:kubeconfig: is set, but the program's Kubernetes provider reads the "
+                                  "inference-platform:kubeconfig secret")
+    assert "pulumi config set --secret kubeconfig < FILE" in problems[0]
+
+
+def test_a_digitalocean_token_on_an_existing_cluster_is_loaded_and_marked():
+    values, secret_keys = fixture_values()
+    values["digitalocean:token"] = None
+    cfg = _load(values, secret_keys | {"digitalocean:token"})
+    assert cfg.digitalocean_token_set
+
+
+def test_a_multi_node_layout_says_existing_mode_has_no_fabric():
+    from infra.layout_fit import layout_fit_problems
+
+    values, secret_keys = fixture_values()
+    values[NS + "models"][0]["layout"] = {"tp": 16, "nodes_per_replica": 2}
+    try:
+        cfg = _load(values, secret_keys)
+        problems = [f"{p.path}: {p.message}" for p in layout_fit_problems(cfg)]
+    except ConfigError as err:
+        problems = [f"{p.path}: {p.message}" for p in err.problems]
+    (problem,) = [p for p in problems if "nodes_per_replica" in p]
+    assert "multi-node replicas are not available in existing-cluster mode" in problem
+    assert "fabric: true" not in problem
