@@ -14,26 +14,18 @@ and a failing test gets their tails in its report.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from tests.opt_in import mark_opt_in
 
 HERE = Path(__file__).resolve().parent
 _STATE: dict = {}
 
 
-def _enabled(config) -> bool:
-    return os.environ.get("INFRA_CLUSTER") == "1" or "cluster" in (config.getoption("-m") or "")
-
-
 def pytest_collection_modifyitems(config, items):
-    skip = pytest.mark.skip(reason="control-plane test: set INFRA_CLUSTER=1 or pass -m cluster")
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.cluster)
-            if not _enabled(config):
-                item.add_marker(skip)
+    mark_opt_in(config, items, HERE, "cluster", "INFRA_CLUSTER", "control-plane test")
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,7 @@ import pytest
 
 from tests.e2e import harness, inputs
 from tests.e2e.engine_env import EngineEnv, RouterEnv, base_dir, ensure_engine_env, ensure_router_env
+from tests.opt_in import mark_opt_in
 
 HERE = Path(__file__).resolve().parent
 # Run by the ENGINE venv's Python, never imported here: collecting tests/e2e must not need vLLM or
@@ -41,21 +42,12 @@ _PROCS: list[harness.Processes] = []
 ENGINE_START_TIMEOUT = 300
 
 
-def _enabled(config) -> bool:
-    return os.environ.get("INFRA_E2E") == "1" or "e2e" in (config.getoption("-m") or "")
-
-
 def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: real-engine end-to-end tests (CPU vLLM, vllm-router, Prometheus); opt-in")
 
 
 def pytest_collection_modifyitems(config, items):
-    skip = pytest.mark.skip(reason="real-engine e2e test: set INFRA_E2E=1 or pass -m e2e")
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.e2e)
-            if not _enabled(config):
-                item.add_marker(skip)
+    mark_opt_in(config, items, HERE, "e2e", "INFRA_E2E", "real-engine e2e test")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -15,10 +15,11 @@ and of every container log the kubelet wrote.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from tests.opt_in import mark_opt_in
 
 HERE = Path(__file__).resolve().parent
 _STATE: dict = {}
@@ -26,19 +27,8 @@ _STATE: dict = {}
 NODE_LABELS = {"doks.digitalocean.com/node-pool": "node-doks-system"}
 
 
-def _enabled(config) -> bool:
-    return os.environ.get("INFRA_NODE") == "1" or "node" in (config.getoption("-m") or "")
-
-
 def pytest_collection_modifyitems(config, items):
-    skip = pytest.mark.skip(
-        reason="node test: set INFRA_NODE=1 or pass -m node (needs root, containerd, runc)"
-    )
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.node)
-            if not _enabled(config):
-                item.add_marker(skip)
+    mark_opt_in(config, items, HERE, "node", "INFRA_NODE", "node test (needs root, containerd, runc)")
 
 
 @pytest.fixture(scope="session")

@@ -15,29 +15,20 @@ A failing test gets the tails of the control plane's logs and of the Pulumi comm
 from __future__ import annotations
 
 import base64
-import os
 from pathlib import Path
 
 import pytest
 
 # One control plane per session, the control-plane tests' own fixture (not a copy of it).
 from tests.cluster.conftest import control_plane  # noqa: F401
+from tests.opt_in import mark_opt_in
 
 HERE = Path(__file__).resolve().parent
 _STATE: dict = {}
 
 
-def _enabled(config) -> bool:
-    return os.environ.get("INFRA_ENGINE") == "1" or "engine" in (config.getoption("-m") or "")
-
-
 def pytest_collection_modifyitems(config, items):
-    skip = pytest.mark.skip(reason="Pulumi-engine test: set INFRA_ENGINE=1 or pass -m engine")
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.engine)
-            if not _enabled(config):
-                item.add_marker(skip)
+    mark_opt_in(config, items, HERE, "engine", "INFRA_ENGINE", "Pulumi-engine test")
 
 
 @pytest.fixture(scope="session")
